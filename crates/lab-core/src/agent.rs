@@ -1,0 +1,106 @@
+//! The controller's side of the agent contract: a gRPC client whose transport
+//! is an SSH direct-tcpip channel to 127.0.0.1 inside the node, so the agent
+//! never listens on a network.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_proto::v1::agent_client::AgentClient;
+use agent_proto::v1::HealthRequest;
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::ssh::SshSession;
+
+/// A connected agent client.
+pub type Client = AgentClient<Channel>;
+
+/// Errors reaching an agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The channel could not be set up.
+    #[error("node `{node}`: cannot reach rdma-agent on 127.0.0.1:{port} through SSH: {message}")]
+    Unreachable {
+        /// The node.
+        node: String,
+        /// The agent's port inside the node.
+        port: u16,
+        /// What failed.
+        message: String,
+    },
+    /// The agent answered with an error.
+    #[error("node `{node}`: rdma-agent: {status}")]
+    Rpc {
+        /// The node.
+        node: String,
+        /// The gRPC status.
+        status: Box<tonic::Status>,
+    },
+    /// The agent did not become healthy.
+    #[error("node `{node}`: rdma-agent did not answer Health within {waited_s} s ({last}); its log is /var/log/rdma-agent.log on the node (labctl exec {node} -- tail /var/log/rdma-agent.log)")]
+    NotHealthy {
+        /// The node.
+        node: String,
+        /// Seconds waited.
+        waited_s: u64,
+        /// The last error.
+        last: String,
+    },
+}
+
+/// Connects to the agent listening on `127.0.0.1:port` inside the node.
+pub async fn connect(ssh: Arc<SshSession>, port: u16) -> Result<Client, AgentError> {
+    let node = ssh.node().to_string();
+    // The URI is never resolved: every connection is a fresh SSH channel.
+    let channel = Endpoint::from_static("http://rdma-agent.lab")
+        .connect_timeout(Duration::from_secs(10))
+        .connect_with_connector(tower::service_fn(move |_| {
+            let ssh = ssh.clone();
+            async move { ssh.open_tcp("127.0.0.1", port).await.map(TokioIo::new) }
+        }))
+        .await
+        .map_err(|e| AgentError::Unreachable {
+            node: node.clone(),
+            port,
+            message: error_chain(&e),
+        })?;
+    Ok(AgentClient::new(channel).max_decoding_message_size(64 << 20))
+}
+
+/// Waits until the agent answers Health; returns its version.
+pub async fn wait_healthy(ssh: Arc<SshSession>, port: u16, wait: Duration) -> Result<(Client, String), AgentError> {
+    let node = ssh.node().to_string();
+    let started = Instant::now();
+    loop {
+        let last = match connect(ssh.clone(), port).await {
+            Ok(mut client) => match client.health(HealthRequest {}).await {
+                Ok(reply) => return Ok((client, reply.into_inner().version)),
+                Err(status) => status.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        if started.elapsed() > wait {
+            return Err(AgentError::NotHealthy {
+                node,
+                waited_s: started.elapsed().as_secs(),
+                last,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// An error and its sources on one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let message = s.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,258 @@
+//! The node image: built from Debian packages by `provisioning/image/build.sh`,
+//! cached under the user's cache directory keyed by a hash of the recipe.
+//!
+//! The recipe is compiled into labctl, so the binary works from any directory
+//! and the cache key changes exactly when the recipe does.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::state::set_mode;
+
+/// The recipe files, relative to `provisioning/image/`, with their contents.
+pub const RECIPE: &[(&str, &str)] = &[
+    ("build.sh", include_str!("../../../provisioning/image/build.sh")),
+    (
+        "rootfs/etc/inittab",
+        include_str!("../../../provisioning/image/rootfs/etc/inittab"),
+    ),
+    (
+        "rootfs/etc/lab/boot.sh",
+        include_str!("../../../provisioning/image/rootfs/etc/lab/boot.sh"),
+    ),
+    (
+        "rootfs/etc/lab/README",
+        include_str!("../../../provisioning/image/rootfs/etc/lab/README"),
+    ),
+    (
+        "rootfs/etc/ssh/sshd_config.d/lab.conf",
+        include_str!("../../../provisioning/image/rootfs/etc/ssh/sshd_config.d/lab.conf"),
+    ),
+    (
+        "rootfs/usr/local/lib/lab/agent-run",
+        include_str!("../../../provisioning/image/rootfs/usr/local/lib/lab/agent-run"),
+    ),
+];
+
+/// Errors building or finding the node image.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// A host tool the recipe needs is not installed.
+    #[error("`{tool}` is not installed; the node image is built with it. Install it with: apt-get install -y {package}")]
+    MissingTool {
+        /// The command.
+        tool: &'static str,
+        /// The Debian package that provides it.
+        package: &'static str,
+    },
+    /// The recipe failed.
+    #[error("building the node image failed (exit {status}); full log: {log}\n{tail}")]
+    BuildFailed {
+        /// Exit status of build.sh.
+        status: String,
+        /// The build log.
+        log: PathBuf,
+        /// The last lines of the log.
+        tail: String,
+    },
+    /// An I/O error on the cache.
+    #[error("image cache {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ImageError + '_ {
+    move |source| ImageError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A built image in the cache.
+#[derive(Debug, Clone)]
+pub struct NodeImage {
+    /// The recipe hash (cache key).
+    pub hash: String,
+    /// The kernel.
+    pub kernel: PathBuf,
+    /// The root filesystem as a gzip'd cpio initramfs.
+    pub initramfs: PathBuf,
+}
+
+/// sha256 over the recipe's names and contents, shortened.
+pub fn recipe_hash() -> String {
+    let mut h = Sha256::new();
+    for (name, text) in RECIPE {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(text.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+/// The cache root: `LABCTL_CACHE_DIR`, else `~/.cache/labctl`.
+pub fn cache_root() -> PathBuf {
+    std::env::var_os("LABCTL_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| dirs::cache_dir().map(|d| d.join("labctl")))
+        .unwrap_or_else(|| PathBuf::from("/var/cache/labctl"))
+}
+
+/// The image for the current recipe, if it is already built.
+pub fn cached(cache: &Path) -> Option<NodeImage> {
+    let hash = recipe_hash();
+    let dir = cache.join("images").join(&hash);
+    let image = NodeImage {
+        kernel: dir.join("vmlinuz"),
+        initramfs: dir.join("base.cpio.gz"),
+        hash,
+    };
+    (image.kernel.is_file() && image.initramfs.is_file()).then_some(image)
+}
+
+/// Returns the cached image, building it first when the recipe changed.
+/// `progress` gets the recipe's own progress lines.
+pub async fn ensure(cache: &Path, progress: &(dyn Fn(&str) + Sync)) -> Result<NodeImage, ImageError> {
+    if let Some(image) = cached(cache) {
+        return Ok(image);
+    }
+    for (tool, package) in [("mmdebstrap", "mmdebstrap"), ("cpio", "cpio"), ("gzip", "gzip")] {
+        if which(tool).is_none() {
+            return Err(ImageError::MissingTool { tool, package });
+        }
+    }
+    let images = cache.join("images");
+    fs::create_dir_all(&images).map_err(io_err(&images))?;
+    // One builder at a time; a second labctl waits and then finds the image.
+    let lock_path = images.join(".build.lock");
+    let lock = fs::File::create(&lock_path).map_err(io_err(&lock_path))?;
+    let lock = tokio::task::spawn_blocking(move || lock.lock().map(|_| lock))
+        .await
+        .expect("lock task")
+        .map_err(io_err(&lock_path))?;
+    if let Some(image) = cached(cache) {
+        return Ok(image);
+    }
+
+    let hash = recipe_hash();
+    let work = images.join(format!(".build-{hash}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    let recipe_dir = work.join("recipe");
+    for (name, text) in RECIPE {
+        let path = recipe_dir.join(name);
+        fs::create_dir_all(path.parent().expect("recipe paths have a parent")).map_err(io_err(&path))?;
+        fs::write(&path, text).map_err(io_err(&path))?;
+        let exec = name.ends_with(".sh") || name.ends_with("agent-run");
+        set_mode(&path, if exec { 0o755 } else { 0o644 }).map_err(|e| ImageError::Io {
+            path: path.clone(),
+            source: io::Error::other(e.to_string()),
+        })?;
+    }
+    let out = work.join("out");
+    let log_path = images.join(format!("{hash}.build.log"));
+    let log = fs::File::create(&log_path).map_err(io_err(&log_path))?;
+    let mut child = tokio::process::Command::new("bash")
+        .arg(recipe_dir.join("build.sh"))
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log.try_clone().map_err(io_err(&log_path))?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(io_err(&recipe_dir))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut log_writer = log;
+    while let Some(line) = lines.next_line().await.map_err(io_err(&log_path))? {
+        use std::io::Write;
+        let _ = writeln!(log_writer, "{line}");
+        if let Some(step) = line.strip_prefix("image: ") {
+            progress(step);
+        }
+    }
+    let status = child.wait().await.map_err(io_err(&recipe_dir))?;
+    if !status.success() {
+        let _ = fs::remove_dir_all(&work);
+        return Err(ImageError::BuildFailed {
+            status: status.code().map_or_else(|| "signal".into(), |c| c.to_string()),
+            tail: tail_lines(&log_path, 15),
+            log: log_path,
+        });
+    }
+    let final_dir = images.join(&hash);
+    let _ = fs::remove_dir_all(&final_dir);
+    fs::rename(&out, &final_dir).map_err(io_err(&final_dir))?;
+    let _ = fs::remove_dir_all(&work);
+    drop(lock);
+    Ok(cached(cache).expect("image just built"))
+}
+
+/// The last `n` lines of a text file, for error messages.
+pub fn tail_lines(path: &Path, n: usize) -> String {
+    let text = fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Finds `tool` on PATH.
+pub fn which(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(tool))
+        .find(|candidate| candidate.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_recipe_lists_every_file_under_provisioning_image() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../provisioning/image");
+        let mut on_disk = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    on_disk.push(path.strip_prefix(&root).unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        on_disk.sort();
+        let mut embedded: Vec<String> = RECIPE.iter().map(|(n, _)| n.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk, "add new recipe files to image::RECIPE");
+    }
+
+    #[test]
+    fn test_recipe_hash_is_stable_and_short() {
+        assert_eq!(recipe_hash(), recipe_hash());
+        assert_eq!(recipe_hash().len(), 16);
+    }
+
+    #[test]
+    fn test_cached_requires_both_files() {
+        let dir = std::env::temp_dir().join(format!("labctl-image-test-{}", std::process::id()));
+        let img = dir.join("images").join(recipe_hash());
+        fs::create_dir_all(&img).unwrap();
+        fs::write(img.join("vmlinuz"), b"k").unwrap();
+        assert!(cached(&dir).is_none());
+        fs::write(img.join("base.cpio.gz"), b"i").unwrap();
+        assert!(cached(&dir).is_some());
+        fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,584 @@
+//! The lab lifecycle: `up`, `status`, `exec`, `down`. One way for data to
+//! flow: labs.yaml → resolved nodes → provider → provisioning → agents.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_proto::v1::{HealthRequest, NodeInfoRequest};
+use futures::future::join_all;
+use russh::keys::PrivateKey;
+use serde::Serialize;
+
+use crate::agent::{self, AgentError};
+use crate::model::{ConfigError, Fabric, LabSpec, LabsFile, ResolvedNode};
+use crate::progress::Reporter;
+use crate::provider::{self, Liveness, Provider, ProviderError};
+use crate::provision::{self, AgentBinary, NodeJob, ProvisionError};
+use crate::ssh::{self, SshError, SshSession};
+use crate::state::{LabDir, LabLock, LabState, Phase, StateError};
+
+/// Version of the `status --json` layout.
+pub const STATUS_SCHEMA: u32 = 1;
+
+/// Errors of lab operations.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// labs.yaml is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// State could not be read, written or locked.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The provider failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// A node could not be provisioned.
+    #[error(transparent)]
+    Provision(#[from] ProvisionError),
+    /// SSH failed.
+    #[error(transparent)]
+    Ssh(#[from] SshError),
+    /// An agent failed.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    /// A node failed in a way its console may explain.
+    #[error("{error}\n--- last lines of the console of `{node}` ({path}) ---\n{tail}")]
+    WithConsole {
+        /// The node.
+        node: String,
+        /// What failed.
+        error: Box<ProvisionError>,
+        /// The console log.
+        path: String,
+        /// Its last lines.
+        tail: String,
+    },
+    /// Several nodes failed; each error names its node.
+    #[error("{} nodes failed:\n{}", .0.len(), .0.iter().map(|e| format!("- {e}")).collect::<Vec<_>>().join("\n"))]
+    Nodes(Vec<LabError>),
+    /// The lab is not up.
+    #[error("lab `{0}` is not up; run `labctl up` first")]
+    NotUp(String),
+    /// No node of that name.
+    #[error("lab `{lab}` has no node `{node}`; its nodes are: {}", .known.join(", "))]
+    UnknownNode {
+        /// The lab.
+        lab: String,
+        /// The name asked for.
+        node: String,
+        /// The nodes it has.
+        known: Vec<String>,
+    },
+    /// The lab exists but is not healthy; `up` will not paper over it.
+    #[error("lab `{lab}` exists but is not healthy: {reason}\nrun `labctl down` and then `labctl up` to recreate it")]
+    Unhealthy {
+        /// The lab.
+        lab: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The agent binary to deploy was not found.
+    #[error("cannot read the rdma-agent binary {path}: {source}; build it with `cargo build --release -p rdma-agent` or point LABCTL_AGENT at it")]
+    AgentBinary {
+        /// Where labctl looked.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+}
+
+/// Options of `up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    /// Keep what was created when `up` fails (for debugging).
+    pub keep_on_failure: bool,
+    /// The rdma-agent binary to deploy.
+    pub agent_binary: PathBuf,
+    /// How long to wait for each node's SSH.
+    pub ssh_wait: Duration,
+    /// How long to wait for another labctl holding the lab.
+    pub lock_wait: Duration,
+}
+
+/// What `up` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpOutcome {
+    /// The lab was created.
+    Created,
+    /// It was already up; it was verified and left alone.
+    AlreadyUp,
+}
+
+/// One lab from labs.yaml with its state directory.
+pub struct Lab {
+    /// The labs file it came from.
+    pub file: PathBuf,
+    /// Its definition.
+    pub spec: LabSpec,
+    /// Its nodes with defaults applied.
+    pub nodes: Vec<ResolvedNode>,
+    /// Where its state lives.
+    pub dir: LabDir,
+}
+
+impl Lab {
+    /// Loads `labs_file` and selects `name` (or the first lab).
+    pub fn open(labs_file: &Path, name: Option<&str>) -> Result<Lab, LabError> {
+        let file = LabsFile::load(labs_file)?;
+        let spec = file.select(name)?.clone();
+        let nodes = spec.resolve_nodes();
+        let dir = LabDir::for_lab(labs_file, &spec.name);
+        Ok(Lab {
+            file: labs_file.to_path_buf(),
+            spec,
+            nodes,
+            dir,
+        })
+    }
+
+    fn provider(&self) -> Result<Box<dyn Provider>, LabError> {
+        Ok(provider::for_kind(self.spec.provider)?)
+    }
+
+    /// Takes the lab's lock.
+    pub fn lock(&self, wait: Duration) -> Result<LabLock, LabError> {
+        Ok(self.dir.lock(wait)?)
+    }
+
+    /// The recorded state, or [`LabError::NotUp`].
+    pub fn state(&self) -> Result<LabState, LabError> {
+        self.dir.load()?.ok_or_else(|| LabError::NotUp(self.spec.name.clone()))
+    }
+
+    /// Brings the lab up, or verifies it when it is already up.
+    pub async fn up(&self, opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpOutcome, LabError> {
+        let _lock = self.lock(opts.lock_wait)?;
+        let agent = AgentBinary::load(&opts.agent_binary, env!("CARGO_PKG_VERSION")).map_err(|source| {
+            LabError::AgentBinary {
+                path: opts.agent_binary.clone(),
+                source,
+            }
+        })?;
+        match self.dir.load()? {
+            Some(state) if state.phase == Phase::Ready => {
+                self.verify(state, &agent, reporter).await?;
+                return Ok(UpOutcome::AlreadyUp);
+            }
+            Some(_) => {
+                reporter.note("lab", "removing the remains of an earlier failed `up`");
+                self.teardown().await?;
+            }
+            None => {}
+        }
+        let provider = self.provider()?;
+        provider.preflight(&self.spec, &self.nodes).await?;
+        match self.create(provider.as_ref(), opts, &agent, reporter).await {
+            Ok(()) => Ok(UpOutcome::Created),
+            Err(e) if opts.keep_on_failure => {
+                if let Ok(Some(mut state)) = self.dir.load() {
+                    state.phase = Phase::Failed;
+                    let _ = self.dir.save(&state);
+                }
+                reporter.note("lab", &format!("keeping the failed lab in {}", self.dir.root().display()));
+                Err(e)
+            }
+            Err(e) => {
+                reporter.note("lab", "up failed; removing what it created");
+                if let Err(cleanup) = self.teardown().await {
+                    reporter.note("lab", &format!("cleanup also failed: {cleanup}"));
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn create(
+        &self,
+        provider: &dyn Provider,
+        opts: &UpOptions,
+        agent: &AgentBinary,
+        reporter: &dyn Reporter,
+    ) -> Result<(), LabError> {
+        self.dir.create()?;
+        let mut state = LabState::new(&self.spec.name, &self.spec.provider.to_string(), &self.spec.fabric.to_string());
+        self.dir.save(&state)?;
+        let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
+        let authorized = ssh::public_line(key.public_key());
+        provider
+            .create(&self.spec, &self.nodes, &self.dir, &mut state, &authorized, reporter)
+            .await?;
+        self.dir.save(&state)?;
+        self.provision_all(provider, &mut state, key, agent, opts.ssh_wait, reporter)
+            .await?;
+        state.phase = Phase::Ready;
+        self.dir.save(&state)?;
+        self.write_known_hosts(&state)?;
+        Ok(())
+    }
+
+    async fn provision_all(
+        &self,
+        provider: &dyn Provider,
+        state: &mut LabState,
+        key: Arc<PrivateKey>,
+        agent: &AgentBinary,
+        ssh_wait: Duration,
+        reporter: &dyn Reporter,
+    ) -> Result<(), LabError> {
+        let rxe = self.spec.fabric == Fabric::Rxe;
+        let snapshot = state.clone();
+        let mut nodes = state.nodes.clone();
+        let jobs = nodes.iter_mut().map(|node| {
+            let name = node.name.clone();
+            let key = key.clone();
+            let snapshot = &snapshot;
+            async move {
+                let job = NodeJob {
+                    node,
+                    key,
+                    rxe,
+                    agent,
+                    ssh_wait,
+                };
+                let result = provision::provision_node(job, reporter, || {
+                    provider.check_alive(&self.dir, snapshot, &name)
+                })
+                .await;
+                match result {
+                    Ok(session) => {
+                        session.close().await;
+                        Ok(())
+                    }
+                    // A node that never answered may say why on its console.
+                    Err(error @ (ProvisionError::Ssh(_) | ProvisionError::Agent(_))) => {
+                        Err(match provider.console_log(&self.dir, &name) {
+                            Some(path) => LabError::WithConsole {
+                                node: name.clone(),
+                                error: Box::new(error),
+                                tail: crate::image::tail_lines(&path, 15),
+                                path: path.display().to_string(),
+                            },
+                            None => LabError::Provision(error),
+                        })
+                    }
+                    Err(error) => Err(LabError::Provision(error)),
+                }
+            }
+        });
+        let results = join_all(jobs).await;
+        state.nodes = nodes;
+        self.dir.save(state)?;
+        let errors: Vec<LabError> = results.into_iter().filter_map(Result::err).collect();
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(errors.into_iter().next().expect("one error")),
+            _ => Err(LabError::Nodes(errors)),
+        }
+    }
+
+    /// A second `up`: every node must still run, answer SSH with its pinned
+    /// key and run the current agent (redeployed if it differs).
+    async fn verify(&self, mut state: LabState, agent: &AgentBinary, reporter: &dyn Reporter) -> Result<(), LabError> {
+        let provider = self.provider()?;
+        let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
+        for node in &state.nodes {
+            provider.check_alive(&self.dir, &state, &node.name).map_err(|e| LabError::Unhealthy {
+                lab: self.spec.name.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        let mut nodes = state.nodes.clone();
+        let checks = nodes.iter_mut().map(|node| {
+            let key = key.clone();
+            async move {
+                let session = Arc::new(connect_pinned(node, key, Duration::from_secs(20)).await?);
+                let name = node.name.clone();
+                crate::progress::step(reporter, &name, "verify agent", provision::deploy_agent(&session, node, agent))
+                    .await?;
+                session.close().await;
+                Ok::<(), LabError>(())
+            }
+        });
+        let results = join_all(checks).await;
+        state.nodes = nodes;
+        self.dir.save(&state)?;
+        for r in results {
+            r.map_err(|e| LabError::Unhealthy {
+                lab: self.spec.name.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Removes every VM, process and file of the lab. Idempotent.
+    pub async fn down(&self, lock_wait: Duration) -> Result<bool, LabError> {
+        if !self.dir.exists() {
+            return Ok(false);
+        }
+        let _lock = self.lock(lock_wait)?;
+        self.teardown().await?;
+        Ok(true)
+    }
+
+    async fn teardown(&self) -> Result<(), LabError> {
+        let state = self.dir.load().ok().flatten();
+        self.provider()?.delete(&self.dir, state.as_ref()).await?;
+        self.dir.remove()?;
+        Ok(())
+    }
+
+    /// Connects to a node of the lab over SSH with its pinned host key.
+    pub async fn connect(&self, state: &LabState, node: &str) -> Result<SshSession, LabError> {
+        let node = self.node_state(state, node)?;
+        let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
+        connect_pinned(node, key, Duration::from_secs(20)).await
+    }
+
+    /// The recorded node `name`, or an error listing the lab's nodes.
+    pub fn node_state<'s>(&self, state: &'s LabState, name: &str) -> Result<&'s crate::state::NodeState, LabError> {
+        state.node(name).ok_or_else(|| LabError::UnknownNode {
+            lab: self.spec.name.clone(),
+            node: name.to_string(),
+            known: state.nodes.iter().map(|n| n.name.clone()).collect(),
+        })
+    }
+
+    /// Runs `command` on `node`, streaming its output; returns its exit status.
+    pub async fn exec(
+        &self,
+        node: &str,
+        command: &str,
+        on_output: impl FnMut(bool, &[u8]),
+    ) -> Result<i32, LabError> {
+        let state = self.state()?;
+        let session = self.connect(&state, node).await?;
+        let status = session.exec_streaming(command, None, on_output).await?;
+        session.close().await;
+        Ok(status)
+    }
+
+    /// The command line of an interactive `ssh` to `node` that trusts only
+    /// the pinned host key.
+    pub fn ssh_argv(&self, node: &str) -> Result<Vec<String>, LabError> {
+        let state = self.state()?;
+        let node = self.node_state(&state, node)?;
+        self.write_known_hosts(&state)?;
+        Ok(vec![
+            "ssh".into(),
+            "-i".into(),
+            self.dir.ssh_key().display().to_string(),
+            "-p".into(),
+            node.ssh_port.to_string(),
+            "-o".into(),
+            format!("UserKnownHostsFile={}", self.dir.known_hosts().display()),
+            "-o".into(),
+            "StrictHostKeyChecking=yes".into(),
+            "-o".into(),
+            "IdentitiesOnly=yes".into(),
+            format!("{}@{}", node.ssh_user, node.ssh_host),
+        ])
+    }
+
+    fn write_known_hosts(&self, state: &LabState) -> Result<(), LabError> {
+        let mut text = String::new();
+        for node in &state.nodes {
+            if let Some(key) = &node.host_key {
+                text.push_str(&format!("[{}]:{} {}\n", node.ssh_host, node.ssh_port, key));
+            }
+        }
+        crate::state::write_atomic(&self.dir.known_hosts(), text.as_bytes(), 0o600)?;
+        Ok(())
+    }
+
+    /// What the lab looks like now: machines, SSH, agents, RDMA devices.
+    pub async fn status(&self) -> Result<LabStatus, LabError> {
+        let Some(state) = self.dir.load()? else {
+            return Ok(LabStatus {
+                schema: STATUS_SCHEMA,
+                lab: self.spec.name.clone(),
+                provider: self.spec.provider.to_string(),
+                fabric: self.spec.fabric.to_string(),
+                phase: None,
+                created_at: None,
+                provider_state: serde_json::Value::Null,
+                state_dir: self.dir.root().display().to_string(),
+                nodes: Vec::new(),
+            });
+        };
+        let provider = self.provider()?;
+        let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
+        let nodes = join_all(state.nodes.iter().map(|node| {
+            let key = key.clone();
+            let liveness = match provider.check_alive(&self.dir, &state, &node.name) {
+                Ok(()) => Liveness::Running,
+                Err(e) => Liveness::Stopped(e.to_string().lines().next().unwrap_or_default().to_string()),
+            };
+            node_status(node, liveness, key)
+        }))
+        .await;
+        Ok(LabStatus {
+            schema: STATUS_SCHEMA,
+            lab: state.lab.clone(),
+            provider: state.provider.clone(),
+            fabric: state.fabric.clone(),
+            phase: Some(state.phase),
+            created_at: Some(state.created_at.clone()),
+            provider_state: state.provider_state.clone(),
+            state_dir: self.dir.root().display().to_string(),
+            nodes,
+        })
+    }
+}
+
+async fn connect_pinned(
+    node: &crate::state::NodeState,
+    key: Arc<PrivateKey>,
+    timeout: Duration,
+) -> Result<SshSession, LabError> {
+    let pinned = node.host_key.as_deref().and_then(ssh::parse_public);
+    Ok(SshSession::connect(&provision::target(node), key, pinned, timeout).await?)
+}
+
+/// `labctl status` for one lab.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabStatus {
+    /// [`STATUS_SCHEMA`].
+    pub schema: u32,
+    /// The lab.
+    pub lab: String,
+    /// Its provider.
+    pub provider: String,
+    /// Its fabric.
+    pub fabric: String,
+    /// `None` when the lab is not up.
+    pub phase: Option<Phase>,
+    /// When it was created.
+    pub created_at: Option<String>,
+    /// Provider facts (accelerator, supervisor).
+    pub provider_state: serde_json::Value,
+    /// The state directory.
+    pub state_dir: String,
+    /// Per node.
+    pub nodes: Vec<NodeStatus>,
+}
+
+/// One node in `labctl status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeStatus {
+    /// The node.
+    pub name: String,
+    /// Its machine.
+    pub vm: Liveness,
+    /// `host:port` of its SSH.
+    pub ssh: String,
+    /// Its address on the data link.
+    pub data_addr: String,
+    /// SSH answered with the pinned key.
+    pub ssh_ok: bool,
+    /// The agent, when it answered.
+    pub agent: Option<AgentStatus>,
+    /// RDMA devices reported by the agent.
+    pub rdma: Vec<RdmaDeviceStatus>,
+    /// The first thing that failed, if anything did.
+    pub error: Option<String>,
+}
+
+/// The agent as seen by `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentStatus {
+    /// Its version.
+    pub version: String,
+    /// Seconds since it started.
+    pub uptime_s: u64,
+    /// Its resident memory, bytes.
+    pub rss_bytes: u64,
+    /// Kernel release of the node.
+    pub kernel: String,
+    /// rdma-core version of the node.
+    pub rdma_core: String,
+}
+
+/// An RDMA device port as seen by `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct RdmaDeviceStatus {
+    /// The device (rxe0).
+    pub device: String,
+    /// Its Ethernet device.
+    pub netdev: String,
+    /// Port number.
+    pub port: u32,
+    /// PORT_ACTIVE, ...
+    pub state: String,
+    /// Active MTU.
+    pub active_mtu: u32,
+    /// GIDs (index, value, type).
+    pub gids: Vec<String>,
+}
+
+async fn node_status(node: &crate::state::NodeState, vm: Liveness, key: Arc<PrivateKey>) -> NodeStatus {
+    let mut status = NodeStatus {
+        name: node.name.clone(),
+        ssh: format!("{}:{}", node.ssh_host, node.ssh_port),
+        data_addr: format!("{}/{}", node.data_addr, node.data_prefix),
+        vm: vm.clone(),
+        ssh_ok: false,
+        agent: None,
+        rdma: Vec::new(),
+        error: None,
+    };
+    if let Liveness::Stopped(why) = vm {
+        status.error = Some(why);
+        return status;
+    }
+    let session = match connect_pinned(node, key, Duration::from_secs(10)).await {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            status.error = Some(e.to_string());
+            return status;
+        }
+    };
+    status.ssh_ok = true;
+    let result = async {
+        let mut client = agent::connect(session.clone(), node.agent_port).await?;
+        let rpc = |status| AgentError::Rpc {
+            node: node.name.clone(),
+            status: Box::new(status),
+        };
+        let health = client.health(HealthRequest {}).await.map_err(rpc)?.into_inner();
+        let info = client.node_info(NodeInfoRequest {}).await.map_err(rpc)?.into_inner();
+        Ok::<_, AgentError>((health, info))
+    }
+    .await;
+    match result {
+        Ok((health, info)) => {
+            status.agent = Some(AgentStatus {
+                version: health.version,
+                uptime_s: health.uptime_s,
+                rss_bytes: health.rss_bytes,
+                kernel: info.kernel,
+                rdma_core: info.rdma_core_version,
+            });
+            for dev in info.devices {
+                for port in dev.ports {
+                    status.rdma.push(RdmaDeviceStatus {
+                        device: dev.name.clone(),
+                        netdev: dev.netdev.clone(),
+                        port: port.port,
+                        state: port.state,
+                        active_mtu: port.active_mtu,
+                        gids: port
+                            .gids
+                            .iter()
+                            .map(|g| format!("{} {} {}", g.index, g.gid, g.gid_type))
+                            .collect(),
+                    });
+                }
+            }
+        }
+        Err(e) => status.error = Some(e.to_string()),
+    }
+    session.close().await;
+    status
+}

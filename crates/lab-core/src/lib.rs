@@ -1,0 +1,27 @@
+//! labctl's library: from `labs.yaml` to a running RDMA lab and back.
+//!
+//! Data flows one way: labs.yaml ([`model`]) → resolved nodes → a
+//! [`provider`] creates the machines → [`provision`] sets up rxe and the agent
+//! over [`ssh`] → the controller drives the agents ([`agent`]) → results.
+//!
+//! # Layout
+//! - [`model`]: labs.yaml types, defaults and validation with file:line:column errors.
+//! - [`state`]: the lab's state directory, atomic writes, the per-lab lock.
+//! - [`image`]: the node image recipe and its cache.
+//! - [`provider`]: the `Provider` trait and its implementations (`qemu`).
+//! - [`ssh`]: russh sessions with pinned host keys, exec, SFTP, direct-tcpip.
+//! - [`provision`]: rxe setup and agent deployment on a node.
+//! - [`agent`]: the gRPC client to a node's rdma-agent, tunnelled over SSH.
+//! - [`lab`]: `up`, `status`, `exec`, `down`.
+//! - [`progress`]: how long steps report progress.
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod image;
+pub mod lab;
+pub mod model;
+pub mod progress;
+pub mod provider;
+pub mod provision;
+pub mod ssh;
+pub mod state;

@@ -1,0 +1,2291 @@
+//! The `labs.yaml` model: what a lab is, how the file is read, and how it is
+//! checked.
+//!
+//! A `labs.yaml` holds one or more labs; each lab names a provider (where the
+//! machines run), a fabric (how RDMA is provided), and a list of nodes:
+//!
+//! ```yaml
+//! labs:
+//!   - name: local
+//!     nodes:
+//!       - name: server
+//!       - name: client
+//! ```
+//!
+//! [`LabsFile::load`] reads and checks a file; every problem comes back as a
+//! [`ConfigError`] that names the file, line and column, says what is wrong
+//! and how to fix it:
+//!
+//! ```text
+//! labs.yaml:12:16: labs[0].nodes[1].cpus: 0 is out of range (1..=64)
+//!   fix: set cpus to a whole number between 1 and 64
+//! ```
+//!
+//! # How positions are found
+//!
+//! Checks of a single value (a name, a size, an address) run inside the
+//! `Deserialize` impls, while the YAML parser still points at the value, so
+//! their errors carry its position. Checks that need the whole lab (unique
+//! names, addresses inside the network, fabric versus provider) run on the
+//! parsed model; the offending value is then located by a second, cheap pass
+//! over the text (`locate`) that walks to the value's path and fails there
+//! on purpose, which makes the parser report that value's line and column.
+//!
+//! [`json_schema`] gives a JSON Schema of the format for editors; the shipped
+//! copy is `docs/labs.schema.json` and a test keeps the two equal.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+
+/// The file `labctl` reads when no `-f FILE` is given.
+pub const DEFAULT_FILE: &str = "labs.yaml";
+/// The only image the QEMU provider has for now.
+pub const DEFAULT_IMAGE: &str = "debian-bookworm";
+/// Images the QEMU provider can boot.
+pub const QEMU_IMAGES: &[&str] = &[DEFAULT_IMAGE];
+/// The data network when a lab does not name one.
+pub const DEFAULT_DATA_NETWORK: Ipv4Network = Ipv4Network {
+    addr: Ipv4Addr::new(10, 77, 0, 0),
+    prefix: 24,
+};
+/// vCPUs of a node when neither the node nor `defaults` say.
+pub const DEFAULT_CPUS: u32 = 1;
+/// Memory of a node, in MiB, when neither the node nor `defaults` say.
+pub const DEFAULT_MEMORY_MIB: u64 = 1024;
+/// Allowed vCPUs per node.
+pub const CPUS_RANGE: std::ops::RangeInclusive<u32> = 1..=64;
+/// Allowed memory per node, in MiB.
+pub const MEMORY_MIB_RANGE: std::ops::RangeInclusive<u64> = 256..=64 * 1024;
+/// Allowed fixed SSH ports.
+pub const SSH_PORT_RANGE: std::ops::RangeInclusive<u16> = 1024..=65535;
+/// Most nodes a lab may have.
+pub const MAX_NODES: usize = 16;
+/// Longest lab or node name.
+pub const MAX_NAME_LEN: usize = 31;
+/// The network QEMU's user-mode (management/SSH) NIC uses inside each VM;
+/// a data network overlapping it would break routing.
+pub const QEMU_USER_NETWORK: Ipv4Network = Ipv4Network {
+    addr: Ipv4Addr::new(10, 0, 2, 0),
+    prefix: 24,
+};
+
+// ---------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------
+
+/// Everything that can be wrong with a labs file. Each variant's `Display`
+/// gives the file (and, where there is one, line and column), what is wrong,
+/// and on a second line, `  fix: ...`.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file was read but its content is wrong.
+    #[error("{}:{line}:{column}: {}{message}\n  fix: {}", path.display(), field_prefix(field), indent_fix(fix))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the offending text.
+        line: usize,
+        /// 1-based column of the offending text.
+        column: usize,
+        /// Where in the document, like `labs[0].nodes[1].cpus`; empty for the
+        /// document itself.
+        field: String,
+        /// What is wrong.
+        message: String,
+        /// How to fix it.
+        fix: String,
+    },
+    /// The file does not exist.
+    #[error("{}: file not found\n  fix: {fix}", path.display())]
+    NotFound {
+        /// The file.
+        path: PathBuf,
+        /// How to fix it.
+        fix: String,
+    },
+    /// The file exists but could not be read.
+    #[error("{}: cannot read the file: {source}\n  fix: {fix}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+        /// How to fix it.
+        fix: String,
+    },
+    /// `--lab NAME` names no lab of the file.
+    #[error("{}: no lab named `{name}`; the labs in this file are: {}\n  fix: {fix}", path.display(), available.join(", "))]
+    UnknownLab {
+        /// The file.
+        path: PathBuf,
+        /// The name asked for.
+        name: String,
+        /// The names the file has, in order.
+        available: Vec<String>,
+        /// How to fix it.
+        fix: String,
+    },
+}
+
+/// Continuation lines of a fix line up under its first line.
+fn indent_fix(fix: &str) -> String {
+    fix.replace('\n', "\n       ")
+}
+
+fn field_prefix(field: &str) -> String {
+    if field.is_empty() {
+        String::new()
+    } else {
+        format!("{field}: ")
+    }
+}
+
+impl ConfigError {
+    /// The file concerned.
+    pub fn path(&self) -> &Path {
+        match self {
+            ConfigError::Invalid { path, .. }
+            | ConfigError::NotFound { path, .. }
+            | ConfigError::Read { path, .. }
+            | ConfigError::UnknownLab { path, .. } => path,
+        }
+    }
+
+    /// 1-based line and column, for errors about the file's content.
+    pub fn position(&self) -> Option<(usize, usize)> {
+        match self {
+            ConfigError::Invalid { line, column, .. } => Some((*line, *column)),
+            _ => None,
+        }
+    }
+
+    /// What is wrong, without file, position or fix.
+    pub fn message(&self) -> String {
+        match self {
+            ConfigError::Invalid { message, .. } => message.clone(),
+            ConfigError::NotFound { .. } => "file not found".into(),
+            ConfigError::Read { source, .. } => format!("cannot read the file: {source}"),
+            ConfigError::UnknownLab {
+                name, available, ..
+            } => {
+                format!(
+                    "no lab named `{name}`; the labs in this file are: {}",
+                    available.join(", ")
+                )
+            }
+        }
+    }
+
+    /// How to fix it.
+    pub fn fix(&self) -> &str {
+        match self {
+            ConfigError::Invalid { fix, .. }
+            | ConfigError::NotFound { fix, .. }
+            | ConfigError::Read { fix, .. }
+            | ConfigError::UnknownLab { fix, .. } => fix,
+        }
+    }
+}
+
+/// A problem found by a check: what, and how to fix it. Travels through
+/// serde as a custom error message, framed by control characters so it can
+/// be told apart from serde's own messages and from the path serde_yaml_ng
+/// puts in front.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Problem {
+    message: String,
+    fix: String,
+}
+
+const FRAME_START: char = '\u{1}';
+const FRAME_SPLIT: char = '\u{2}';
+const FRAME_END: char = '\u{3}';
+/// The message of the deliberate failure [`locate`] provokes.
+const LOCATE_MARK: &str = "\u{4}labctl-locate\u{4}";
+
+impl Problem {
+    fn new(message: impl Into<String>, fix: impl Into<String>) -> Self {
+        Problem {
+            message: message.into(),
+            fix: fix.into(),
+        }
+    }
+
+    fn into_de<E: de::Error>(self) -> E {
+        E::custom(format!(
+            "{FRAME_START}{}{FRAME_SPLIT}{}{FRAME_END}",
+            self.message, self.fix
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The model
+// ---------------------------------------------------------------------------
+
+/// A parsed and checked labs file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LabsFile {
+    /// Where it was read from (used in messages).
+    pub path: PathBuf,
+    /// The labs, in file order; the first is the default.
+    pub labs: Vec<LabSpec>,
+}
+
+/// The document as written: the top level of `labs.yaml`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(
+    title = "labs.yaml",
+    description = "Labs for labctl: each lab is a set of VMs joined by an RDMA-capable data network. labctl uses the first lab unless given --lab NAME."
+)]
+struct Document {
+    /// The labs; the first one is the default.
+    #[schemars(length(min = 1))]
+    labs: Vec<LabSpec>,
+}
+
+/// One lab: a provider, a fabric and a list of nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LabSpec {
+    /// The lab's name, unique in the file: lowercase letters, digits and `-`,
+    /// starting with a letter or digit, at most 31 characters.
+    #[serde(deserialize_with = "de_lab_name")]
+    #[schemars(regex(pattern = r"^[a-z0-9][a-z0-9-]{0,30}$"))]
+    pub name: String,
+    /// Where the machines run.
+    #[serde(default)]
+    pub provider: ProviderKind,
+    /// How the nodes get RDMA.
+    #[serde(default)]
+    pub fabric: Fabric,
+    /// The OS image of every node. qemu: `debian-bookworm` (the built-in image).
+    #[serde(default = "default_image", deserialize_with = "de_image")]
+    #[schemars(length(min = 1), example = &"debian-bookworm")]
+    pub image: String,
+    /// qemu only: how QEMU runs the VMs.
+    #[serde(default)]
+    pub accel: Accel,
+    /// The IPv4 network of the nodes' data NICs, as ADDRESS/PREFIX. Nodes get
+    /// the first free host addresses in order unless they set `data_addr`.
+    #[serde(default = "default_data_network")]
+    pub data_network: Ipv4Network,
+    /// Settings that apply to every node that does not set them itself.
+    #[serde(default)]
+    pub defaults: NodeDefaults,
+    /// The nodes (1 to 16), in order.
+    #[schemars(length(min = 1, max = 16))]
+    pub nodes: Vec<NodeSpec>,
+}
+
+/// Per-lab defaults for nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeDefaults {
+    /// vCPUs per node (1 to 64). Built-in default: 1.
+    #[serde(
+        default,
+        deserialize_with = "de_cpus",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = 64))]
+    pub cpus: Option<u32>,
+    /// Memory per node, 256MiB to 64GiB. Built-in default: 1GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemorySize>,
+}
+
+/// One node (one VM) of a lab.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// The node's hostname, unique in the lab: lowercase letters, digits and
+    /// `-`, starting and ending with a letter or digit, at most 31 characters.
+    #[serde(deserialize_with = "de_node_name")]
+    #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]{0,29}[a-z0-9])?$"))]
+    pub name: String,
+    /// vCPUs (1 to 64); default: the lab's `defaults.cpus`, else 1.
+    #[serde(
+        default,
+        deserialize_with = "de_cpus",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1, max = 64))]
+    pub cpus: Option<u32>,
+    /// Memory, 256MiB to 64GiB; default: the lab's `defaults.memory`, else 1GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemorySize>,
+    /// The data NIC's address: inside `data_network`, not its network or
+    /// broadcast address, unique in the lab. Default: the next free host
+    /// address.
+    #[serde(
+        default,
+        deserialize_with = "de_data_addr",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub data_addr: Option<Ipv4Addr>,
+    /// A fixed host port (1024 to 65535) forwarded to the node's SSH port.
+    /// Default: a free port picked at `up`.
+    #[serde(
+        default,
+        deserialize_with = "de_ssh_port",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub ssh_port: Option<u16>,
+}
+
+/// A node with every default applied: what a provider creates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedNode {
+    /// Position in the lab's `nodes` list, from 0.
+    pub index: usize,
+    /// Hostname.
+    pub name: String,
+    /// vCPUs.
+    pub cpus: u32,
+    /// Memory in MiB.
+    pub memory_mib: u64,
+    /// Address of the data NIC.
+    pub data_addr: Ipv4Addr,
+    /// Prefix length of the data network.
+    pub data_prefix: u8,
+    /// Fixed SSH port on the host, if labs.yaml asked for one.
+    pub ssh_port: Option<u16>,
+}
+
+fn default_image() -> String {
+    DEFAULT_IMAGE.to_string()
+}
+
+fn default_data_network() -> Ipv4Network {
+    DEFAULT_DATA_NETWORK
+}
+
+// ---------------------------------------------------------------------------
+// Enumerations
+// ---------------------------------------------------------------------------
+
+macro_rules! yaml_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident ($what:literal) {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+
+        }
+        default $default:ident;
+        fix $fix:literal;
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, JsonSchema)]
+        pub enum $name {
+            $( $(#[$vmeta])* #[serde(rename = $text)] $variant, )+
+        }
+
+        impl $name {
+            /// Every value, in the order the docs list them.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The value as written in labs.yaml.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            fn names() -> Vec<&'static str> {
+                Self::ALL.iter().map(|v| v.as_str()).collect()
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name::$default
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, String> {
+                Self::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.as_str() == s)
+                    .ok_or_else(|| format!("unknown {} `{}`; supported: {}", $what, s, Self::names().join(", ")))
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                scalar(d, |v| match v {
+                    Scalar::Null => Ok($name::default()),
+                    Scalar::Str(s) => s.parse::<$name>().map_err(|message| {
+                        let names = Self::names();
+                        let hint = did_you_mean(&s, &names)
+                            .map(|m| format!("write `{m}`"))
+                            .unwrap_or_else(|| format!("use one of: {}", names.join(", ")));
+                        Problem::new(message, format!("{hint}; {}", $fix))
+                    }),
+                    other => Err(Problem::new(
+                        format!("{} must be one of {}, found {}", $what, Self::names().join(", "), other.describe()),
+                        format!("write one of: {}", Self::names().join(", ")),
+                    )),
+                })
+            }
+        }
+    };
+}
+
+yaml_enum! {
+    /// Where a lab's machines run (`provider:`).
+    pub enum ProviderKind ("provider") {
+        /// Local QEMU VMs (the default; the only one implemented so far).
+        Qemu = "qemu",
+        /// Canonical Multipass VMs.
+        Multipass = "multipass",
+        /// Amazon EC2 instances.
+        Aws = "aws",
+    }
+    default Qemu;
+    fix "leave provider out for the default, qemu";
+}
+
+yaml_enum! {
+    /// How the nodes get RDMA (`fabric:`).
+    pub enum Fabric ("fabric") {
+        /// SoftRoCE: the kernel's `rdma_rxe` over the data NIC (the default).
+        Rxe = "rxe",
+        /// AWS Elastic Fabric Adapter (provider aws only).
+        Efa = "efa",
+        /// No RDMA device; plain TCP workloads only.
+        None = "none",
+    }
+    default Rxe;
+    fix "leave fabric out for the default, rxe (SoftRoCE)";
+}
+
+yaml_enum! {
+    /// How QEMU runs the VMs (`accel:`, provider qemu only).
+    pub enum Accel ("accel") {
+        /// KVM when /dev/kvm is usable, else TCG (the default).
+        Auto = "auto",
+        /// Hardware virtualisation; fails if /dev/kvm is not usable.
+        Kvm = "kvm",
+        /// Software emulation: slower, works everywhere.
+        Tcg = "tcg",
+    }
+    default Auto;
+    fix "leave accel out for the default, auto (KVM when usable, else TCG)";
+}
+
+// ---------------------------------------------------------------------------
+// Memory sizes
+// ---------------------------------------------------------------------------
+
+/// An amount of memory, stored in bytes, always a whole number of MiB.
+/// Written as `512MiB`, `1GiB`, `1.5GiB`, `1536M`, `2G` or a plain number of
+/// MiB; units are binary (M = MB = MiB, G = GB = GiB) and case does not matter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemorySize {
+    bytes: u64,
+}
+
+impl MemorySize {
+    /// A size of `mib` MiB.
+    pub const fn from_mib(mib: u64) -> Self {
+        MemorySize {
+            bytes: mib * 1024 * 1024,
+        }
+    }
+
+    /// The size in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The size in MiB.
+    pub fn mib(&self) -> u64 {
+        self.bytes / (1024 * 1024)
+    }
+}
+
+impl fmt::Display for MemorySize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mib = self.mib();
+        if mib.is_multiple_of(1024) {
+            write!(f, "{}GiB", mib / 1024)
+        } else {
+            write!(f, "{mib}MiB")
+        }
+    }
+}
+
+/// Why a memory string did not parse.
+fn parse_memory(text: &str) -> Result<MemorySize, Problem> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let syntax = || {
+        Problem::new(
+            format!("`{text}` is not a memory size"),
+            "write a size like 512MiB, 1GiB or 1536M (a plain number means MiB)",
+        )
+    };
+    if number.is_empty()
+        || number.starts_with('.')
+        || number.ends_with('.')
+        || number.matches('.').count() > 1
+    {
+        return Err(syntax());
+    }
+    let per_unit: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "m" | "mb" | "mib" => 1,
+        "g" | "gb" | "gib" => 1024,
+        "k" | "kb" | "kib" | "b" => {
+            return Err(Problem::new(
+                format!("`{text}` is too small to be a node's memory; sizes are at least 256MiB"),
+                "write the size in MiB or GiB, like 512MiB or 1GiB",
+            ))
+        }
+        _ => {
+            return Err(Problem::new(
+                format!("`{text}` has an unknown unit `{unit}`"),
+                "use MiB or GiB (or M, G), like 512MiB or 1GiB",
+            ))
+        }
+    };
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    // value = (whole + frac/10^n) * per_unit MiB, computed exactly.
+    let scale = 10u128.checked_pow(frac.len() as u32).ok_or_else(syntax)?;
+    let whole: u128 = whole.parse().map_err(|_| syntax())?;
+    let frac_v: u128 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().map_err(|_| syntax())?
+    };
+    let numerator = (whole * scale + frac_v) * per_unit as u128;
+    if !numerator.is_multiple_of(scale) {
+        return Err(Problem::new(
+            format!("`{text}` is not a whole number of MiB"),
+            "round it to whole MiB, like 1536MiB",
+        ));
+    }
+    let mib = numerator / scale;
+    check_memory_mib(mib, text)
+}
+
+fn check_memory_mib(mib: u128, text: &str) -> Result<MemorySize, Problem> {
+    let (lo, hi) = (*MEMORY_MIB_RANGE.start(), *MEMORY_MIB_RANGE.end());
+    if mib < lo as u128 {
+        let plain = text.trim().chars().all(|c| c.is_ascii_digit());
+        let fix = if plain && (1..=64).contains(&mib) {
+            format!(
+                "a plain number means MiB: did you mean {mib}GiB? sizes go from 256MiB to 64GiB"
+            )
+        } else {
+            "use at least 256MiB (1GiB is a good size for a node)".to_string()
+        };
+        return Err(Problem::new(
+            format!("{text} is below the minimum of 256MiB"),
+            fix,
+        ));
+    }
+    if mib > hi as u128 {
+        return Err(Problem::new(
+            format!("{text} is above the maximum of 64GiB"),
+            "use at most 64GiB (and no more than the host can spare)",
+        ));
+    }
+    Ok(MemorySize::from_mib(mib as u64))
+}
+
+impl FromStr for MemorySize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_memory(s).map_err(|p| p.message)
+    }
+}
+
+impl<'de> Deserialize<'de> for MemorySize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        scalar(d, |v| match v {
+            Scalar::Int(n) if n < 0 => Err(Problem::new(
+                format!("{n} is not a memory size"),
+                "write a size like 512MiB or 1GiB",
+            )),
+            Scalar::Int(n) => check_memory_mib(n as u128, &n.to_string()),
+            Scalar::Str(s) => parse_memory(&s),
+            other => Err(Problem::new(
+                format!(
+                    "memory must be a size like 1GiB, found {}",
+                    other.describe()
+                ),
+                "write a size like 512MiB, 1GiB or 1536M (a plain number means MiB)",
+            )),
+        })
+    }
+}
+
+impl Serialize for MemorySize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for MemorySize {
+    fn schema_name() -> Cow<'static, str> {
+        "MemorySize".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A memory size from 256MiB to 64GiB: a number with unit MiB/M/MB or GiB/G/GB (binary units, any case), or a plain number of MiB.",
+            "anyOf": [
+                { "type": "integer", "minimum": 256, "maximum": 65536 },
+                { "type": "string", "pattern": r"^\s*[0-9]+(\.[0-9]+)?\s*([MmGg]([Ii]?[Bb])?)?\s*$" }
+            ],
+            "examples": ["1GiB", "512MiB", "1536M", 2048]
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// IPv4 networks
+// ---------------------------------------------------------------------------
+
+/// An IPv4 network, `ADDRESS/PREFIX`, with no host bits set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ipv4Network {
+    /// The network address.
+    pub addr: Ipv4Addr,
+    /// The prefix length, 8 to 30.
+    pub prefix: u8,
+}
+
+impl Ipv4Network {
+    fn mask(&self) -> u32 {
+        if self.prefix == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix))
+        }
+    }
+
+    /// The network address (all host bits 0).
+    pub fn network(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) & self.mask())
+    }
+
+    /// The broadcast address (all host bits 1).
+    pub fn broadcast(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) | !self.mask())
+    }
+
+    /// Whether `addr` is inside the network (network and broadcast included).
+    pub fn contains(&self, addr: Ipv4Addr) -> bool {
+        u32::from(addr) & self.mask() == u32::from(self.addr) & self.mask()
+    }
+
+    /// Whether `addr` can be given to a host: inside, and neither the
+    /// network nor the broadcast address.
+    pub fn is_host(&self, addr: Ipv4Addr) -> bool {
+        self.contains(addr) && addr != self.network() && addr != self.broadcast()
+    }
+
+    /// How many host addresses the network has.
+    pub fn host_count(&self) -> u64 {
+        (1u64 << (32 - u32::from(self.prefix))).saturating_sub(2)
+    }
+
+    /// The `n`th host address (from 0: the first is network + 1).
+    pub fn host(&self, n: u64) -> Option<Ipv4Addr> {
+        (n < self.host_count()).then(|| Ipv4Addr::from(u32::from(self.network()) + 1 + n as u32))
+    }
+
+    /// Whether two networks share any address.
+    pub fn overlaps(&self, other: &Ipv4Network) -> bool {
+        self.contains(other.network()) || other.contains(self.network())
+    }
+}
+
+impl fmt::Display for Ipv4Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+fn parse_network(text: &str) -> Result<Ipv4Network, Problem> {
+    let t = text.trim();
+    let Some((addr, prefix)) = t.split_once('/') else {
+        return Err(Problem::new(
+            format!("`{text}` is not a network: the /PREFIX is missing"),
+            format!("write ADDRESS/PREFIX, like {}", DEFAULT_DATA_NETWORK),
+        ));
+    };
+    let addr: Ipv4Addr = addr.trim().parse().map_err(|_| {
+        Problem::new(
+            format!("`{text}` is not a network: `{addr}` is not an IPv4 address"),
+            format!("write ADDRESS/PREFIX, like {}", DEFAULT_DATA_NETWORK),
+        )
+    })?;
+    let prefix: u8 = match prefix.trim().parse::<u8>() {
+        Ok(p) if p <= 32 => p,
+        _ => {
+            return Err(Problem::new(
+                format!("`{text}` is not a network: `/{prefix}` is not a prefix length"),
+                "use a prefix length between /8 and /30, like /24",
+            ))
+        }
+    };
+    if !(8..=30).contains(&prefix) {
+        return Err(Problem::new(
+            format!("the prefix /{prefix} is out of range (/8..=/30)"),
+            "use a prefix length between /8 and /30; /24 gives 254 addresses",
+        ));
+    }
+    let net = Ipv4Network { addr, prefix };
+    if net.network() != addr {
+        return Err(Problem::new(
+            format!("`{text}` has host bits set"),
+            format!("write the network address: {}/{prefix}", net.network()),
+        ));
+    }
+    Ok(net)
+}
+
+impl FromStr for Ipv4Network {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_network(s).map_err(|p| p.message)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ipv4Network {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        scalar(d, |v| match v {
+            Scalar::Null => Ok(DEFAULT_DATA_NETWORK),
+            Scalar::Str(s) => parse_network(&s),
+            other => Err(Problem::new(
+                format!(
+                    "data_network must be ADDRESS/PREFIX, found {}",
+                    other.describe()
+                ),
+                format!("write it like {}", DEFAULT_DATA_NETWORK),
+            )),
+        })
+    }
+}
+
+impl Serialize for Ipv4Network {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl JsonSchema for Ipv4Network {
+    fn schema_name() -> Cow<'static, str> {
+        "Ipv4Network".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An IPv4 network as ADDRESS/PREFIX with no host bits set; prefix /8 to /30.",
+            "type": "string",
+            "pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$",
+            "examples": ["10.77.0.0/24"]
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Scalar checks, run while the parser points at the value
+// ---------------------------------------------------------------------------
+
+/// A YAML value as a check sees it.
+#[derive(Debug)]
+enum Scalar<'a> {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(Cow<'a, str>),
+    Mapping,
+    Sequence,
+}
+
+impl Scalar<'_> {
+    fn describe(&self) -> String {
+        match self {
+            Scalar::Null => "nothing (an empty value)".into(),
+            Scalar::Bool(b) => format!("the boolean {b}"),
+            Scalar::Int(n) => format!("the number {n}"),
+            Scalar::Float(x) => format!("the number {x}"),
+            Scalar::Str(s) => format!("the text \"{s}\""),
+            Scalar::Mapping => "a mapping (`key: value` lines)".into(),
+            Scalar::Sequence => "a list (`- item` lines)".into(),
+        }
+    }
+}
+
+/// Deserializes any value and hands it to `check`; the check's problem
+/// becomes an error at the value's position.
+fn scalar<'de, D, T, F>(d: D, check: F) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    F: FnOnce(Scalar<'_>) -> Result<T, Problem>,
+{
+    struct V<F>(F);
+
+    impl<T, F> V<F>
+    where
+        F: FnOnce(Scalar<'_>) -> Result<T, Problem>,
+    {
+        fn run<E: de::Error>(self, v: Scalar<'_>) -> Result<T, E> {
+            (self.0)(v).map_err(Problem::into_de)
+        }
+    }
+
+    impl<'de, T, F> Visitor<'de> for V<F>
+    where
+        F: FnOnce(Scalar<'_>) -> Result<T, Problem>,
+    {
+        type Value = T;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a value")
+        }
+
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<T, E> {
+            self.run(Scalar::Bool(v))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
+            self.run(Scalar::Int(v.into()))
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
+            self.run(Scalar::Int(v.into()))
+        }
+
+        fn visit_i128<E: de::Error>(self, v: i128) -> Result<T, E> {
+            self.run(Scalar::Int(v))
+        }
+
+        fn visit_u128<E: de::Error>(self, v: u128) -> Result<T, E> {
+            self.run(Scalar::Int(i128::try_from(v).unwrap_or(i128::MAX)))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
+            self.run(Scalar::Float(v))
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+            self.run(Scalar::Str(Cow::Borrowed(v)))
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<T, E> {
+            self.run(Scalar::Null)
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<T, E> {
+            self.run(Scalar::Null)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<T, A::Error> {
+            self.run(Scalar::Mapping)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<T, A::Error> {
+            self.run(Scalar::Sequence)
+        }
+    }
+
+    d.deserialize_any(V(check))
+}
+
+/// Checks a name; `what` is "lab" or "node".
+fn check_name(what: &str, v: Scalar<'_>, hostname: bool) -> Result<String, Problem> {
+    let rule = if hostname {
+        "lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 31 characters"
+    } else {
+        "lowercase letters, digits and `-`, starting with a letter or digit, at most 31 characters"
+    };
+    let s = match v {
+        Scalar::Str(s) => s.into_owned(),
+        Scalar::Int(n) => n.to_string(),
+        Scalar::Null => {
+            return Err(Problem::new(
+                format!("the {what} name is empty"),
+                format!("give the {what} a name: {rule}"),
+            ))
+        }
+        other => {
+            return Err(Problem::new(
+                format!("a {what} name must be text, found {}", other.describe()),
+                format!("write a name made of {rule}"),
+            ))
+        }
+    };
+    let suggestion = {
+        let mut t: String = s
+            .to_ascii_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        t = t.trim_matches('-').to_string();
+        t.truncate(MAX_NAME_LEN);
+        if hostname {
+            t = t.trim_end_matches('-').to_string();
+        }
+        t
+    };
+    let fix = |msg: String| {
+        if suggestion.is_empty() || suggestion == s {
+            Problem::new(msg, format!("use {rule}"))
+        } else {
+            Problem::new(msg, format!("use {rule}, e.g. `{suggestion}`"))
+        }
+    };
+    if s.is_empty() {
+        return Err(Problem::new(
+            format!("the {what} name is empty"),
+            format!("give the {what} a name: {rule}"),
+        ));
+    }
+    if s.len() > MAX_NAME_LEN {
+        return Err(fix(format!(
+            "{what} name `{s}` is {} characters long; the limit is {MAX_NAME_LEN}",
+            s.len()
+        )));
+    }
+    if let Some(c) = s
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        let why = if c.is_ascii_uppercase() {
+            "uppercase letters are not allowed".to_string()
+        } else {
+            format!("`{c}` is not allowed")
+        };
+        return Err(fix(format!("{what} name `{s}` is not valid: {why}")));
+    }
+    if s.starts_with('-') || (hostname && s.ends_with('-')) {
+        let end = if hostname { "start or end" } else { "start" };
+        return Err(fix(format!(
+            "{what} name `{s}` is not valid: it may not {end} with `-`"
+        )));
+    }
+    Ok(s)
+}
+
+fn de_lab_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    scalar(d, |v| check_name("lab", v, false))
+}
+
+fn de_node_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    scalar(d, |v| check_name("node", v, true))
+}
+
+fn de_image<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    scalar(d, |v| match v {
+        Scalar::Null => Ok(default_image()),
+        Scalar::Str(s) if s.trim().is_empty() => Err(Problem::new(
+            "image is empty",
+            format!("leave image out for the default, {DEFAULT_IMAGE}"),
+        )),
+        Scalar::Str(s) => Ok(s.into_owned()),
+        other => Err(Problem::new(
+            format!("image must be a name, found {}", other.describe()),
+            format!("leave image out for the default, {DEFAULT_IMAGE}"),
+        )),
+    })
+}
+
+/// A whole number in `range`, for `field`.
+fn int_in<T>(
+    field: &str,
+    v: Scalar<'_>,
+    range: std::ops::RangeInclusive<T>,
+    fix: &str,
+) -> Result<Option<T>, Problem>
+where
+    T: Copy + fmt::Display + PartialOrd + TryFrom<i128> + Into<i128>,
+{
+    let (lo, hi) = (*range.start(), *range.end());
+    let out_of_range = |n: String| {
+        Problem::new(
+            format!("{n} is out of range ({lo}..={hi})"),
+            fix.to_string(),
+        )
+    };
+    match v {
+        Scalar::Null => Ok(None),
+        Scalar::Int(n) => match T::try_from(n) {
+            Ok(x) if range.contains(&x) => Ok(Some(x)),
+            _ => Err(out_of_range(n.to_string())),
+        },
+        Scalar::Float(x) => Err(Problem::new(
+            format!("{field} must be a whole number, found {x}"),
+            fix.to_string(),
+        )),
+        Scalar::Str(s) => {
+            let quoted = s.trim().parse::<i128>().is_ok();
+            Err(Problem::new(
+                format!("{field} must be a whole number, found the text \"{s}\""),
+                if quoted {
+                    format!("remove the quotes: {field}: {}", s.trim())
+                } else {
+                    fix.to_string()
+                },
+            ))
+        }
+        other => Err(Problem::new(
+            format!("{field} must be a whole number, found {}", other.describe()),
+            fix.to_string(),
+        )),
+    }
+}
+
+fn de_cpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    scalar(d, |v| {
+        int_in(
+            "cpus",
+            v,
+            CPUS_RANGE,
+            "set cpus to a whole number between 1 and 64",
+        )
+    })
+}
+
+fn de_ssh_port<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+    scalar(d, |v| {
+        int_in(
+            "ssh_port",
+            v,
+            SSH_PORT_RANGE,
+            "pick a port between 1024 and 65535, like 2222, or leave ssh_port out to get a free one",
+        )
+    })
+}
+
+fn de_data_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Addr>, D::Error> {
+    scalar(d, |v| match v {
+        Scalar::Null => Ok(None),
+        Scalar::Str(s) => {
+            let t = s.trim();
+            if let Some((a, _)) = t.split_once('/') {
+                if a.parse::<Ipv4Addr>().is_ok() {
+                    return Err(Problem::new(
+                        format!("data_addr `{s}` has a prefix; it is a single address"),
+                        format!(
+                            "write just the address, `{a}`; the prefix comes from data_network"
+                        ),
+                    ));
+                }
+            }
+            t.parse::<Ipv4Addr>().map(Some).map_err(|_| {
+                Problem::new(
+                    format!("`{s}` is not an IPv4 address"),
+                    "write four numbers 0-255 separated by dots, like 10.77.0.2, or leave data_addr out",
+                )
+            })
+        }
+        other => Err(Problem::new(
+            format!(
+                "data_addr must be an IPv4 address, found {}",
+                other.describe()
+            ),
+            "write an address like 10.77.0.2, or leave data_addr out",
+        )),
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+// ---------------------------------------------------------------------------
+
+impl LabsFile {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<LabsFile, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ConfigError::NotFound {
+                    path: path.to_path_buf(),
+                    fix: format!(
+                        "labctl looks for ./{DEFAULT_FILE} in the current directory; run it where your {DEFAULT_FILE} is, or pass -f FILE"
+                    ),
+                })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source: e,
+                    fix: "save the file as UTF-8 text".into(),
+                })
+            }
+            Err(e) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source: e,
+                    fix: "check that the path is a readable file, or pass another with -f FILE".into(),
+                })
+            }
+        };
+        Self::parse(path, &text)
+    }
+
+    /// Parses and checks `text`; `path` is used only in messages.
+    pub fn parse(path: &Path, text: &str) -> Result<LabsFile, ConfigError> {
+        let fail = |at: Located| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: at.line,
+            column: at.column,
+            field: at.field,
+            message: at.problem.message,
+            fix: at.problem.fix,
+        };
+        if let Some(at) = precheck(text) {
+            return Err(fail(at));
+        }
+        let doc: Document = serde_yaml_ng::from_str(text).map_err(|e| fail(translate(text, &e)))?;
+        if let Some(issue) = check_document(&doc) {
+            return Err(fail(issue.locate(text)));
+        }
+        Ok(LabsFile {
+            path: path.to_path_buf(),
+            labs: doc.labs,
+        })
+    }
+
+    /// The lab called `name`, or the first lab when `name` is `None`.
+    pub fn select(&self, name: Option<&str>) -> Result<&LabSpec, ConfigError> {
+        let names: Vec<String> = self.labs.iter().map(|l| l.name.clone()).collect();
+        let found = match name {
+            None => self.labs.first(),
+            Some(n) => self.labs.iter().find(|l| l.name == n),
+        };
+        found.ok_or_else(|| {
+            let name = name.unwrap_or_default().to_string();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            let fix = match did_you_mean(&name, &refs) {
+                Some(m) => format!(
+                    "did you mean `--lab {m}`? or add a lab named `{name}` to {}",
+                    self.path.display()
+                ),
+                None if names.is_empty() => format!("add a lab to {}", self.path.display()),
+                None => format!(
+                    "use --lab with one of: {}, or add a lab named `{name}` to {}",
+                    names.join(", "),
+                    self.path.display()
+                ),
+            };
+            ConfigError::UnknownLab {
+                path: self.path.clone(),
+                name,
+                available: names,
+                fix,
+            }
+        })
+    }
+
+    /// The names of the labs, in file order.
+    pub fn names(&self) -> Vec<&str> {
+        self.labs.iter().map(|l| l.name.as_str()).collect()
+    }
+}
+
+impl LabSpec {
+    /// The nodes with every default applied, in order: a node's own setting
+    /// wins over the lab's `defaults`, which win over the built-in defaults
+    /// (1 vCPU, 1 GiB). Nodes without `data_addr` get the lowest host
+    /// addresses of `data_network` that no node claims explicitly.
+    ///
+    /// A checked lab always has enough addresses; should one not, the extra
+    /// nodes get the broadcast address rather than a panic.
+    pub fn resolve_nodes(&self) -> Vec<ResolvedNode> {
+        let net = self.data_network;
+        let taken: HashSet<Ipv4Addr> = self.nodes.iter().filter_map(|n| n.data_addr).collect();
+        let mut free = (0..net.host_count())
+            .filter_map(|i| net.host(i))
+            .filter(|a| !taken.contains(a));
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(index, n)| ResolvedNode {
+                index,
+                name: n.name.clone(),
+                cpus: n.cpus.or(self.defaults.cpus).unwrap_or(DEFAULT_CPUS),
+                memory_mib: n
+                    .memory
+                    .or(self.defaults.memory)
+                    .map(|m| m.mib())
+                    .unwrap_or(DEFAULT_MEMORY_MIB),
+                data_addr: n
+                    .data_addr
+                    .or_else(|| free.next())
+                    .unwrap_or_else(|| net.broadcast()),
+                data_prefix: net.prefix,
+                ssh_port: n.ssh_port,
+            })
+            .collect()
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+}
+
+/// The JSON Schema of `labs.yaml`, for editors (see `docs/labs-yaml.md`).
+pub fn json_schema() -> serde_json::Value {
+    let schema = schemars::schema_for!(Document);
+    serde_json::to_value(schema).expect("a JSON Schema is JSON")
+}
+
+// ---------------------------------------------------------------------------
+// Checks before parsing: things the YAML parser reports badly
+// ---------------------------------------------------------------------------
+
+/// A problem with its position and document path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Located {
+    line: usize,
+    column: usize,
+    field: String,
+    problem: Problem,
+}
+
+fn is_blank_or_comment(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty() || t.starts_with('#') || t == "---" || t == "..."
+}
+
+/// The smallest useful file, for fixes.
+const MINIMAL_EXAMPLE: &str =
+    "\n  labs:\n    - name: local\n      nodes:\n        - name: server\n        - name: client";
+
+/// Empty files and tab indentation.
+fn precheck(text: &str) -> Option<Located> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.lines().all(is_blank_or_comment) {
+        let line = text.lines().count().max(1);
+        return Some(Located {
+            line,
+            column: 1,
+            field: String::new(),
+            problem: Problem::new(
+                "the file is empty: it defines no labs",
+                format!("add at least one lab (see docs/labs-yaml.md), e.g.:{MINIMAL_EXAMPLE}"),
+            ),
+        });
+    }
+    for (i, line) in text.lines().enumerate() {
+        let indent: &str = &line[..line.len() - line.trim_start().len()];
+        if let Some(col) = indent.find('\t') {
+            if line.trim_start().starts_with('#') {
+                continue;
+            }
+            return Some(Located {
+                line: i + 1,
+                column: col + 1,
+                field: String::new(),
+                problem: Problem::new(
+                    "a tab character is used for indentation; YAML allows only spaces there",
+                    "replace the tabs at the start of the line with spaces (2 per level); set your editor to insert spaces for .yaml files",
+                ),
+            });
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// Turning serde_yaml_ng errors into located problems
+// ---------------------------------------------------------------------------
+
+/// Fields of each part of the file, for suggestions.
+const DOC_FIELDS: &[&str] = &["labs"];
+const LAB_FIELDS: &[&str] = &[
+    "name",
+    "provider",
+    "fabric",
+    "image",
+    "accel",
+    "data_network",
+    "defaults",
+    "nodes",
+];
+const DEFAULTS_FIELDS: &[&str] = &["cpus", "memory"];
+const NODE_FIELDS: &[&str] = &["name", "cpus", "memory", "data_addr", "ssh_port"];
+
+/// Common other words for our fields.
+const ALIASES: &[(&str, &str)] = &[
+    ("cpu", "cpus"),
+    ("vcpus", "cpus"),
+    ("vcpu", "cpus"),
+    ("cores", "cpus"),
+    ("ram", "memory"),
+    ("mem", "memory"),
+    ("memory_mib", "memory"),
+    ("memory_mb", "memory"),
+    ("ip", "data_addr"),
+    ("addr", "data_addr"),
+    ("address", "data_addr"),
+    ("data_ip", "data_addr"),
+    ("hostname", "name"),
+    ("host", "name"),
+    ("port", "ssh_port"),
+    ("network", "data_network"),
+    ("subnet", "data_network"),
+    ("cidr", "data_network"),
+    ("accelerator", "accel"),
+    ("driver", "provider"),
+    ("transport", "fabric"),
+    ("rdma", "fabric"),
+    ("node", "nodes"),
+    ("hosts", "nodes"),
+    ("machines", "nodes"),
+    ("vms", "nodes"),
+    ("lab", "labs"),
+    ("default", "defaults"),
+];
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        cur[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The candidate closest to `word`, if close enough to be a typo.
+fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let w = word.to_ascii_lowercase().replace('-', "_");
+    if let Some(c) = candidates.iter().find(|c| c.eq_ignore_ascii_case(&w)) {
+        return Some(c);
+    }
+    if let Some((_, to)) = ALIASES.iter().find(|(from, _)| *from == w) {
+        if let Some(c) = candidates.iter().find(|c| *c == to) {
+            return Some(c);
+        }
+    }
+    candidates
+        .iter()
+        .map(|c| (edit_distance(&w, &c.replace('-', "_")), *c))
+        .filter(|(d, c)| *d <= 2.min(c.len().max(w.len()) / 3 + 1) && *d > 0)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// A document path, as serde_yaml_ng prints it (`labs[0].nodes[1].cpus`),
+/// split into parts.
+fn split_path(path: &str) -> Vec<Seg> {
+    let mut out = Vec::new();
+    if path.is_empty() || path == "." {
+        return out;
+    }
+    for part in path.split('.') {
+        let (key, rest) = match part.find('[') {
+            Some(i) => part.split_at(i),
+            None => (part, ""),
+        };
+        if !key.is_empty() {
+            out.push(Seg::Key(key.to_string()));
+        }
+        for idx in rest.split('[').filter(|s| !s.is_empty()) {
+            if let Ok(n) = idx.trim_end_matches(']').parse() {
+                out.push(Seg::Index(n));
+            }
+        }
+    }
+    out
+}
+
+/// Which part of the file a path is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Part {
+    Document,
+    Labs,
+    Lab,
+    Defaults,
+    Nodes,
+    Node,
+    Other,
+}
+
+fn part_of(segs: &[Seg]) -> Part {
+    use Seg::{Index, Key};
+    match segs {
+        [] => Part::Document,
+        [Key(l)] if l == "labs" => Part::Labs,
+        [Key(l), Index(_)] if l == "labs" => Part::Lab,
+        [Key(l), Index(_), Key(d)] if l == "labs" && d == "defaults" => Part::Defaults,
+        [Key(l), Index(_), Key(n)] if l == "labs" && n == "nodes" => Part::Nodes,
+        [Key(l), Index(_), Key(n), Index(_)] if l == "labs" && n == "nodes" => Part::Node,
+        _ => Part::Other,
+    }
+}
+
+fn fields_of(part: Part) -> &'static [&'static str] {
+    match part {
+        Part::Document => DOC_FIELDS,
+        Part::Lab => LAB_FIELDS,
+        Part::Defaults => DEFAULTS_FIELDS,
+        Part::Node => NODE_FIELDS,
+        _ => &[],
+    }
+}
+
+fn part_name(part: Part) -> &'static str {
+    match part {
+        Part::Document => "the top level",
+        Part::Labs => "labs",
+        Part::Lab => "a lab",
+        Part::Defaults => "defaults",
+        Part::Nodes => "nodes",
+        Part::Node => "a node",
+        Part::Other => "this place",
+    }
+}
+
+fn unknown_field(part: Part, field: &str) -> Problem {
+    let fields = fields_of(part);
+    let list = fields
+        .iter()
+        .map(|f| format!("`{f}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let message = format!("unknown field `{field}` in {}", part_name(part));
+    if let Some(m) = did_you_mean(field, fields) {
+        return Problem::new(
+            format!("{message}; did you mean `{m}`?"),
+            format!("rename `{field}` to `{m}`"),
+        );
+    }
+    // A field that belongs one level up or down.
+    let elsewhere = match part {
+        Part::Document if LAB_FIELDS.contains(&field) || NODE_FIELDS.contains(&field) => Some(
+            "the file starts with `labs:`, then a list of labs (`- name: ...`); put this field inside a lab".to_string(),
+        ),
+        Part::Lab if NODE_FIELDS.contains(&field) && DEFAULTS_FIELDS.contains(&field) => Some(format!(
+            "`{field}` is a node setting: put it under `defaults:` for every node, or under one node in `nodes:`"
+        )),
+        Part::Lab if NODE_FIELDS.contains(&field) => {
+            Some(format!("`{field}` is a node setting: put it under one node in `nodes:`"))
+        }
+        Part::Defaults if NODE_FIELDS.contains(&field) => Some(format!(
+            "`{field}` differs per node: set it on each node in `nodes:`; defaults takes only `cpus` and `memory`"
+        )),
+        Part::Defaults | Part::Node if LAB_FIELDS.contains(&field) => Some(format!(
+            "`{field}` is a lab setting: move it up to the lab, next to `nodes:` (check the indentation)"
+        )),
+        _ => None,
+    };
+    let fix = elsewhere.unwrap_or_else(|| format!("remove `{field}`; the fields here are {list}"));
+    Problem::new(format!("{message}; expected one of {list}"), fix)
+}
+
+fn missing_field(part: Part, field: &str) -> Problem {
+    match (part, field) {
+        (Part::Document, "labs") => Problem::new(
+            "the file has no `labs:` key",
+            format!("start the file with `labs:` followed by a list of labs, e.g.:{MINIMAL_EXAMPLE}"),
+        ),
+        (Part::Lab, "name") => Problem::new(
+            "this lab has no `name`",
+            "add `name: NAME` to the lab (lowercase letters, digits and `-`)",
+        ),
+        (Part::Lab, "nodes") => Problem::new(
+            "this lab has no `nodes`",
+            "add `nodes:` with at least one node, e.g.:\n  nodes:\n    - name: server\n    - name: client",
+        ),
+        (Part::Node, "name") => Problem::new(
+            "this node has no `name`",
+            "add `name: NAME` to the node; it becomes the hostname",
+        ),
+        (part, field) => Problem::new(
+            format!("`{field}` is missing in {}", part_name(part)),
+            format!("add `{field}:`"),
+        ),
+    }
+}
+
+fn invalid_type(part: Part, found: &str) -> Problem {
+    let found = found
+        .replace("string ", "the text ")
+        .replace("integer ", "the number ")
+        .replace("floating point ", "the number ")
+        .replace("boolean ", "the boolean ")
+        .replace("sequence", "a list")
+        .replace("map", "a mapping")
+        .replace("unit value", "nothing");
+    match part {
+        Part::Document => Problem::new(
+            format!("the file must be a mapping with a `labs:` key, found {found}"),
+            format!("start the file with `labs:` followed by a list of labs, e.g.:{MINIMAL_EXAMPLE}"),
+        ),
+        Part::Labs => Problem::new(
+            format!("labs must be a list of labs, found {found}"),
+            format!("write each lab as a list item starting with `- ` under `labs:`, e.g.:{MINIMAL_EXAMPLE}"),
+        ),
+        Part::Lab => Problem::new(
+            format!("each lab must be a mapping (`name:`, `nodes:`, ...), found {found}"),
+            "write the lab as `- name: NAME` followed by its fields, indented under the `-`",
+        ),
+        Part::Defaults => Problem::new(
+            format!("defaults must be a mapping, found {found}"),
+            "write `defaults:` then `cpus:` and/or `memory:` indented below it",
+        ),
+        Part::Nodes => Problem::new(
+            format!("nodes must be a list of nodes, found {found}"),
+            "write one node per item, e.g.:\n  nodes:\n    - name: server\n    - name: client",
+        ),
+        Part::Node => Problem::new(
+            format!("each node must be a mapping with at least `name:`, found {found}"),
+            "write the node as `- name: NAME` (a bare `- NAME` is not enough)",
+        ),
+        Part::Other => Problem::new(format!("unexpected {found}"), "check the indentation against docs/labs-yaml.md"),
+    }
+}
+
+/// The words inside backticks of `s`.
+fn backticked(s: &str) -> Vec<&str> {
+    s.split('`').skip(1).step_by(2).collect()
+}
+
+/// Friendlier words for libyaml's syntax errors.
+fn syntax_problem(raw: &str) -> Problem {
+    let indent_fix = "check the indentation: keys of one mapping start in the same column, children are indented more (2 spaces) than their parent, and list items start with `- `";
+    let msg = if raw.contains("mapping values are not allowed") {
+        "unexpected `key: value` here: usually a wrong indentation, or a value containing `: ` that needs quotes"
+            .to_string()
+    } else if raw.contains("did not find expected key") {
+        "this line does not line up with the keys around it (bad indentation)".to_string()
+    } else if raw.contains("did not find expected '-' indicator") {
+        "this line does not line up with the list items around it (bad indentation)".to_string()
+    } else if raw.contains("could not find expected ':'") {
+        "a key without `:` (every line in a mapping is `key: value`)".to_string()
+    } else if raw.contains("found character that cannot start any token") {
+        "a character that cannot start a YAML value (quote values starting with @, ` or %)"
+            .to_string()
+    } else if raw.contains("while scanning a quoted scalar") {
+        "a quoted value that never ends".to_string()
+    } else {
+        format!("invalid YAML: {raw}")
+    };
+    let fix = if raw.contains("quoted scalar") {
+        "close the quote on the same line".to_string()
+    } else if raw.contains("cannot start any token") {
+        "put the value in double quotes, or remove the character".to_string()
+    } else {
+        indent_fix.to_string()
+    };
+    Problem::new(msg, fix)
+}
+
+/// Removes serde_yaml_ng's ` at line L column C` (and `, context at ...`).
+fn strip_marks(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find(" at line ") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + " at line ".len()..];
+        // skip "L column C"
+        let skip = tail
+            .find(|c: char| !(c.is_ascii_digit() || c == ' ' || c.is_ascii_lowercase()))
+            .unwrap_or(tail.len());
+        rest = &tail[skip..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn translate(text: &str, err: &serde_yaml_ng::Error) -> Located {
+    let raw = err.to_string();
+    let (line, column) = match err.location() {
+        Some(l) => (l.line(), l.column()),
+        None => (1, 1),
+    };
+    // Our own problems, framed.
+    if let (Some(s), Some(m), Some(e)) = (
+        raw.find(FRAME_START),
+        raw.find(FRAME_SPLIT),
+        raw.find(FRAME_END),
+    ) {
+        let field = raw[..s].trim_end_matches(": ").to_string();
+        return Located {
+            line,
+            column,
+            field: if field == "." { String::new() } else { field },
+            problem: Problem::new(&raw[s + 1..m], &raw[m + 1..e]),
+        };
+    }
+    if raw.starts_with("deserializing from YAML containing more than one document") {
+        let second = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.starts_with("---"))
+            .map(|(i, _)| i + 1)
+            .nth(usize::from(!text.trim_start().starts_with("---")).saturating_sub(1) + 1)
+            .or_else(|| {
+                text.lines()
+                    .position(|l| l.starts_with("---"))
+                    .map(|i| i + 1)
+            })
+            .unwrap_or(1);
+        return Located {
+            line: second,
+            column: 1,
+            field: String::new(),
+            problem: Problem::new(
+                "the file holds more than one YAML document (`---` separators)",
+                "keep one document: put every lab in the one `labs:` list and remove the extra `---`",
+            ),
+        };
+    }
+    // An unclosed quote is reported at the end of the file; its start is
+    // more useful.
+    if let Some(at) = raw.find("while scanning a quoted scalar at line ") {
+        let tail = &raw[at + "while scanning a quoted scalar at line ".len()..];
+        let mut nums = tail
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| s.parse::<usize>().ok());
+        if let (Some(l), Some(c)) = (nums.next(), nums.next()) {
+            return Located {
+                line: l,
+                column: c,
+                field: String::new(),
+                problem: Problem::new(
+                    "a quoted value that never ends",
+                    "close the quote on the same line",
+                ),
+            };
+        }
+    }
+    let stripped = strip_marks(&raw);
+    const SERDE: &[&str] = &[
+        "unknown field `",
+        "missing field `",
+        "duplicate field `",
+        "invalid type: ",
+        "invalid value: ",
+        "invalid length ",
+    ];
+    let found = SERDE.iter().find_map(|p| {
+        if stripped.starts_with(p) {
+            Some((String::new(), stripped.as_str()))
+        } else {
+            stripped
+                .find(&format!(": {p}"))
+                .map(|i| (stripped[..i].to_string(), &stripped[i + 2..]))
+        }
+    });
+    let Some((field, msg)) = found else {
+        return Located {
+            line,
+            column,
+            field: String::new(),
+            problem: syntax_problem(&stripped),
+        };
+    };
+    let field = if field == "." { String::new() } else { field };
+    let segs = split_path(&field);
+    let words = backticked(msg);
+    let (line, column, field, problem) = if msg.starts_with("unknown field") {
+        // serde_yaml_ng reports the key's position; the path is the mapping's.
+        let name = words.first().copied().unwrap_or("");
+        (
+            line,
+            column,
+            field.clone(),
+            unknown_field(part_of(&segs), name),
+        )
+    } else if msg.starts_with("missing field") {
+        let name = words.first().copied().unwrap_or("");
+        (
+            line,
+            column,
+            field.clone(),
+            missing_field(part_of(&segs), name),
+        )
+    } else if msg.starts_with("duplicate field") {
+        let name = words.first().copied().unwrap_or("").to_string();
+        let issue = Issue {
+            segs: {
+                let mut s = segs.clone();
+                s.push(Seg::Key(name.clone()));
+                s
+            },
+            aim: Aim::SecondKey,
+            problem: Problem::new(
+                format!("`{name}` is given twice in {}", part_name(part_of(&segs))),
+                format!("keep one `{name}:` line and remove the other"),
+            ),
+        };
+        let at = issue.locate(text);
+        (at.line, at.column, at.field, at.problem)
+    } else if let Some(rest) = msg.strip_prefix("invalid type: ") {
+        let found = rest.split(", expected").next().unwrap_or(rest);
+        (
+            line,
+            column,
+            field.clone(),
+            invalid_type(part_of(&segs), found),
+        )
+    } else {
+        (
+            line,
+            column,
+            field.clone(),
+            Problem::new(
+                msg.to_string(),
+                "check this value against docs/labs-yaml.md",
+            ),
+        )
+    };
+    Located {
+        line,
+        column,
+        field,
+        problem,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Checks of the whole document, located afterwards
+// ---------------------------------------------------------------------------
+
+/// One step of a document path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// What of the path's end to point at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Aim {
+    /// The value.
+    Value,
+    /// The last key itself (for values that are empty or absent).
+    Key,
+    /// The second occurrence of the last key in its mapping.
+    SecondKey,
+}
+
+/// A problem at a document path, still to be located in the text.
+#[derive(Debug, Clone)]
+struct Issue {
+    segs: Vec<Seg>,
+    aim: Aim,
+    problem: Problem,
+}
+
+fn render_path(segs: &[Seg]) -> String {
+    let mut out = String::new();
+    for s in segs {
+        match s {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+impl Issue {
+    fn at(segs: Vec<Seg>, aim: Aim, message: impl Into<String>, fix: impl Into<String>) -> Self {
+        Issue {
+            segs,
+            aim,
+            problem: Problem::new(message, fix),
+        }
+    }
+
+    /// Finds the issue's position; falls back to the nearest enclosing value
+    /// that exists (a default that was not written points at its lab).
+    fn locate(self, text: &str) -> Located {
+        let mut segs = self.segs.clone();
+        let mut aim = self.aim;
+        let pos = loop {
+            if let Some(p) = locate(text, &segs, aim) {
+                break p;
+            }
+            if segs.pop().is_none() {
+                break (1, 1);
+            }
+            aim = Aim::Value;
+        };
+        Located {
+            line: pos.0,
+            column: pos.1,
+            field: render_path(&self.segs),
+            problem: self.problem,
+        }
+    }
+}
+
+fn lab_path(i: usize) -> Vec<Seg> {
+    vec![Seg::Key("labs".into()), Seg::Index(i)]
+}
+
+fn lab_field(i: usize, field: &str) -> Vec<Seg> {
+    let mut p = lab_path(i);
+    p.push(Seg::Key(field.into()));
+    p
+}
+
+fn node_field(i: usize, j: usize, field: &str) -> Vec<Seg> {
+    let mut p = lab_field(i, "nodes");
+    p.push(Seg::Index(j));
+    p.push(Seg::Key(field.into()));
+    p
+}
+
+/// The first problem of the document, if any.
+fn check_document(doc: &Document) -> Option<Issue> {
+    if doc.labs.is_empty() {
+        return Some(Issue::at(
+            vec![Seg::Key("labs".into())],
+            Aim::Key,
+            "`labs` is empty: the file defines no labs",
+            format!("add at least one lab under `labs:`, e.g.:{MINIMAL_EXAMPLE}"),
+        ));
+    }
+    let mut lab_names: HashMap<&str, usize> = HashMap::new();
+    for (i, lab) in doc.labs.iter().enumerate() {
+        if let Some(first) = lab_names.insert(&lab.name, i) {
+            return Some(Issue::at(
+                lab_field(i, "name"),
+                Aim::Value,
+                format!("a lab named `{}` already exists (labs[{first}])", lab.name),
+                "give each lab a different name",
+            ));
+        }
+        if let Some(issue) = check_lab(i, lab) {
+            return Some(issue);
+        }
+    }
+    None
+}
+
+fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
+    if lab.fabric == Fabric::Efa && lab.provider != ProviderKind::Aws {
+        return Some(Issue::at(
+            lab_field(i, "fabric"),
+            Aim::Value,
+            format!(
+                "fabric efa needs provider aws, but this lab uses provider {}",
+                lab.provider
+            ),
+            "use fabric rxe (SoftRoCE) here, or set provider: aws",
+        ));
+    }
+    if lab.provider == ProviderKind::Qemu && !QEMU_IMAGES.contains(&lab.image.as_str()) {
+        let hint = did_you_mean(&lab.image, QEMU_IMAGES)
+            .map(|m| format!("write `{m}`; "))
+            .unwrap_or_default();
+        return Some(Issue::at(
+            lab_field(i, "image"),
+            Aim::Value,
+            format!(
+                "unknown image `{}` for provider qemu; supported: {}",
+                lab.image,
+                QEMU_IMAGES.join(", ")
+            ),
+            format!("{hint}leave image out for the default, {DEFAULT_IMAGE}"),
+        ));
+    }
+    if lab.provider != ProviderKind::Qemu && lab.accel != Accel::Auto {
+        return Some(Issue::at(
+            lab_field(i, "accel"),
+            Aim::Value,
+            format!(
+                "accel applies to provider qemu only; this lab uses provider {}",
+                lab.provider
+            ),
+            "remove the accel line",
+        ));
+    }
+    let net = lab.data_network;
+    if lab.provider == ProviderKind::Qemu && net.overlaps(&QEMU_USER_NETWORK) {
+        return Some(Issue::at(
+            lab_field(i, "data_network"),
+            Aim::Value,
+            format!(
+                "data_network {net} overlaps {QEMU_USER_NETWORK}, the network QEMU gives each VM for SSH"
+            ),
+            format!("pick another private network, like {DEFAULT_DATA_NETWORK}"),
+        ));
+    }
+    if lab.nodes.is_empty() {
+        return Some(Issue::at(
+            lab_field(i, "nodes"),
+            Aim::Key,
+            "`nodes` is empty: a lab needs at least one node",
+            "add nodes under `nodes:`, e.g. `- name: server` and `- name: client`",
+        ));
+    }
+    if lab.nodes.len() > MAX_NODES {
+        let mut p = lab_field(i, "nodes");
+        p.push(Seg::Index(MAX_NODES));
+        return Some(Issue::at(
+            p,
+            Aim::Value,
+            format!(
+                "the lab has {} nodes; at most {MAX_NODES} are allowed",
+                lab.nodes.len()
+            ),
+            "remove nodes from here on, or split them into another lab",
+        ));
+    }
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    let mut addrs: HashMap<Ipv4Addr, usize> = HashMap::new();
+    let mut ports: HashMap<u16, usize> = HashMap::new();
+    for (j, node) in lab.nodes.iter().enumerate() {
+        if let Some(first) = names.insert(&node.name, j) {
+            return Some(Issue::at(
+                node_field(i, j, "name"),
+                Aim::Value,
+                format!(
+                    "node name `{}` is already used by nodes[{first}]",
+                    node.name
+                ),
+                "give each node of a lab a different name",
+            ));
+        }
+        if let Some(addr) = node.data_addr {
+            if !net.contains(addr) {
+                return Some(Issue::at(
+                    node_field(i, j, "data_addr"),
+                    Aim::Value,
+                    format!("{addr} is outside the lab's data_network {net}"),
+                    format!(
+                        "use an address between {} and {}, or leave data_addr out",
+                        net.host(0).unwrap_or(net.addr),
+                        net.host(net.host_count().saturating_sub(1))
+                            .unwrap_or(net.addr)
+                    ),
+                ));
+            }
+            if !net.is_host(addr) {
+                let which = if addr == net.network() {
+                    "network"
+                } else {
+                    "broadcast"
+                };
+                return Some(Issue::at(
+                    node_field(i, j, "data_addr"),
+                    Aim::Value,
+                    format!("{addr} is the {which} address of {net}, not usable by a node"),
+                    format!(
+                        "use an address between {} and {}",
+                        net.host(0).unwrap_or(net.addr),
+                        net.host(net.host_count().saturating_sub(1))
+                            .unwrap_or(net.addr)
+                    ),
+                ));
+            }
+            if let Some(first) = addrs.insert(addr, j) {
+                return Some(Issue::at(
+                    node_field(i, j, "data_addr"),
+                    Aim::Value,
+                    format!(
+                        "data_addr {addr} is already used by nodes[{first}] ({})",
+                        lab.nodes[first].name
+                    ),
+                    "give each node a different address, or leave data_addr out to get a free one",
+                ));
+            }
+        }
+        if let Some(port) = node.ssh_port {
+            if let Some(first) = ports.insert(port, j) {
+                return Some(Issue::at(
+                    node_field(i, j, "ssh_port"),
+                    Aim::Value,
+                    format!(
+                        "ssh_port {port} is already used by nodes[{first}] ({})",
+                        lab.nodes[first].name
+                    ),
+                    "give each node a different ssh_port, or leave it out to get a free one",
+                ));
+            }
+        }
+    }
+    if (lab.nodes.len() as u64) > net.host_count() {
+        return Some(Issue::at(
+            lab_field(i, "data_network"),
+            Aim::Value,
+            format!(
+                "data_network {net} has {} host addresses but the lab has {} nodes",
+                net.host_count(),
+                lab.nodes.len()
+            ),
+            "use a larger network (a smaller prefix), like /24",
+        ));
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// Locating a path in the text
+// ---------------------------------------------------------------------------
+
+/// The 1-based (line, column) of the value at `segs` (or of its key, per
+/// `aim`), found by walking the document with serde_yaml_ng and failing on
+/// purpose at the target, so that the parser reports where it was.
+fn locate(text: &str, segs: &[Seg], aim: Aim) -> Option<(usize, usize)> {
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    match (Locate { segs, aim }).deserialize(de) {
+        Err(e) if e.to_string().contains(LOCATE_MARK) => {
+            e.location().map(|l| (l.line(), l.column()))
+        }
+        _ => None,
+    }
+}
+
+struct Locate<'a> {
+    segs: &'a [Seg],
+    aim: Aim,
+}
+
+/// Fails at whatever value it is given.
+struct Fail;
+
+impl<'de> Visitor<'de> for Fail {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("anything")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Err(E::custom(LOCATE_MARK))
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Err(E::custom(LOCATE_MARK))
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Err(E::custom(LOCATE_MARK))
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Err(E::custom(LOCATE_MARK))
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Err(E::custom(LOCATE_MARK))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Err(E::custom(LOCATE_MARK))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Err(E::custom(LOCATE_MARK))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(de::Error::custom(LOCATE_MARK))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(de::Error::custom(LOCATE_MARK))
+    }
+}
+
+/// Reads a key; fails on it when it is the target occurrence.
+struct KeySeed<'a> {
+    target: Option<&'a str>,
+    fail: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        struct K<'a> {
+            target: Option<&'a str>,
+            fail: bool,
+        }
+        impl<'de> Visitor<'de> for K<'_> {
+            type Value = String;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+                if self.fail && self.target == Some(v) {
+                    Err(E::custom(LOCATE_MARK))
+                } else {
+                    Ok(v.to_string())
+                }
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<String, E> {
+                Ok(v.to_string())
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+                Ok(v.to_string())
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+                Ok(v.to_string())
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
+                Ok(v.to_string())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<String, E> {
+                Ok(String::new())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<String, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(String::new())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<String, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(String::new())
+            }
+        }
+        d.deserialize_any(K {
+            target: self.target,
+            fail: self.fail,
+        })
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Locate<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.segs.is_empty() {
+            return d.deserialize_any(Fail);
+        }
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Locate<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("anything")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let (want, rest) = match self.segs.split_first() {
+            Some((Seg::Key(k), rest)) => (Some(k.as_str()), rest),
+            _ => (None, &[][..]),
+        };
+        let last = rest.is_empty();
+        let mut seen = 0;
+        loop {
+            let fail_key = last
+                && match self.aim {
+                    Aim::Key => seen == 0,
+                    Aim::SecondKey => seen == 1,
+                    Aim::Value => false,
+                };
+            let Some(key) = map.next_key_seed(KeySeed {
+                target: want,
+                fail: fail_key,
+            })?
+            else {
+                return Ok(());
+            };
+            if Some(key.as_str()) == want {
+                seen += 1;
+                if seen == 1 && (!last || self.aim == Aim::Value) {
+                    return map.next_value_seed(Locate {
+                        segs: rest,
+                        aim: self.aim,
+                    });
+                }
+            }
+            map.next_value::<IgnoredAny>()?;
+        }
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let (want, rest) = match self.segs.split_first() {
+            Some((Seg::Index(i), rest)) => (Some(*i), rest),
+            _ => (None, &[][..]),
+        };
+        let mut i = 0;
+        loop {
+            if Some(i) == want {
+                return seq
+                    .next_element_seed(Locate {
+                        segs: rest,
+                        aim: self.aim,
+                    })
+                    .map(|_| ());
+            }
+            if seq.next_element::<IgnoredAny>()?.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "model/tests.rs"]
+mod tests;

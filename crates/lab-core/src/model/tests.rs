@@ -1,0 +1,610 @@
+//! Tests of the labs.yaml model: a table of malformed files with the exact
+//! error each must give, and the behaviour of good files.
+
+use super::*;
+
+/// A lab `a` with one node `x`, plus `line` inside that node (line 5,
+/// column 9).
+fn node_with(line: &str) -> String {
+    format!("labs:\n  - name: a\n    nodes:\n      - name: x\n        {line}\n")
+}
+
+/// A lab `a` with `line` at lab level (line 3, column 5) and one node `x`.
+fn lab_with(line: &str) -> String {
+    format!("labs:\n  - name: a\n    {line}\n    nodes:\n      - name: x\n")
+}
+
+/// `n` nodes named n1, n2, ... in lab `a`; node k's name is on line 3 + k.
+fn lab_of(n: usize) -> String {
+    let mut s = String::from("labs:\n  - name: a\n    nodes:\n");
+    for k in 1..=n {
+        s.push_str(&format!("      - name: n{k}\n"));
+    }
+    s
+}
+
+struct Case {
+    name: &'static str,
+    yaml: String,
+    line: usize,
+    column: usize,
+    message: &'static str,
+    fix: &'static str,
+}
+
+fn case(
+    name: &'static str,
+    yaml: impl Into<String>,
+    line: usize,
+    column: usize,
+    message: &'static str,
+    fix: &'static str,
+) -> Case {
+    Case {
+        name,
+        yaml: yaml.into(),
+        line,
+        column,
+        message,
+        fix,
+    }
+}
+
+fn malformed_cases() -> Vec<Case> {
+    vec![
+        // --- The document as a whole -------------------------------------
+        case("empty file", "", 1, 1, "the file is empty", "add at least one lab"),
+        case("only comments", "# nothing yet\n\n", 2, 1, "the file is empty", "labs:"),
+        case("a scalar", "hello\n", 1, 1, "must be a mapping with a `labs:` key, found the text \"hello\"", "start the file with `labs:`"),
+        case("a list", "- a\n- b\n", 1, 1, "must be a mapping with a `labs:` key, found a list", "start the file with `labs:`"),
+        case("empty mapping", "{}\n", 1, 1, "the file has no `labs:` key", "start the file with `labs:`"),
+        case("labs misspelt", "lab:\n  - name: a\n", 1, 1, "unknown field `lab` in the top level; did you mean `labs`?", "rename `lab` to `labs`"),
+        case("nodes at top level", "nodes:\n  - name: x\n", 1, 1, "unknown field `nodes` in the top level", "put this field inside a lab"),
+        case("labs empty list", "labs: []\n", 1, 1, "`labs` is empty", "add at least one lab"),
+        case("labs without value", "# my labs\nlabs:\n", 2, 1, "`labs` is empty", "add at least one lab"),
+        case("labs is a mapping", "labs:\n  name: a\n", 2, 3, "labs must be a list of labs, found a mapping", "list item starting with `- `"),
+        case("two documents", "labs:\n  - name: a\n    nodes:\n      - name: x\n---\nlabs: []\n", 5, 1, "more than one YAML document", "remove the extra `---`"),
+        // --- YAML syntax ---------------------------------------------------
+        case("tab indentation", "labs:\n\t- name: a\n", 2, 1, "tab character is used for indentation", "replace the tabs"),
+        case("tab after spaces", "labs:\n  - name: a\n  \tnodes:\n", 3, 3, "tab character", "spaces"),
+        case("key dedented", "labs:\n  - name: a\n    nodes:\n      - name: x\n     cpus: 2\n", 5, 6, "does not line up with the keys around it", "check the indentation"),
+        case("key under list at list level", "labs:\n  - name: a\n    nodes:\n      - name: x\n      cpus: 1\n", 5, 7, "does not line up with the list items", "check the indentation"),
+        case("list item over-indented", "labs:\n  - name: a\n    nodes:\n      - name: x\n       - name: y\n", 5, 8, "does not line up", "check the indentation"),
+        case("value with colon", "labs:\n  - name: a: b\n", 2, 12, "unexpected `key: value` here", "check the indentation"),
+        case("unclosed quote", "labs:\n  - name: \"a\n    nodes: []\n", 2, 11, "a quoted value that never ends", "close the quote"),
+        case("reserved character", "labs:\n  - name: @a\n", 2, 11, "cannot start a YAML value", "double quotes"),
+        case("duplicate key", node_with("cpus: 1\n        cpus: 2"), 6, 9, "`cpus` is given twice", "remove the other"),
+        // --- Shapes --------------------------------------------------------
+        case("lab is a string", "labs:\n  - local\n", 2, 5, "each lab must be a mapping", "`- name: NAME`"),
+        case("lab without name", "labs:\n  - nodes:\n      - name: x\n", 2, 5, "this lab has no `name`", "add `name: NAME`"),
+        case("lab without nodes", "labs:\n  - name: a\n", 2, 5, "this lab has no `nodes`", "add `nodes:`"),
+        case("nodes empty list", "labs:\n  - name: a\n    nodes: []\n", 3, 5, "`nodes` is empty", "add nodes under `nodes:`"),
+        case("nodes without value", "labs:\n  - name: a\n    nodes:\n", 3, 5, "`nodes` is empty", "add nodes"),
+        case("nodes is a mapping", "labs:\n  - name: a\n    nodes:\n      name: x\n", 4, 7, "nodes must be a list of nodes, found a mapping", "one node per item"),
+        case("node is a string", "labs:\n  - name: a\n    nodes:\n      - server\n", 4, 9, "each node must be a mapping", "a bare `- NAME` is not enough"),
+        case("node without name", "labs:\n  - name: a\n    nodes:\n      - cpus: 2\n", 4, 9, "this node has no `name`", "add `name: NAME`"),
+        case("defaults is a list", lab_with("defaults: [1]"), 3, 15, "defaults must be a mapping", "`cpus:` and/or `memory:`"),
+        case("too many nodes", lab_of(17), 20, 9, "the lab has 17 nodes; at most 16", "remove nodes"),
+        // --- Unknown fields ------------------------------------------------
+        case("node field typo", node_with("cpu: 2"), 5, 9, "unknown field `cpu` in a node; did you mean `cpus`?", "rename `cpu` to `cpus`"),
+        case("node field alias", node_with("ram: 2GiB"), 5, 9, "did you mean `memory`?", "rename `ram` to `memory`"),
+        case("node field unrelated", node_with("color: red"), 5, 9, "unknown field `color` in a node; expected one of `name`, `cpus`", "remove `color`"),
+        case("lab field typo", lab_with("provder: qemu"), 3, 5, "unknown field `provder` in a lab; did you mean `provider`?", "rename `provder` to `provider`"),
+        case("node setting on lab", lab_with("cpus: 2"), 3, 5, "unknown field `cpus` in a lab", "put it under `defaults:`"),
+        case("lab setting on node", node_with("data_network: 10.1.0.0/24"), 5, 9, "unknown field `data_network` in a node", "move it up to the lab"),
+        case("per-node field in defaults", lab_with("defaults:\n      ssh_port: 2222"), 4, 7, "unknown field `ssh_port` in defaults", "set it on each node"),
+        case("dashed field name", node_with("ssh-port: 2222"), 5, 9, "did you mean `ssh_port`?", "rename `ssh-port` to `ssh_port`"),
+        // --- Names ---------------------------------------------------------
+        case("lab name uppercase", "labs:\n  - name: Lab1\n    nodes:\n      - name: x\n", 2, 11, "lab name `Lab1` is not valid: uppercase letters are not allowed", "e.g. `lab1`"),
+        case("lab name underscore", "labs:\n  - name: my_lab\n    nodes:\n      - name: x\n", 2, 11, "`_` is not allowed", "e.g. `my-lab`"),
+        case("lab name too long", "labs:\n  - name: abcdefghijklmnopqrstuvwxyz0123456\n    nodes:\n      - name: x\n", 2, 11, "is 33 characters long; the limit is 31", "at most 31 characters"),
+        case("lab name starts with dash", "labs:\n  - name: -a\n    nodes:\n      - name: x\n", 2, 11, "may not start with `-`", "e.g. `a`"),
+        case("lab name empty", "labs:\n  - name: \"\"\n    nodes:\n      - name: x\n", 2, 11, "the lab name is empty", "give the lab a name"),
+        case("node name trailing dash", "labs:\n  - name: a\n    nodes:\n      - name: db-\n", 4, 15, "may not start or end with `-`", "e.g. `db`"),
+        case("node name with dot", "labs:\n  - name: a\n    nodes:\n      - name: db.local\n", 4, 15, "`.` is not allowed", "e.g. `db-local`"),
+        case("node name empty", "labs:\n  - name: a\n    nodes:\n      - name:\n", 4, 14, "the node name is empty", "give the node a name"),
+        case("node name is a list", "labs:\n  - name: a\n    nodes:\n      - name: [a]\n", 4, 15, "a node name must be text, found a list", "lowercase letters"),
+        case("duplicate node name", "labs:\n  - name: a\n    nodes:\n      - name: x\n      - name: y\n      - name: x\n", 6, 15, "node name `x` is already used by nodes[0]", "different name"),
+        case("duplicate node name, flow style", "labs:\n  - name: a\n    nodes: [{name: a}, {name: a}]\n", 3, 31, "node name `a` is already used", "different name"),
+        case("duplicate lab name", "labs:\n  - name: a\n    nodes:\n      - name: x\n  - name: a\n    nodes:\n      - name: y\n", 5, 11, "a lab named `a` already exists (labs[0])", "different name"),
+        // --- Enumerations and image ----------------------------------------
+        case("provider typo", lab_with("provider: qmeu"), 3, 15, "unknown provider `qmeu`; supported: qemu, multipass, aws", "write `qemu`"),
+        case("provider unknown", lab_with("provider: docker"), 3, 15, "unknown provider `docker`; supported: qemu, multipass, aws", "use one of: qemu, multipass, aws"),
+        case("provider is a number", lab_with("provider: 1"), 3, 15, "provider must be one of qemu, multipass, aws, found the number 1", "write one of"),
+        case("fabric unknown", lab_with("fabric: roce"), 3, 13, "unknown fabric `roce`; supported: rxe, efa, none", "leave fabric out for the default, rxe"),
+        case("accel uppercase", lab_with("accel: KVM"), 3, 12, "unknown accel `KVM`; supported: auto, kvm, tcg", "write `kvm`"),
+        case("efa on qemu", lab_with("fabric: efa"), 3, 13, "fabric efa needs provider aws, but this lab uses provider qemu", "use fabric rxe"),
+        case("accel on multipass", lab_with("provider: multipass\n    accel: kvm"), 4, 12, "accel applies to provider qemu only", "remove the accel line"),
+        case("unknown qemu image", lab_with("image: ubuntu-jammy"), 3, 12, "unknown image `ubuntu-jammy` for provider qemu; supported: debian-bookworm", "leave image out"),
+        case("qemu image typo", lab_with("image: debian-bookwrom"), 3, 12, "unknown image `debian-bookwrom`", "write `debian-bookworm`"),
+        case("image empty", lab_with("image: \"\""), 3, 12, "image is empty", "leave image out"),
+        // --- cpus ----------------------------------------------------------
+        case("cpus zero", node_with("cpus: 0"), 5, 15, "0 is out of range (1..=64)", "set cpus to a whole number between 1 and 64"),
+        case("cpus too many", node_with("cpus: 65"), 5, 15, "65 is out of range (1..=64)", "between 1 and 64"),
+        case("cpus negative", node_with("cpus: -2"), 5, 15, "-2 is out of range (1..=64)", "between 1 and 64"),
+        case("cpus quoted", node_with("cpus: \"2\""), 5, 15, "cpus must be a whole number, found the text \"2\"", "remove the quotes: cpus: 2"),
+        case("cpus fraction", node_with("cpus: 1.5"), 5, 15, "cpus must be a whole number, found 1.5", "between 1 and 64"),
+        case("cpus boolean", node_with("cpus: true"), 5, 15, "cpus must be a whole number, found the boolean true", "between 1 and 64"),
+        case("defaults cpus zero", lab_with("defaults:\n      cpus: 0"), 4, 13, "0 is out of range (1..=64)", "between 1 and 64"),
+        // --- memory --------------------------------------------------------
+        case("memory plain small number", node_with("memory: 2"), 5, 17, "2 is below the minimum of 256MiB", "did you mean 2GiB?"),
+        case("memory too small", node_with("memory: 128MiB"), 5, 17, "128MiB is below the minimum of 256MiB", "use at least 256MiB"),
+        case("memory too large", node_with("memory: 128GiB"), 5, 17, "128GiB is above the maximum of 64GiB", "use at most 64GiB"),
+        case("memory unknown unit", node_with("memory: 1Gx"), 5, 17, "`1Gx` has an unknown unit `Gx`", "use MiB or GiB"),
+        case("memory not a size", node_with("memory: lots"), 5, 17, "`lots` is not a memory size", "like 512MiB, 1GiB"),
+        case("memory fraction of MiB", node_with("memory: 1.3G"), 5, 17, "`1.3G` is not a whole number of MiB", "round it"),
+        case("memory in KiB", node_with("memory: 4096KiB"), 5, 17, "too small to be a node's memory", "in MiB or GiB"),
+        case("memory negative", node_with("memory: -1"), 5, 17, "-1 is not a memory size", "like 512MiB"),
+        case("defaults memory bad", lab_with("defaults:\n      memory: 1 TB"), 4, 15, "`1 TB` has an unknown unit `TB`", "use MiB or GiB"),
+        // --- data network and addresses ------------------------------------
+        case("network without prefix", lab_with("data_network: 10.77.0.0"), 3, 19, "the /PREFIX is missing", "write ADDRESS/PREFIX, like 10.77.0.0/24"),
+        case("network prefix too long", lab_with("data_network: 10.77.0.0/31"), 3, 19, "the prefix /31 is out of range (/8..=/30)", "between /8 and /30"),
+        case("network bad prefix", lab_with("data_network: 10.77.0.0/xx"), 3, 19, "`/xx` is not a prefix length", "between /8 and /30"),
+        case("network bad address", lab_with("data_network: 10.77.0/24"), 3, 19, "`10.77.0` is not an IPv4 address", "write ADDRESS/PREFIX"),
+        case("network host bits", lab_with("data_network: 10.77.0.5/24"), 3, 19, "`10.77.0.5/24` has host bits set", "10.77.0.0/24"),
+        case("network is a number", lab_with("data_network: 10"), 3, 19, "data_network must be ADDRESS/PREFIX, found the number 10", "10.77.0.0/24"),
+        case("network overlaps qemu", lab_with("data_network: 10.0.0.0/16"), 3, 19, "overlaps 10.0.2.0/24, the network QEMU gives each VM", "pick another private network"),
+        case("network too small", "labs:\n  - name: a\n    data_network: 10.77.0.0/30\n    nodes:\n      - name: a\n      - name: b\n      - name: c\n", 3, 19, "has 2 host addresses but the lab has 3 nodes", "use a larger network"),
+        case("data_addr outside", node_with("data_addr: 10.78.0.2"), 5, 20, "10.78.0.2 is outside the lab's data_network 10.77.0.0/24", "between 10.77.0.1 and 10.77.0.254"),
+        case("data_addr network address", node_with("data_addr: 10.77.0.0"), 5, 20, "10.77.0.0 is the network address of 10.77.0.0/24", "between 10.77.0.1 and 10.77.0.254"),
+        case("data_addr broadcast", node_with("data_addr: 10.77.0.255"), 5, 20, "10.77.0.255 is the broadcast address", "between 10.77.0.1 and 10.77.0.254"),
+        case("data_addr not an address", node_with("data_addr: 10.77.0.300"), 5, 20, "`10.77.0.300` is not an IPv4 address", "like 10.77.0.2"),
+        case("data_addr with prefix", node_with("data_addr: 10.77.0.2/24"), 5, 20, "has a prefix; it is a single address", "write just the address, `10.77.0.2`"),
+        case("data_addr is a number", node_with("data_addr: 7"), 5, 20, "data_addr must be an IPv4 address, found the number 7", "like 10.77.0.2"),
+        case("data_addr duplicate", "labs:\n  - name: a\n    nodes:\n      - name: x\n        data_addr: 10.77.0.5\n      - name: y\n        data_addr: 10.77.0.5\n", 7, 20, "data_addr 10.77.0.5 is already used by nodes[0] (x)", "different address"),
+        case("data_addr outside custom network", "labs:\n  - name: a\n    nodes:\n      - name: x\n        data_addr: 10.77.0.9\n    data_network: 192.168.50.0/28\n", 5, 20, "outside the lab's data_network 192.168.50.0/28", "between 192.168.50.1 and 192.168.50.14"),
+        // --- ssh_port ------------------------------------------------------
+        case("ssh_port privileged", node_with("ssh_port: 22"), 5, 19, "22 is out of range (1024..=65535)", "like 2222"),
+        case("ssh_port too large", node_with("ssh_port: 70000"), 5, 19, "70000 is out of range (1024..=65535)", "between 1024 and 65535"),
+        case("ssh_port duplicate", "labs:\n  - name: a\n    nodes:\n      - name: x\n        ssh_port: 2222\n      - name: y\n        ssh_port: 2222\n", 7, 19, "ssh_port 2222 is already used by nodes[0] (x)", "different ssh_port"),
+        // --- Errors in a later lab point into that lab ---------------------
+        case("error in second lab", "labs:\n  - name: a\n    nodes:\n      - name: x\n  - name: b\n    nodes:\n      - name: y\n        cpus: 100\n", 8, 15, "100 is out of range", "between 1 and 64"),
+        case("aliases point at the anchored value", "labs:\n  - name: a\n    nodes:\n      - &n {name: x}\n      - *n\n", 4, 19, "node name `x` is already used", "different name"),
+    ]
+}
+
+#[test]
+fn test_malformed_files_give_located_messages_with_fixes() {
+    let cases = malformed_cases();
+    assert!(
+        cases.len() >= 40,
+        "the table must keep at least 40 cases, has {}",
+        cases.len()
+    );
+    let mut names = HashSet::new();
+    let mut failures = Vec::new();
+    for c in &cases {
+        assert!(names.insert(c.name), "duplicate case name {}", c.name);
+        let err = match LabsFile::parse(Path::new("labs.yaml"), &c.yaml) {
+            Ok(_) => {
+                failures.push(format!("[{}] parsed, but must fail\n{}", c.name, c.yaml));
+                continue;
+            }
+            Err(e) => e,
+        };
+        let shown = err.to_string();
+        let ConfigError::Invalid {
+            line,
+            column,
+            message,
+            fix,
+            ..
+        } = &err
+        else {
+            failures.push(format!("[{}] not an Invalid error: {shown}", c.name));
+            continue;
+        };
+        let mut wrong = Vec::new();
+        if (*line, *column) != (c.line, c.column) {
+            wrong.push(format!(
+                "at {line}:{column}, expected {}:{}",
+                c.line, c.column
+            ));
+        }
+        if !message.contains(c.message) {
+            wrong.push(format!("message lacks {:?}", c.message));
+        }
+        if !fix.contains(c.fix) {
+            wrong.push(format!("fix lacks {:?}", c.fix));
+        }
+        if !shown.starts_with(&format!("labs.yaml:{line}:{column}: "))
+            || !shown.contains("\n  fix: ")
+        {
+            wrong.push("display is not `labs.yaml:LINE:COL: ...\\n  fix: ...`".into());
+        }
+        if shown.contains(FRAME_START)
+            || shown.contains(FRAME_END)
+            || shown.contains(LOCATE_MARK)
+            || shown.contains(" at line ")
+        {
+            wrong.push("display leaks internal markers".into());
+        }
+        if !wrong.is_empty() {
+            failures.push(format!(
+                "[{}] {}\n--- yaml ---\n{}--- got ---\n{shown}",
+                c.name,
+                wrong.join("; "),
+                c.yaml
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n\n")
+    );
+}
+
+#[test]
+fn test_display_shape() {
+    let err = LabsFile::parse(Path::new("labs.yaml"), &node_with("cpus: 0")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "labs.yaml:5:15: labs[0].nodes[0].cpus: 0 is out of range (1..=64)\n  fix: set cpus to a whole number between 1 and 64"
+    );
+    assert_eq!(err.position(), Some((5, 15)));
+    assert_eq!(err.fix(), "set cpus to a whole number between 1 and 64");
+    assert_eq!(err.path(), Path::new("labs.yaml"));
+}
+
+#[test]
+fn test_multi_line_fix_is_indented() {
+    let err = LabsFile::parse(Path::new("x.yaml"), "")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("e.g.:\n         labs:\n           - name: local"),
+        "{err}"
+    );
+}
+
+const TWO_LABS: &str = "\
+labs:
+  - name: local
+    defaults:
+      cpus: 2
+      memory: 2GiB
+    nodes:
+      - name: server
+      - name: client
+        cpus: 4
+        memory: 1536M
+  - name: quad
+    provider: qemu
+    fabric: none
+    accel: tcg
+    data_network: 192.168.7.0/29
+    nodes:
+      - name: n1
+        data_addr: 192.168.7.2
+      - name: n2
+      - name: n3
+        data_addr: 192.168.7.1
+        ssh_port: 2300
+      - name: n4
+        memory: 512
+";
+
+#[test]
+fn test_defaults_apply_when_absent() {
+    let f = LabsFile::parse(
+        Path::new("labs.yaml"),
+        "labs:\n  - name: a\n    nodes:\n      - name: x\n",
+    )
+    .unwrap();
+    let lab = &f.labs[0];
+    assert_eq!(lab.provider, ProviderKind::Qemu);
+    assert_eq!(lab.fabric, Fabric::Rxe);
+    assert_eq!(lab.image, "debian-bookworm");
+    assert_eq!(lab.accel, Accel::Auto);
+    assert_eq!(lab.data_network, DEFAULT_DATA_NETWORK);
+    assert_eq!(lab.data_network.to_string(), "10.77.0.0/24");
+    assert_eq!(lab.defaults, NodeDefaults::default());
+    let nodes = lab.resolve_nodes();
+    assert_eq!(
+        nodes,
+        vec![ResolvedNode {
+            index: 0,
+            name: "x".into(),
+            cpus: 1,
+            memory_mib: 1024,
+            data_addr: Ipv4Addr::new(10, 77, 0, 1),
+            data_prefix: 24,
+            ssh_port: None,
+        }]
+    );
+}
+
+#[test]
+fn test_empty_values_mean_default() {
+    let yaml = "labs:\n  - name: a\n    provider:\n    fabric:\n    image:\n    accel:\n    data_network:\n    defaults:\n    nodes:\n      - name: x\n        cpus:\n        memory:\n        data_addr:\n        ssh_port:\n";
+    let f = LabsFile::parse(Path::new("labs.yaml"), yaml).unwrap();
+    let lab = &f.labs[0];
+    assert_eq!(
+        (lab.provider, lab.fabric, lab.accel),
+        (ProviderKind::Qemu, Fabric::Rxe, Accel::Auto)
+    );
+    assert_eq!(lab.image, DEFAULT_IMAGE);
+    assert_eq!(lab.data_network, DEFAULT_DATA_NETWORK);
+    assert_eq!(lab.nodes[0].cpus, None);
+}
+
+#[test]
+fn test_node_overrides_defaults_override_builtins() {
+    let f = LabsFile::parse(Path::new("labs.yaml"), TWO_LABS).unwrap();
+    let local = f.select(Some("local")).unwrap();
+    let nodes = local.resolve_nodes();
+    assert_eq!((nodes[0].cpus, nodes[0].memory_mib), (2, 2048));
+    assert_eq!((nodes[1].cpus, nodes[1].memory_mib), (4, 1536));
+    assert_eq!(nodes[1].index, 1);
+    assert_eq!(nodes[1].data_addr, Ipv4Addr::new(10, 77, 0, 2));
+}
+
+#[test]
+fn test_addresses_fill_in_order_skipping_explicit_ones() {
+    let f = LabsFile::parse(Path::new("labs.yaml"), TWO_LABS).unwrap();
+    let quad = f.select(Some("quad")).unwrap();
+    let nodes = quad.resolve_nodes();
+    let addrs: Vec<String> = nodes.iter().map(|n| n.data_addr.to_string()).collect();
+    // n1 and n3 are explicit (.2 and .1); n2 and n4 take the first free: .3, .4.
+    assert_eq!(
+        addrs,
+        ["192.168.7.2", "192.168.7.3", "192.168.7.1", "192.168.7.4"]
+    );
+    assert!(nodes.iter().all(|n| n.data_prefix == 29));
+    assert_eq!(nodes[2].ssh_port, Some(2300));
+    assert_eq!(nodes[3].memory_mib, 512);
+    assert_eq!(nodes[3].cpus, 1);
+    assert_eq!((quad.fabric, quad.accel), (Fabric::None, Accel::Tcg));
+}
+
+#[test]
+fn test_multiple_labs_and_select() {
+    let f = LabsFile::parse(Path::new("labs.yaml"), TWO_LABS).unwrap();
+    assert_eq!(f.names(), ["local", "quad"]);
+    assert_eq!(f.select(None).unwrap().name, "local");
+    assert_eq!(f.select(Some("quad")).unwrap().nodes.len(), 4);
+    assert_eq!(f.path, Path::new("labs.yaml"));
+}
+
+#[test]
+fn test_unknown_lab_lists_names() {
+    let f = LabsFile::parse(Path::new("labs.yaml"), TWO_LABS).unwrap();
+    let err = f.select(Some("big")).unwrap_err();
+    match &err {
+        ConfigError::UnknownLab {
+            name, available, ..
+        } => {
+            assert_eq!(name, "big");
+            assert_eq!(available, &["local", "quad"]);
+        }
+        other => panic!("expected UnknownLab, got {other:?}"),
+    }
+    let shown = err.to_string();
+    assert!(
+        shown.contains("no lab named `big`; the labs in this file are: local, quad"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("fix: use --lab with one of: local, quad"),
+        "{shown}"
+    );
+    let typo = f.select(Some("qaud")).unwrap_err().to_string();
+    assert!(typo.contains("did you mean `--lab quad`?"), "{typo}");
+}
+
+#[test]
+fn test_missing_file_says_where_labctl_looks() {
+    let path =
+        std::env::temp_dir().join(format!("labctl-no-such-{}/labs.yaml", std::process::id()));
+    let err = LabsFile::load(&path).unwrap_err();
+    assert!(matches!(err, ConfigError::NotFound { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(shown.contains("file not found"), "{shown}");
+    assert!(
+        shown.contains("./labs.yaml") && shown.contains("-f FILE"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn test_load_reads_the_file_and_keeps_its_path() {
+    let dir = std::env::temp_dir().join(format!("labctl-model-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("my-labs.yaml");
+    std::fs::write(
+        &path,
+        "labs:\n  - name: a\n    nodes:\n      - name: x\n        cpus: 99\n",
+    )
+    .unwrap();
+    let err = LabsFile::load(&path).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("{}:5:15: ", path.display())),
+        "{err}"
+    );
+    std::fs::write(&path, TWO_LABS).unwrap();
+    let f = LabsFile::load(&path).unwrap();
+    assert_eq!(f.path, path);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn test_memory_sizes() {
+    let mib = |s: &str| s.parse::<MemorySize>().map(|m| m.mib());
+    assert_eq!(mib("512MiB"), Ok(512));
+    assert_eq!(mib("1GiB"), Ok(1024));
+    assert_eq!(mib("1536M"), Ok(1536));
+    assert_eq!(mib("2G"), Ok(2048));
+    assert_eq!(mib("2gb"), Ok(2048));
+    assert_eq!(mib("1.5GiB"), Ok(1536));
+    assert_eq!(mib("768"), Ok(768));
+    assert_eq!(mib(" 1 GiB "), Ok(1024));
+    assert_eq!(mib("64GiB"), Ok(65536));
+    assert!(mib("65GiB").is_err());
+    assert!(mib("1T").is_err());
+    assert!(mib("255M").is_err());
+    assert!(mib("1..5G").is_err());
+    assert!(mib("G").is_err());
+    assert_eq!(MemorySize::from_mib(1024).bytes(), 1 << 30);
+    assert_eq!(MemorySize::from_mib(1024).to_string(), "1GiB");
+    assert_eq!(MemorySize::from_mib(1536).to_string(), "1536MiB");
+}
+
+#[test]
+fn test_networks() {
+    let n: Ipv4Network = "10.77.0.0/24".parse().unwrap();
+    assert_eq!(n.host(0), Some(Ipv4Addr::new(10, 77, 0, 1)));
+    assert_eq!(n.host(253), Some(Ipv4Addr::new(10, 77, 0, 254)));
+    assert_eq!(n.host(254), None);
+    assert_eq!(n.broadcast(), Ipv4Addr::new(10, 77, 0, 255));
+    assert!(n.is_host(Ipv4Addr::new(10, 77, 0, 9)));
+    assert!(!n.is_host(Ipv4Addr::new(10, 77, 0, 0)));
+    assert!(!n.contains(Ipv4Addr::new(10, 77, 1, 1)));
+    assert!(n.overlaps(&"10.0.0.0/8".parse().unwrap()));
+    assert!(!n.overlaps(&QEMU_USER_NETWORK));
+    assert!("10.77.0.1/24".parse::<Ipv4Network>().is_err());
+}
+
+#[test]
+fn test_enums_round_trip_their_yaml_names() {
+    for p in ProviderKind::ALL {
+        assert_eq!(p.to_string().parse::<ProviderKind>(), Ok(*p));
+    }
+    for f in Fabric::ALL {
+        assert_eq!(f.to_string().parse::<Fabric>(), Ok(*f));
+    }
+    for a in Accel::ALL {
+        assert_eq!(a.to_string().parse::<Accel>(), Ok(*a));
+    }
+    assert_eq!(ProviderKind::Qemu.to_string(), "qemu");
+    assert_eq!(Fabric::None.to_string(), "none");
+    assert_eq!(serde_json::to_string(&Fabric::Efa).unwrap(), "\"efa\"");
+}
+
+#[test]
+fn test_resolved_nodes_serialize() {
+    let f = LabsFile::parse(Path::new("labs.yaml"), TWO_LABS).unwrap();
+    let nodes = f.labs[0].resolve_nodes();
+    let json = serde_json::to_string(&nodes).unwrap();
+    assert!(json.contains("\"data_addr\":\"10.77.0.1\""), "{json}");
+    let back: Vec<ResolvedNode> = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, nodes);
+    let lab = serde_json::to_value(&f.labs[1]).unwrap();
+    assert_eq!(lab["data_network"], "192.168.7.0/29");
+    assert_eq!(lab["nodes"][3]["memory"], "512MiB");
+}
+
+#[test]
+fn test_sixteen_nodes_are_fine() {
+    let f = LabsFile::parse(Path::new("labs.yaml"), &lab_of(16)).unwrap();
+    assert_eq!(
+        f.labs[0].resolve_nodes()[15].data_addr,
+        Ipv4Addr::new(10, 77, 0, 16)
+    );
+}
+
+#[test]
+fn test_suggestions() {
+    assert_eq!(did_you_mean("cpu", NODE_FIELDS), Some("cpus"));
+    assert_eq!(did_you_mean("memroy", NODE_FIELDS), Some("memory"));
+    assert_eq!(did_you_mean("Name", NODE_FIELDS), Some("name"));
+    assert_eq!(did_you_mean("zebra", NODE_FIELDS), None);
+    assert_eq!(edit_distance("kitten", "sitting"), 3);
+}
+
+/// `rel` in the repository: the first ancestor of this crate holding it,
+/// else the first holding a `docs` directory.
+fn repo_file(rel: &str) -> PathBuf {
+    let start = Path::new(env!("CARGO_MANIFEST_DIR"));
+    start
+        .ancestors()
+        .map(|d| d.join(rel))
+        .find(|p| p.exists())
+        .or_else(|| {
+            start
+                .ancestors()
+                .find(|d| d.join("docs").is_dir())
+                .map(|d| d.join(rel))
+        })
+        .unwrap_or_else(|| start.join("../..").join(rel))
+}
+
+#[test]
+fn test_shipped_schema_matches_the_model() {
+    let path = repo_file("docs/labs.schema.json");
+    let want = format!(
+        "{}\n",
+        serde_json::to_string_pretty(&json_schema()).unwrap()
+    );
+    if std::env::var_os("LABCTL_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, &want).unwrap();
+        return;
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} is out of date with the model; regenerate it with:\n  LABCTL_BLESS=1 cargo test -p lab-core model::tests::test_shipped_schema_matches_the_model",
+        path.display()
+    );
+}
+
+#[test]
+fn test_schema_describes_the_format() {
+    let s = json_schema();
+    let lab = &s["$defs"]["LabSpec"];
+    assert_eq!(lab["additionalProperties"], false);
+    assert_eq!(s["required"], serde_json::json!(["labs"]));
+    let provider = serde_json::to_string(&s["$defs"]["ProviderKind"]).unwrap();
+    assert!(provider.contains("multipass"), "{provider}");
+}
+
+#[test]
+fn test_repo_labs_yaml_is_valid() {
+    let path = repo_file("labs.yaml");
+    let f = LabsFile::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f.names(), ["local", "quad"]);
+    let local = f.select(None).unwrap();
+    let names: Vec<&str> = local.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["server", "client"]);
+    assert_eq!(
+        (local.provider, local.fabric),
+        (ProviderKind::Qemu, Fabric::Rxe)
+    );
+    let quad = f.select(Some("quad")).unwrap();
+    let names: Vec<String> = quad.resolve_nodes().into_iter().map(|n| n.name).collect();
+    assert_eq!(names, ["n1", "n2", "n3", "n4"]);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with("# yaml-language-server: $schema=docs/labs.schema.json"));
+}
+
+#[test]
+fn test_examples_in_the_reference_are_valid() {
+    let path = repo_file("docs/labs-yaml.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut checked = 0;
+    for block in text.split("```yaml\n").skip(1) {
+        let block = block.split("```").next().unwrap();
+        if block.lines().any(|l| l == "labs:") {
+            if let Err(e) = LabsFile::parse(&path, block) {
+                panic!(
+                    "an example in {} does not parse:\n{block}\n{e}",
+                    path.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "only {checked} examples found");
+}
+
+#[test]
+fn test_lab_spec_round_trips_through_json() {
+    let f = LabsFile::parse(Path::new("labs.yaml"), TWO_LABS).unwrap();
+    for lab in &f.labs {
+        let json = serde_json::to_string(lab).unwrap();
+        let back: LabSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back, lab, "{json}");
+    }
+}

@@ -1,0 +1,116 @@
+//! Providers create and delete the machines of a lab. One trait, one
+//! implementation per `provider:` value in labs.yaml; everything after "a node
+//! answers SSH" (rxe, the agent) is provider-independent and lives in
+//! [`crate::provision`].
+
+pub mod qemu;
+
+use async_trait::async_trait;
+
+use crate::model::{LabSpec, ProviderKind, ResolvedNode};
+use crate::progress::Reporter;
+use crate::state::{LabDir, LabState};
+
+/// Errors from a provider.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider is known but not available in this build yet.
+    #[error("provider `{0}` is not implemented yet; supported providers: qemu")]
+    NotImplemented(String),
+    /// A host program is missing.
+    #[error("`{program}` is not installed; {hint}")]
+    MissingProgram {
+        /// The program.
+        program: String,
+        /// How to install it.
+        hint: String,
+    },
+    /// A port labs.yaml asked for is taken.
+    #[error("node `{node}`: port {port} on 127.0.0.1 is already in use; free it or change ssh_port in labs.yaml")]
+    PortInUse {
+        /// The node.
+        node: String,
+        /// The port.
+        port: u16,
+    },
+    /// A node's machine stopped or never started.
+    #[error("node `{node}`: the VM is not running: {reason}\n--- last lines of its console ({console}) ---\n{console_tail}")]
+    NodeDown {
+        /// The node.
+        node: String,
+        /// Why (exit status, QEMU's own message).
+        reason: String,
+        /// Path of the console log.
+        console: String,
+        /// Its last lines.
+        console_tail: String,
+    },
+    /// The image could not be built.
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+    /// State could not be written.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    /// Anything else, with context.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Whether a node's machine runs, as the provider sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "detail")]
+pub enum Liveness {
+    /// Running.
+    Running,
+    /// Stopped, with the reason.
+    Stopped(String),
+}
+
+/// The lifecycle of a lab's machines.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The `provider:` value this implements.
+    fn kind(&self) -> ProviderKind;
+
+    /// Checks that this host can run the lab, before anything is created.
+    async fn preflight(&self, lab: &LabSpec, nodes: &[ResolvedNode]) -> Result<(), ProviderError>;
+
+    /// Creates and boots every node. Fills `state.nodes` (SSH endpoints) and
+    /// `state.provider_state`, saving state as resources appear so that a
+    /// crash part-way leaves something `delete` can clean.
+    async fn create(
+        &self,
+        lab: &LabSpec,
+        nodes: &[ResolvedNode],
+        dir: &LabDir,
+        state: &mut LabState,
+        authorized_key: &str,
+        reporter: &dyn Reporter,
+    ) -> Result<(), ProviderError>;
+
+    /// Whether node `node`'s machine is still running; the error explains
+    /// why not (exit status, console tail). Cheap: called while waiting.
+    fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError>;
+
+    /// The node's console log, where the provider keeps one.
+    fn console_log(&self, _dir: &LabDir, _node: &str) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    /// Removes everything the lab created. Idempotent; works from partial
+    /// state, or none at all.
+    async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError>;
+}
+
+/// The provider for a `provider:` value.
+pub fn for_kind(kind: ProviderKind) -> Result<Box<dyn Provider>, ProviderError> {
+    match kind {
+        ProviderKind::Qemu => Ok(Box::new(qemu::QemuProvider::new())),
+        other => Err(ProviderError::NotImplemented(other.to_string())),
+    }
+}

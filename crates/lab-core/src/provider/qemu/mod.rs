@@ -1,0 +1,557 @@
+//! The local provider: one QEMU VM per node, booted straight from the cached
+//! Debian image (kernel + initramfs, the whole node lives in RAM).
+//!
+//! Each VM has a management NIC (QEMU user networking; SSH forwarded to
+//! 127.0.0.1) and a data NIC on the lab's segment, a switch run by the lab's
+//! supervisor (see [`supervisor`]). Per-node identity (hostname, data address,
+//! the lab's SSH key) rides on a small cpio archive appended to the shared
+//! initramfs. KVM is used where it works, TCG otherwise.
+
+pub mod supervisor;
+pub mod switch;
+
+use std::fs;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, REPORT_FILE};
+use super::{Provider, ProviderError};
+use crate::image::{self, tail_lines, which};
+use crate::model::{Accel, LabSpec, ProviderKind, ResolvedNode};
+use crate::progress::{step, Reporter};
+use crate::state::{LabDir, LabState, NodeState};
+
+/// The QEMU binary labctl runs.
+pub const QEMU: &str = "qemu-system-x86_64";
+/// The port rdma-agent listens on inside every node (loopback only).
+pub const AGENT_PORT: u16 = 7470;
+
+/// The local QEMU provider.
+#[derive(Debug, Default)]
+pub struct QemuProvider;
+
+impl QemuProvider {
+    /// A provider using `qemu-system-x86_64` from PATH.
+    pub fn new() -> QemuProvider {
+        QemuProvider
+    }
+}
+
+/// Which accelerator to use and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccelChoice {
+    /// `kvm` or `tcg`.
+    pub accel: &'static str,
+    /// Why it was chosen, for the log.
+    pub reason: String,
+}
+
+/// Picks KVM when it is requested or usable, else TCG. `LABCTL_ACCEL`
+/// (kvm|tcg) overrides labs.yaml.
+///
+/// `/dev/kvm` alone is not enough: some hosts back it with `kvm_pvm`, under
+/// which a stock guest kernel hangs at boot. KVM counts as usable only with
+/// `kvm_intel` or `kvm_amd` loaded.
+pub fn choose_accel(requested: Accel) -> AccelChoice {
+    let env = std::env::var("LABCTL_ACCEL").ok();
+    let requested = match env.as_deref() {
+        Some("kvm") => Accel::Kvm,
+        Some("tcg") => Accel::Tcg,
+        _ => requested,
+    };
+    let source = if env.is_some() { "LABCTL_ACCEL" } else { "labs.yaml" };
+    match requested {
+        Accel::Kvm => AccelChoice {
+            accel: "kvm",
+            reason: format!("kvm requested in {source}"),
+        },
+        Accel::Tcg => AccelChoice {
+            accel: "tcg",
+            reason: format!("tcg requested in {source}"),
+        },
+        Accel::Auto => detect_kvm(Path::new("/dev/kvm"), Path::new("/sys/module")),
+    }
+}
+
+fn detect_kvm(dev: &Path, modules: &Path) -> AccelChoice {
+    let tcg = |reason: String| AccelChoice { accel: "tcg", reason };
+    if !dev.exists() {
+        return tcg("no /dev/kvm; using TCG software emulation".into());
+    }
+    if fs::OpenOptions::new().read(true).write(true).open(dev).is_err() {
+        return tcg("/dev/kvm is not accessible; using TCG software emulation".into());
+    }
+    for module in ["kvm_intel", "kvm_amd"] {
+        if modules.join(module).exists() {
+            return AccelChoice {
+                accel: "kvm",
+                reason: format!("/dev/kvm with {module}"),
+            };
+        }
+    }
+    let backend = ["kvm_pvm"]
+        .iter()
+        .find(|m| modules.join(m).exists())
+        .map_or("an unknown backend".to_string(), |m| m.to_string());
+    tcg(format!(
+        "/dev/kvm is backed by {backend}, not kvm_intel/kvm_amd (guests hang there); using TCG. Set accel: kvm to force"
+    ))
+}
+
+/// Deterministic MACs: locally administered, unique per lab and node.
+fn macs(lab: &str, index: usize) -> (String, String) {
+    let h = lab.bytes().fold(0u8, |a, b| a.wrapping_mul(31).wrapping_add(b));
+    (
+        format!("52:54:{h:02x}:00:{:02x}:01", index + 1),
+        format!("52:54:{h:02x}:01:{:02x}:02", index + 1),
+    )
+}
+
+/// Reserves distinct free ports on 127.0.0.1 for nodes without a fixed one.
+fn pick_ports(nodes: &[ResolvedNode]) -> Result<Vec<u16>, ProviderError> {
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    for node in nodes {
+        let listener = match node.ssh_port {
+            Some(port) => TcpListener::bind(("127.0.0.1", port)).map_err(|_| ProviderError::PortInUse {
+                node: node.name.clone(),
+                port,
+            })?,
+            None => TcpListener::bind("127.0.0.1:0").map_err(|source| ProviderError::Io {
+                context: "reserving a port on 127.0.0.1".into(),
+                source,
+            })?,
+        };
+        ports.push(listener.local_addr().expect("bound").port());
+        held.push(listener);
+    }
+    Ok(ports)
+}
+
+/// The node's identity archive, appended to the shared initramfs.
+fn identity_cpio(
+    node: &ResolvedNode,
+    all: &[ResolvedNode],
+    mgmt_mac: &str,
+    data_mac: &str,
+    authorized_key: &str,
+) -> std::io::Result<Vec<u8>> {
+    let env = format!(
+        "LAB_HOSTNAME={}\nLAB_MGMT_MAC={mgmt_mac}\nLAB_DATA_MAC={data_mac}\nLAB_DATA_ADDR={}\nLAB_DATA_PREFIX={}\n",
+        node.name, node.data_addr, node.data_prefix
+    );
+    // Every node resolves every other by name on the data link (libfabric's
+    // verbs provider needs the local hostname to resolve).
+    let mut hosts = String::from("127.0.0.1 localhost\n");
+    for other in all {
+        hosts.push_str(&format!("{} {}\n", other.data_addr, other.name));
+    }
+    let files: [(&str, u32, String); 5] = [
+        ("etc/lab/node.env", 0o100644, env),
+        ("etc/hosts", 0o100644, hosts),
+        ("etc/hostname", 0o100644, format!("{}\n", node.name)),
+        ("root/.ssh", 0o040700, String::new()),
+        ("root/.ssh/authorized_keys", 0o100600, format!("{}\n", authorized_key.trim())),
+    ];
+    let mut out = Vec::new();
+    for (ino, (name, mode, content)) in files.iter().enumerate() {
+        let mut w = cpio::newc::Builder::new(name)
+            .ino(ino as u32 + 1)
+            .mode(*mode)
+            .nlink(1)
+            .write(&mut out, content.len() as u32);
+        w.write_all(content.as_bytes())?;
+        w.finish()?;
+    }
+    cpio::newc::trailer(&mut out)?;
+    Ok(out)
+}
+
+/// The shared image followed by the node's identity archive. The kernel
+/// accepts an uncompressed cpio after a compressed one only at a 4-byte
+/// aligned offset, and skips zero padding, so the base is padded first.
+fn initrd_bytes(base: &[u8], identity: &[u8]) -> Vec<u8> {
+    let pad = (4 - base.len() % 4) % 4;
+    let mut out = Vec::with_capacity(base.len() + pad + identity.len());
+    out.extend_from_slice(base);
+    out.resize(base.len() + pad, 0);
+    out.extend_from_slice(identity);
+    out
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProviderError {
+    let context = context.into();
+    move |source| ProviderError::Io { context, source }
+}
+
+/// Whether process `pid` is alive and belongs to this lab (its command line
+/// mentions the lab directory), so a recycled pid is never signalled.
+fn is_lab_process(pid: u32, dir: &Path) -> bool {
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let needle = dir.as_os_str().as_encoded_bytes();
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+    !zombie && cmdline.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Every live process whose command line mentions the lab directory.
+fn lab_processes(dir: &Path) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me && is_lab_process(*pid, dir))
+        .collect()
+}
+
+#[async_trait]
+impl Provider for QemuProvider {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Qemu
+    }
+
+    async fn preflight(&self, _lab: &LabSpec, nodes: &[ResolvedNode]) -> Result<(), ProviderError> {
+        if which(QEMU).is_none() {
+            return Err(ProviderError::MissingProgram {
+                program: QEMU.into(),
+                hint: "install it with: apt-get install -y qemu-system-x86".into(),
+            });
+        }
+        pick_ports(nodes).map(|_| ())
+    }
+
+    async fn create(
+        &self,
+        lab: &LabSpec,
+        nodes: &[ResolvedNode],
+        dir: &LabDir,
+        state: &mut LabState,
+        authorized_key: &str,
+        reporter: &dyn Reporter,
+    ) -> Result<(), ProviderError> {
+        let accel = choose_accel(lab.accel);
+        reporter.note("lab", &format!("accelerator: {} ({})", accel.accel, accel.reason));
+        tracing::info!(accel = accel.accel, reason = %accel.reason, "accelerator chosen");
+
+        let cache = image::cache_root();
+        let image = step(reporter, "lab", "image", async {
+            image::ensure(&cache, &|line| reporter.note("lab", &format!("image: {line}"))).await
+        })
+        .await?;
+
+        let qemu = which(QEMU).ok_or_else(|| ProviderError::MissingProgram {
+            program: QEMU.into(),
+            hint: "install it with: apt-get install -y qemu-system-x86".into(),
+        })?;
+        let ports = pick_ports(nodes)?;
+        let base = fs::read(&image.initramfs).map_err(io(format!("reading {}", image.initramfs.display())))?;
+        let mut plan = VmPlan {
+            lab: lab.name.clone(),
+            vms: Vec::new(),
+        };
+        for (node, port) in nodes.iter().zip(&ports) {
+            let (mgmt_mac, data_mac) = macs(&lab.name, node.index);
+            let node_dir = dir.node_dir(&node.name);
+            fs::create_dir_all(&node_dir).map_err(io(format!("creating {}", node_dir.display())))?;
+            let initrd = node_dir.join("initrd");
+            let identity = identity_cpio(node, nodes, &mgmt_mac, &data_mac, authorized_key)
+                .map_err(io("writing the node identity archive"))?;
+            let mut file = fs::File::create(&initrd).map_err(io(format!("creating {}", initrd.display())))?;
+            file.write_all(&initrd_bytes(&base, &identity))
+                .map_err(io(format!("writing {}", initrd.display())))?;
+            let console_log = dir.console_log(&node.name);
+            let _ = fs::remove_file(&console_log);
+            plan.vms.push(VmSpec {
+                name: node.name.clone(),
+                qemu: qemu.clone(),
+                accel: accel.accel.to_string(),
+                cpus: node.cpus,
+                memory_mib: node.memory_mib,
+                kernel: image.kernel.clone(),
+                initrd,
+                mgmt_mac,
+                data_mac,
+                ssh_port: *port,
+                console_log,
+                qemu_log: node_dir.join("qemu.log"),
+            });
+            state.nodes.push(NodeState {
+                name: node.name.clone(),
+                ssh_host: "127.0.0.1".into(),
+                ssh_port: *port,
+                ssh_user: "root".into(),
+                data_addr: node.data_addr,
+                data_prefix: node.data_prefix,
+                data_netdev: None,
+                rdma_device: None,
+                host_key: None,
+                pid: None,
+                agent_sha256: None,
+                agent_port: AGENT_PORT,
+                provisioned: false,
+            });
+        }
+        let plan_path = dir.root().join(PLAN_FILE);
+        crate::state::write_atomic(&plan_path, &serde_json::to_vec_pretty(&plan).expect("plan serialises"), 0o600)?;
+        let _ = fs::remove_file(dir.root().join(REPORT_FILE));
+
+        let report = step(reporter, "lab", "start VMs", start_supervisor(dir)).await?;
+        state.provider_state = serde_json::json!({
+            "accel": accel.accel,
+            "accel_reason": accel.reason,
+            "image": image.hash,
+            "supervisor_pid": report.pid,
+            "segment_port": report.segment_port,
+        });
+        for node in &mut state.nodes {
+            node.pid = report.vms.get(&node.name).copied();
+        }
+        dir.save(state)?;
+        Ok(())
+    }
+
+    fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
+        let console = dir.console_log(node);
+        let down = |reason: String| ProviderError::NodeDown {
+            node: node.to_string(),
+            console_tail: tail_lines(&console, 20),
+            console: console.display().to_string(),
+            reason,
+        };
+        if let Ok(why) = fs::read_to_string(exit_file(dir.root(), node)) {
+            let qemu_log = dir.node_dir(node).join("qemu.log");
+            let qemu_said = tail_lines(&qemu_log, 5);
+            return Err(down(if qemu_said.trim().is_empty() {
+                why
+            } else {
+                format!("{why}; QEMU said: {}", qemu_said.trim())
+            }));
+        }
+        match state.node(node).and_then(|n| n.pid) {
+            Some(pid) if is_lab_process(pid, dir.root()) => Ok(()),
+            Some(pid) => Err(down(format!("QEMU process {pid} is gone"))),
+            None => Err(down("no VM was started for this node".into())),
+        }
+    }
+
+    fn console_log(&self, dir: &LabDir, node: &str) -> Option<PathBuf> {
+        Some(dir.console_log(node))
+    }
+
+    async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError> {
+        let supervisor = state
+            .and_then(|s| s.provider_state.get("supervisor_pid"))
+            .and_then(|p| p.as_u64())
+            .map(|p| p as u32)
+            .or_else(|| {
+                let text = fs::read(dir.root().join(REPORT_FILE)).ok()?;
+                serde_json::from_slice::<SupervisorReport>(&text).ok().map(|r| r.pid)
+            });
+        // The supervisor stops its VMs on SIGTERM.
+        if let Some(pid) = supervisor.filter(|p| is_lab_process(*p, dir.root())) {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+            wait_gone(&[pid], dir.root(), Duration::from_secs(4)).await;
+        }
+        // Whatever still mentions this lab's directory (a supervisor that
+        // never wrote its report, an orphaned QEMU) is killed outright.
+        let left = lab_processes(dir.root());
+        for pid in &left {
+            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        }
+        if !wait_gone(&left, dir.root(), Duration::from_secs(3)).await {
+            return Err(ProviderError::Io {
+                context: format!("stopping lab processes {left:?}"),
+                source: std::io::Error::other("still running after SIGKILL"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Starts `labctl __supervise DIR` detached and waits for its report.
+async fn start_supervisor(dir: &LabDir) -> Result<SupervisorReport, ProviderError> {
+    let exe = std::env::current_exe().map_err(io("finding the labctl executable"))?;
+    let log_path = dir.root().join(supervisor::LOG_FILE);
+    let log = fs::File::create(&log_path).map_err(io(format!("creating {}", log_path.display())))?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("__supervise")
+        .arg(dir.root())
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(io("log"))?)
+        .stderr(log);
+    // Its own process group: a Ctrl-C aimed at `labctl up` must not kill the lab.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn().map_err(io("starting the lab supervisor"))?;
+    let report_path = dir.root().join(REPORT_FILE);
+    let started = Instant::now();
+    loop {
+        if let Ok(bytes) = fs::read(&report_path) {
+            if let Ok(report) = serde_json::from_slice::<SupervisorReport>(&bytes) {
+                // Reaped by init once labctl exits; never waited on here.
+                drop(child);
+                return Ok(report);
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(ProviderError::Io {
+                context: "the lab supervisor".into(),
+                source: std::io::Error::other(format!(
+                    "exited early ({status}): {}",
+                    tail_lines(&log_path, 10)
+                )),
+            });
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            return Err(ProviderError::Io {
+                context: "the lab supervisor".into(),
+                source: std::io::Error::other(format!("did not report within 20 s: {}", tail_lines(&log_path, 10))),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until none of `pids` is a live lab process; false on timeout.
+async fn wait_gone(pids: &[u32], dir: &Path, timeout: Duration) -> bool {
+    let started = Instant::now();
+    loop {
+        if !pids.iter().any(|p| is_lab_process(*p, dir)) {
+            return true;
+        }
+        if started.elapsed() > timeout {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(index: usize, name: &str) -> ResolvedNode {
+        ResolvedNode {
+            index,
+            name: name.into(),
+            cpus: 1,
+            memory_mib: 1024,
+            data_addr: std::net::Ipv4Addr::new(10, 77, 0, index as u8 + 1),
+            data_prefix: 24,
+            ssh_port: None,
+        }
+    }
+
+    #[test]
+    fn test_kvm_needs_a_real_backend() {
+        let tmp = std::env::temp_dir().join(format!("labctl-kvm-test-{}", std::process::id()));
+        let modules = tmp.join("module");
+        fs::create_dir_all(&modules).unwrap();
+        let dev = tmp.join("kvm");
+        assert_eq!(detect_kvm(&dev, &modules).accel, "tcg");
+        fs::write(&dev, b"").unwrap();
+        fs::create_dir_all(modules.join("kvm_pvm")).unwrap();
+        let choice = detect_kvm(&dev, &modules);
+        assert_eq!(choice.accel, "tcg");
+        assert!(choice.reason.contains("kvm_pvm"), "{}", choice.reason);
+        fs::create_dir_all(modules.join("kvm_intel")).unwrap();
+        assert_eq!(detect_kvm(&dev, &modules).accel, "kvm");
+        fs::remove_dir_all(tmp).unwrap();
+    }
+
+    #[test]
+    fn test_macs_are_unique_and_locally_administered() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..16 {
+            let (m, d) = macs("local", i);
+            assert!(m.starts_with("52:54:") && d.starts_with("52:54:"));
+            assert!(seen.insert(m) && seen.insert(d));
+        }
+    }
+
+    #[test]
+    fn test_identity_archive_carries_name_address_and_key() {
+        let nodes = vec![node(0, "server"), node(1, "client")];
+        let archive = identity_cpio(&nodes[1], &nodes, "52:54:00:00:02:01", "52:54:00:01:02:02", "ssh-ed25519 AAAA test").unwrap();
+        let mut reader = std::io::Cursor::new(archive);
+        let mut files = std::collections::HashMap::new();
+        loop {
+            let mut entry = cpio::newc::Reader::new(&mut reader).unwrap();
+            if entry.entry().is_trailer() {
+                break;
+            }
+            let name = entry.entry().name().to_string();
+            let mode = entry.entry().mode();
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut entry, &mut text).unwrap();
+            files.insert(name, (mode, text));
+            entry.finish().unwrap();
+        }
+        assert!(files["etc/lab/node.env"].1.contains("LAB_HOSTNAME=client"));
+        assert!(files["etc/lab/node.env"].1.contains("LAB_DATA_ADDR=10.77.0.2"));
+        assert!(files["etc/hosts"].1.contains("10.77.0.1 server"));
+        assert_eq!(files["root/.ssh/authorized_keys"].0 & 0o777, 0o600);
+        assert_eq!(files["root/.ssh/authorized_keys"].1, "ssh-ed25519 AAAA test\n");
+    }
+
+    #[test]
+    fn test_identity_starts_4_byte_aligned_after_the_base() {
+        for base_len in 0..8 {
+            let base = vec![0x1f; base_len];
+            let out = initrd_bytes(&base, b"070701");
+            let at = out.len() - 6;
+            assert_eq!(at % 4, 0, "base of {base_len} bytes");
+            assert!(out[base_len..at].iter().all(|b| *b == 0));
+        }
+    }
+
+    #[test]
+    fn test_fixed_port_in_use_is_named() {
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut n = node(0, "server");
+        n.ssh_port = Some(taken.local_addr().unwrap().port());
+        match pick_ports(&[n]) {
+            Err(ProviderError::PortInUse { node, .. }) => assert_eq!(node, "server"),
+            other => panic!("expected PortInUse, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn test_qemu_args_wire_console_ssh_and_segment() {
+        let vm = VmSpec {
+            name: "server".into(),
+            qemu: QEMU.into(),
+            accel: "tcg".into(),
+            cpus: 1,
+            memory_mib: 1024,
+            kernel: "/k".into(),
+            initrd: "/i".into(),
+            mgmt_mac: "52:54:00:00:01:01".into(),
+            data_mac: "52:54:00:01:01:02".into(),
+            ssh_port: 2201,
+            console_log: "/lab/server.console.log".into(),
+            qemu_log: "/lab/q.log".into(),
+        };
+        let args = qemu_args_joined(&vm);
+        assert!(args.contains("-accel tcg,thread=multi -cpu max"), "{args}");
+        assert!(args.contains("hostfwd=tcp:127.0.0.1:2201-:22"), "{args}");
+        assert!(args.contains("socket,id=data,connect=127.0.0.1:4000"), "{args}");
+        assert!(args.contains("path=/lab/server.console.log"), "{args}");
+    }
+
+    fn qemu_args_joined(vm: &VmSpec) -> String {
+        supervisor::qemu_args(vm, 4000).join(" ")
+    }
+}

@@ -1,0 +1,174 @@
+//! The lab's data segment: a learning Ethernet switch for QEMU `socket`
+//! netdevs, listening on 127.0.0.1.
+//!
+//! Each VM's data NIC connects with `-netdev socket,connect=127.0.0.1:PORT`;
+//! QEMU frames every Ethernet frame with a 4-byte big-endian length. Frames go
+//! to the port that last sent from their destination MAC, or to every other
+//! port when the destination is unknown, broadcast or multicast. The switch is
+//! lossless: a slow port back-pressures its senders through TCP, the way a
+//! PFC-enabled RoCE fabric does, so rxe retransmissions come only from
+//! impairments a user adds on purpose.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// Largest frame accepted (jumbo frames plus headroom).
+const MAX_FRAME: usize = 65_536;
+/// Frames queued per port before senders wait.
+const PORT_QUEUE: usize = 512;
+
+type Mac = [u8; 6];
+
+#[derive(Default)]
+struct Fabric {
+    next_port: u64,
+    ports: HashMap<u64, mpsc::Sender<Bytes>>,
+    macs: HashMap<Mac, u64>,
+}
+
+/// Runs the switch until the listener fails; each accepted connection is a port.
+pub async fn run(listener: TcpListener) -> std::io::Result<()> {
+    let fabric = Arc::new(Mutex::new(Fabric::default()));
+    loop {
+        let (stream, peer) = listener.accept().await?;
+        stream.set_nodelay(true)?;
+        let (tx, rx) = mpsc::channel(PORT_QUEUE);
+        let port = {
+            let mut f = fabric.lock().expect("switch table");
+            f.next_port += 1;
+            let port = f.next_port;
+            f.ports.insert(port, tx);
+            port
+        };
+        tracing::debug!(port, %peer, "switch port up");
+        tokio::spawn(serve_port(fabric.clone(), port, stream, rx));
+    }
+}
+
+async fn serve_port(fabric: Arc<Mutex<Fabric>>, port: u64, stream: TcpStream, mut rx: mpsc::Receiver<Bytes>) {
+    let (mut reader, mut writer) = stream.into_split();
+    let egress = tokio::spawn(async move {
+        while let Some(frame) = rx.recv().await {
+            let len = (frame.len() as u32).to_be_bytes();
+            if writer.write_all(&len).await.is_err() || writer.write_all(&frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut len_buf = [0u8; 4];
+    loop {
+        if reader.read_exact(&mut len_buf).await.is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes(len_buf) as usize;
+        if len > MAX_FRAME {
+            tracing::warn!(port, len, "oversized frame; dropping the port");
+            break;
+        }
+        let mut frame = vec![0u8; len];
+        if reader.read_exact(&mut frame).await.is_err() {
+            break;
+        }
+        if len < 14 {
+            continue;
+        }
+        let frame = Bytes::from(frame);
+        for out in destinations(&fabric, port, &frame) {
+            // A closed port just drops the frame; its reader cleans up.
+            let _ = out.send(frame.clone()).await;
+        }
+    }
+    egress.abort();
+    let mut f = fabric.lock().expect("switch table");
+    f.ports.remove(&port);
+    f.macs.retain(|_, p| *p != port);
+    tracing::debug!(port, "switch port down");
+}
+
+/// Learns the source MAC and returns the queues the frame must go to.
+fn destinations(fabric: &Mutex<Fabric>, ingress: u64, frame: &[u8]) -> Vec<mpsc::Sender<Bytes>> {
+    let dst: Mac = frame[0..6].try_into().expect("6 bytes");
+    let src: Mac = frame[6..12].try_into().expect("6 bytes");
+    let mut f = fabric.lock().expect("switch table");
+    if src[0] & 1 == 0 {
+        f.macs.insert(src, ingress);
+    }
+    let known = if dst[0] & 1 == 0 { f.macs.get(&dst).copied() } else { None };
+    match known {
+        Some(port) if port == ingress => Vec::new(),
+        Some(port) => f.ports.get(&port).cloned().into_iter().collect(),
+        None => f
+            .ports
+            .iter()
+            .filter(|(p, _)| **p != ingress)
+            .map(|(_, tx)| tx.clone())
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn frame(dst: [u8; 6], src: [u8; 6], payload: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        f.extend_from_slice(&dst);
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend_from_slice(payload);
+        f
+    }
+
+    async fn send(s: &mut TcpStream, f: &[u8]) {
+        s.write_all(&(f.len() as u32).to_be_bytes()).await.unwrap();
+        s.write_all(f).await.unwrap();
+    }
+
+    async fn recv(s: &mut TcpStream) -> Option<Vec<u8>> {
+        let mut len = [0u8; 4];
+        match tokio::time::timeout(Duration::from_millis(300), s.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            _ => return None,
+        }
+        let mut f = vec![0u8; u32::from_be_bytes(len) as usize];
+        s.read_exact(&mut f).await.unwrap();
+        Some(f)
+    }
+
+    #[tokio::test]
+    async fn test_switch_floods_unknown_then_forwards_learned() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(run(listener));
+        let mut a = TcpStream::connect(addr).await.unwrap();
+        let mut b = TcpStream::connect(addr).await.unwrap();
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (ma, mb) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
+
+        // Broadcast from A reaches B and C, not A.
+        let bcast = frame([0xff; 6], ma, b"who-has");
+        send(&mut a, &bcast).await;
+        assert_eq!(recv(&mut b).await.unwrap(), bcast);
+        assert_eq!(recv(&mut c).await.unwrap(), bcast);
+        assert!(recv(&mut a).await.is_none());
+
+        // B answers A: A's MAC was learned, so only A gets it.
+        let reply = frame(ma, mb, b"is-at");
+        send(&mut b, &reply).await;
+        assert_eq!(recv(&mut a).await.unwrap(), reply);
+        assert!(recv(&mut c).await.is_none());
+
+        // Now A -> B is unicast too, payload intact.
+        let data = frame(mb, ma, &[7u8; 1500]);
+        send(&mut a, &data).await;
+        assert_eq!(recv(&mut b).await.unwrap(), data);
+        assert!(recv(&mut c).await.is_none());
+    }
+}

@@ -1,0 +1,466 @@
+//! SSH to lab nodes with russh: key auth with the lab's own key, host keys
+//! pinned at first contact, commands with exit status and stderr, SFTP upload,
+//! and direct-tcpip channels (how the controller reaches each node's agent).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use russh::client::{self, Handle};
+use russh::keys::{Algorithm, HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
+use russh::keys::PublicKeyOrCertificate;
+use russh::{ChannelMsg, Disconnect};
+
+use crate::state::{set_mode, StateError};
+
+/// Errors talking to a node over SSH.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    /// The node never accepted an SSH session before the deadline.
+    #[error("node `{node}`: SSH at {addr} did not answer within {waited_s} s (last error: {last})")]
+    Timeout {
+        /// The node.
+        node: String,
+        /// host:port.
+        addr: String,
+        /// Seconds waited.
+        waited_s: u64,
+        /// The last connection error.
+        last: String,
+    },
+    /// The node's host key differs from the pinned one.
+    #[error("node `{node}`: SSH host key changed (pinned {pinned}, presented {presented}); refusing to connect. If the node was recreated outside labctl, run `labctl down` and `labctl up`")]
+    HostKeyChanged {
+        /// The node.
+        node: String,
+        /// Fingerprint of the pinned key.
+        pinned: String,
+        /// Fingerprint of the presented key.
+        presented: String,
+    },
+    /// The node refused the lab's key.
+    #[error("node `{node}`: the lab's SSH key was refused for user `{user}`")]
+    AuthRejected {
+        /// The node.
+        node: String,
+        /// The user.
+        user: String,
+    },
+    /// A remote command exited non-zero.
+    #[error("node `{node}`: `{command}` failed with exit status {status}{}", stderr_suffix(.stderr))]
+    CommandFailed {
+        /// The node.
+        node: String,
+        /// The command line.
+        command: String,
+        /// Its exit status (-1: killed by a signal or no status).
+        status: i32,
+        /// What it wrote to stderr.
+        stderr: String,
+    },
+    /// A protocol or transport error.
+    #[error("node `{node}`: SSH: {source}")]
+    Protocol {
+        /// The node.
+        node: String,
+        /// The russh error.
+        source: russh::Error,
+    },
+    /// SFTP failed.
+    #[error("node `{node}`: SFTP {path}: {message}")]
+    Sftp {
+        /// The node.
+        node: String,
+        /// The remote path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The lab's key could not be created or read.
+    #[error("lab SSH key {path}: {message}")]
+    Key {
+        /// The key file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    let s = stderr.trim();
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!(": {s}")
+    }
+}
+
+/// Where and as whom to reach a node.
+#[derive(Debug, Clone)]
+pub struct SshTarget {
+    /// The node's name (for messages).
+    pub node: String,
+    /// Host to connect to.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Login user.
+    pub user: String,
+}
+
+impl SshTarget {
+    fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// Loads the lab's key, creating it (ed25519, mode 0600) on first use.
+pub fn load_or_create_key(path: &Path) -> Result<PrivateKey, SshError> {
+    let key_err = |message: String| SshError::Key {
+        path: path.display().to_string(),
+        message,
+    };
+    if path.exists() {
+        return russh::keys::load_secret_key(path, None).map_err(|e| key_err(e.to_string()));
+    }
+    let key = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).map_err(|e| key_err(e.to_string()))?;
+    let pem = key
+        .to_openssh(russh::keys::ssh_key::LineEnding::LF)
+        .map_err(|e| key_err(e.to_string()))?;
+    crate::state::write_atomic(path, pem.as_bytes(), 0o600).map_err(|e: StateError| key_err(e.to_string()))?;
+    let public = key.public_key().to_openssh().map_err(|e| key_err(e.to_string()))?;
+    let pub_path = path.with_extension("pub");
+    std::fs::write(&pub_path, format!("{public} labctl\n")).map_err(|e| key_err(e.to_string()))?;
+    set_mode(&pub_path, 0o644).map_err(|e| key_err(e.to_string()))?;
+    Ok(key)
+}
+
+/// The OpenSSH public line of a key.
+pub fn public_line(key: &PublicKey) -> String {
+    key.to_openssh().unwrap_or_default()
+}
+
+/// Parses a pinned OpenSSH public key line.
+pub fn parse_public(line: &str) -> Option<PublicKey> {
+    PublicKey::from_openssh(line.trim()).ok()
+}
+
+fn fingerprint(key: &PublicKey) -> String {
+    key.fingerprint(HashAlg::Sha256).to_string()
+}
+
+struct PinningHandler {
+    pinned: Option<PublicKey>,
+    presented: Arc<Mutex<Option<PublicKey>>>,
+}
+
+impl client::Handler for PinningHandler {
+    type Error = russh::Error;
+
+    async fn check_server_key(&mut self, presented: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+        let key = match presented {
+            PublicKeyOrCertificate::PublicKey { key, .. } => key.clone(),
+            PublicKeyOrCertificate::Certificate(cert) => PublicKey::from(cert.public_key().clone()),
+        };
+        let accepted = match &self.pinned {
+            Some(pinned) => pinned.key_data() == key.key_data(),
+            None => true,
+        };
+        *self.presented.lock().expect("host key slot") = Some(key);
+        Ok(accepted)
+    }
+}
+
+/// An authenticated SSH session to one node.
+pub struct SshSession {
+    node: String,
+    handle: Handle<PinningHandler>,
+    host_key: PublicKey,
+}
+
+/// What a remote command did.
+#[derive(Debug, Clone, Default)]
+pub struct CommandOutput {
+    /// Exit status (-1 when the command died without one).
+    pub status: i32,
+    /// Its stdout.
+    pub stdout: Vec<u8>,
+    /// Its stderr.
+    pub stderr: Vec<u8>,
+}
+
+impl CommandOutput {
+    /// stdout as text, trimmed.
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).trim().to_string()
+    }
+}
+
+impl SshSession {
+    /// Connects once. `pinned` is the host key recorded at first contact.
+    pub async fn connect(
+        target: &SshTarget,
+        key: Arc<PrivateKey>,
+        pinned: Option<PublicKey>,
+        timeout: Duration,
+    ) -> Result<SshSession, SshError> {
+        let config = Arc::new(client::Config {
+            inactivity_timeout: None,
+            keepalive_interval: Some(Duration::from_secs(15)),
+            keepalive_max: 8,
+            ..Default::default()
+        });
+        let presented = Arc::new(Mutex::new(None));
+        let handler = PinningHandler {
+            pinned: pinned.clone(),
+            presented: presented.clone(),
+        };
+        let protocol = |source| SshError::Protocol {
+            node: target.node.clone(),
+            source,
+        };
+        let connected = tokio::time::timeout(timeout, client::connect(config, target.addr(), handler)).await;
+        let mut handle = match connected {
+            Err(_) => return Err(protocol(russh::Error::ConnectionTimeout)),
+            Ok(Ok(handle)) => handle,
+            Ok(Err(e)) => {
+                let seen = presented.lock().expect("host key slot").clone();
+                if let (Some(pinned), Some(seen)) = (pinned, seen) {
+                    if pinned.key_data() != seen.key_data() {
+                        return Err(SshError::HostKeyChanged {
+                            node: target.node.clone(),
+                            pinned: fingerprint(&pinned),
+                            presented: fingerprint(&seen),
+                        });
+                    }
+                }
+                return Err(protocol(e));
+            }
+        };
+        let auth = handle
+            .authenticate_publickey(&target.user, PrivateKeyWithHashAlg::new(key, None))
+            .await
+            .map_err(protocol)?;
+        if !auth.success() {
+            return Err(SshError::AuthRejected {
+                node: target.node.clone(),
+                user: target.user.clone(),
+            });
+        }
+        let host_key = presented
+            .lock()
+            .expect("host key slot")
+            .clone()
+            .expect("server key checked during key exchange");
+        Ok(SshSession {
+            node: target.node.clone(),
+            handle,
+            host_key,
+        })
+    }
+
+    /// Connects, retrying with backoff until `deadline` passes. `still_alive`
+    /// is asked between attempts, so a VM that died ends the wait at once with
+    /// its own error. A changed host key or a refused key is never retried.
+    pub async fn connect_with_retry<E>(
+        target: &SshTarget,
+        key: Arc<PrivateKey>,
+        pinned: Option<PublicKey>,
+        wait: Duration,
+        mut still_alive: impl FnMut() -> Result<(), E>,
+    ) -> Result<SshSession, ConnectFailure<E>> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(250);
+        loop {
+            still_alive().map_err(ConnectFailure::NodeDied)?;
+            let attempt_timeout = Duration::from_secs(20).min(wait.saturating_sub(started.elapsed()).max(Duration::from_secs(1)));
+            let last = match Self::connect(target, key.clone(), pinned.clone(), attempt_timeout).await {
+                Ok(session) => return Ok(session),
+                Err(e @ (SshError::HostKeyChanged { .. } | SshError::AuthRejected { .. })) => {
+                    return Err(ConnectFailure::Ssh(e))
+                }
+                Err(e) => e.to_string(),
+            };
+            if started.elapsed() >= wait {
+                return Err(ConnectFailure::Ssh(SshError::Timeout {
+                    node: target.node.clone(),
+                    addr: target.addr(),
+                    waited_s: started.elapsed().as_secs(),
+                    last,
+                }));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// The node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The host key the node presented.
+    pub fn host_key(&self) -> &PublicKey {
+        &self.host_key
+    }
+
+    fn protocol(&self, source: russh::Error) -> SshError {
+        SshError::Protocol {
+            node: self.node.clone(),
+            source,
+        }
+    }
+
+    /// Runs `command`, handing output chunks to `on_output(is_stderr, bytes)`
+    /// as they arrive, and returns the exit status.
+    pub async fn exec_streaming(
+        &self,
+        command: &str,
+        stdin: Option<&[u8]>,
+        mut on_output: impl FnMut(bool, &[u8]),
+    ) -> Result<i32, SshError> {
+        let mut channel = self.handle.channel_open_session().await.map_err(|e| self.protocol(e))?;
+        channel.exec(true, command).await.map_err(|e| self.protocol(e))?;
+        if let Some(input) = stdin {
+            channel.data(input).await.map_err(|e| self.protocol(e))?;
+        }
+        channel.eof().await.map_err(|e| self.protocol(e))?;
+        let mut status = -1;
+        while let Some(msg) = channel.wait().await {
+            match msg {
+                ChannelMsg::Data { data } => on_output(false, &data),
+                ChannelMsg::ExtendedData { data, .. } => on_output(true, &data),
+                ChannelMsg::ExitStatus { exit_status } => status = exit_status as i32,
+                _ => {}
+            }
+        }
+        Ok(status)
+    }
+
+    /// Runs `command` and collects its output, whatever its exit status.
+    pub async fn exec(&self, command: &str) -> Result<CommandOutput, SshError> {
+        let mut out = CommandOutput::default();
+        out.status = self
+            .exec_streaming(command, None, |is_err, data| {
+                if is_err {
+                    out.stderr.extend_from_slice(data)
+                } else {
+                    out.stdout.extend_from_slice(data)
+                }
+            })
+            .await?;
+        Ok(out)
+    }
+
+    /// Runs `command`; a non-zero exit is an error carrying status and stderr.
+    pub async fn run(&self, command: &str) -> Result<CommandOutput, SshError> {
+        let out = self.exec(command).await?;
+        if out.status != 0 {
+            return Err(SshError::CommandFailed {
+                node: self.node.clone(),
+                command: command.to_string(),
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Writes `bytes` to `remote_path` over SFTP, through a temporary name and
+    /// a rename so a running binary is never half-overwritten.
+    pub async fn upload(&self, bytes: &[u8], remote_path: &str, mode: u32) -> Result<(), SshError> {
+        use russh_sftp::client::SftpSession;
+        use tokio::io::AsyncWriteExt;
+        let sftp_err = |message: String| SshError::Sftp {
+            node: self.node.clone(),
+            path: remote_path.to_string(),
+            message,
+        };
+        let channel = self.handle.channel_open_session().await.map_err(|e| self.protocol(e))?;
+        channel.request_subsystem(true, "sftp").await.map_err(|e| self.protocol(e))?;
+        let sftp = SftpSession::new(channel.into_stream())
+            .await
+            .map_err(|e| sftp_err(e.to_string()))?;
+        let tmp = format!("{remote_path}.upload");
+        let mut file = sftp.create(&tmp).await.map_err(|e| sftp_err(e.to_string()))?;
+        file.write_all(bytes).await.map_err(|e| sftp_err(e.to_string()))?;
+        file.shutdown().await.map_err(|e| sftp_err(e.to_string()))?;
+        drop(file);
+        let _ = sftp.close().await;
+        self.run(&format!("chmod {mode:o} {tmp} && mv -f {tmp} {remote_path}"))
+            .await?;
+        Ok(())
+    }
+
+    /// Opens a TCP stream to `host:port` as seen from inside the node.
+    pub async fn open_tcp(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> Result<russh::ChannelStream<russh::client::Msg>, SshError> {
+        let channel = self
+            .handle
+            .channel_open_direct_tcpip(host, port as u32, "127.0.0.1", 0)
+            .await
+            .map_err(|e| self.protocol(e))?;
+        Ok(channel.into_stream())
+    }
+
+    /// Closes the session politely.
+    pub async fn close(&self) {
+        let _ = self.handle.disconnect(Disconnect::ByApplication, "", "en").await;
+    }
+}
+
+/// Why [`SshSession::connect_with_retry`] gave up.
+#[derive(Debug)]
+pub enum ConnectFailure<E> {
+    /// SSH itself failed (timeout, host key, auth).
+    Ssh(SshError),
+    /// The node's liveness check failed while waiting.
+    NodeDied(E),
+}
+
+/// Quotes `arg` for a POSIX shell.
+pub fn shell_quote(arg: &str) -> String {
+    if !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@%+".contains(&b))
+    {
+        return arg.to_string();
+    }
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_shell_quote_leaves_plain_words_and_quotes_the_rest() {
+        assert_eq!(shell_quote("ibv_devinfo"), "ibv_devinfo");
+        assert_eq!(shell_quote("-d"), "-d");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
+    }
+
+    #[test]
+    fn test_key_is_created_private_and_reloaded() {
+        let dir = std::env::temp_dir().join(format!("labctl-ssh-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("id_ed25519");
+        let key = load_or_create_key(&path).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = load_or_create_key(&path).unwrap();
+        assert_eq!(key.public_key(), again.public_key());
+        let line = public_line(key.public_key());
+        assert!(line.starts_with("ssh-ed25519 "), "{line}");
+        assert_eq!(parse_public(&line).unwrap(), *key.public_key());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

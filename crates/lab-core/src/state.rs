@@ -1,0 +1,442 @@
+//! A lab's state directory: what `up` created, so `status`, `exec`, `run` and
+//! `down` can find it again.
+//!
+//! The directory holds `state.json` (written atomically: temp file, fsync,
+//! rename), a lock file that serialises `labctl` processes on one lab, the
+//! lab's SSH key, each node's console and QEMU logs, and saved results.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the `state.json` layout.
+pub const STATE_SCHEMA: u32 = 1;
+
+/// Errors reading, writing or locking a lab's state.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// An I/O error on a state file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// `state.json` exists but cannot be parsed.
+    #[error("{path}: corrupt lab state ({source}); remove the directory by hand after checking no VM of this lab runs")]
+    Corrupt {
+        /// The state file.
+        path: PathBuf,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+    /// Another labctl process holds the lab's lock.
+    #[error("lab `{lab}` is busy: another labctl (pid {holder}) is working on it; waited {waited_s} s")]
+    Busy {
+        /// The lab name.
+        lab: String,
+        /// The pid written by the holder, or "unknown".
+        holder: String,
+        /// How long this process waited.
+        waited_s: u64,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StateError + '_ {
+    move |source| StateError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Where a lab keeps its files: `<labs.yaml dir>/.labctl/<lab>/` unless
+/// `LABCTL_STATE_DIR` names another base directory.
+#[derive(Debug, Clone)]
+pub struct LabDir {
+    root: PathBuf,
+    lab: String,
+}
+
+impl LabDir {
+    /// The state directory of `lab`, for a labs file at `labs_file`.
+    pub fn for_lab(labs_file: &Path, lab: &str) -> LabDir {
+        let base = match std::env::var_os("LABCTL_STATE_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => labs_file
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .join(".labctl"),
+        };
+        LabDir {
+            root: absolute(&base.join(lab)),
+            lab: lab.to_string(),
+        }
+    }
+
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The lab's name.
+    pub fn lab(&self) -> &str {
+        &self.lab
+    }
+
+    /// Creates the directory (mode 0700: it holds the lab's private key).
+    pub fn create(&self) -> Result<(), StateError> {
+        fs::create_dir_all(&self.root).map_err(io_err(&self.root))?;
+        set_mode(&self.root, 0o700)
+    }
+
+    /// Whether anything of this lab is on disk.
+    pub fn exists(&self) -> bool {
+        self.root.exists()
+    }
+
+    /// `state.json`.
+    pub fn state_file(&self) -> PathBuf {
+        self.root.join("state.json")
+    }
+
+    /// The lab's SSH private key (OpenSSH format, mode 0600).
+    pub fn ssh_key(&self) -> PathBuf {
+        self.root.join("id_ed25519")
+    }
+
+    /// Pinned host keys in OpenSSH `known_hosts` form, for `labctl ssh`.
+    pub fn known_hosts(&self) -> PathBuf {
+        self.root.join("known_hosts")
+    }
+
+    /// A node's serial console log.
+    pub fn console_log(&self, node: &str) -> PathBuf {
+        self.root.join(format!("{node}.console.log"))
+    }
+
+    /// A node's private files (initramfs, QEMU output).
+    pub fn node_dir(&self, node: &str) -> PathBuf {
+        self.root.join("nodes").join(node)
+    }
+
+    /// Saved workload results.
+    pub fn results_dir(&self) -> PathBuf {
+        self.root.join("results")
+    }
+
+    /// Loads `state.json`, or `None` when the lab has no state.
+    pub fn load(&self) -> Result<Option<LabState>, StateError> {
+        let path = self.state_file();
+        let mut text = String::new();
+        match File::open(&path) {
+            Ok(mut f) => f.read_to_string(&mut text).map_err(io_err(&path))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| StateError::Corrupt { path, source })
+    }
+
+    /// Writes `state.json` atomically.
+    pub fn save(&self, state: &LabState) -> Result<(), StateError> {
+        let json = serde_json::to_vec_pretty(state).expect("lab state serialises");
+        write_atomic(&self.state_file(), &json, 0o600)
+    }
+
+    /// Takes the lab's lock, waiting up to `wait` for another labctl to finish.
+    pub fn lock(&self, wait: Duration) -> Result<LabLock, StateError> {
+        self.create()?;
+        let path = self.root.join("lock");
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        let started = Instant::now();
+        let mut told = false;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) => {}
+                Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
+            }
+            let holder = fs::read_to_string(&path)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "unknown".into());
+            if started.elapsed() >= wait {
+                return Err(StateError::Busy {
+                    lab: self.lab.clone(),
+                    holder,
+                    waited_s: started.elapsed().as_secs(),
+                });
+            }
+            if !told {
+                tracing::info!(lab = %self.lab, holder = %holder, "waiting for another labctl working on this lab");
+                told = true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        file.set_len(0).map_err(io_err(&path))?;
+        write!(file, "{}", std::process::id()).map_err(io_err(&path))?;
+        Ok(LabLock { _file: file })
+    }
+
+    /// Removes the whole directory (after `down`).
+    pub fn remove(&self) -> Result<(), StateError> {
+        match fs::remove_dir_all(&self.root) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err(&self.root)(e)),
+        }
+    }
+}
+
+/// Held while a labctl process works on a lab; released on drop.
+#[derive(Debug)]
+pub struct LabLock {
+    _file: File,
+}
+
+/// What a lab is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// `up` is creating or provisioning nodes.
+    Creating,
+    /// Every node is provisioned and its agent answered.
+    Ready,
+    /// `up` failed and `--keep-on-failure` kept what it made.
+    Failed,
+}
+
+/// Everything `up` recorded about a lab.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LabState {
+    /// [`STATE_SCHEMA`].
+    pub schema: u32,
+    /// The lab's name.
+    pub lab: String,
+    /// `qemu`, `multipass`, `aws`.
+    pub provider: String,
+    /// The fabric configured on the nodes (`rxe`, `efa`, `none`).
+    pub fabric: String,
+    /// Where the lab stands.
+    pub phase: Phase,
+    /// When `up` started, RFC 3339.
+    pub created_at: String,
+    /// Provider-specific facts (QEMU: accelerator, supervisor pid, image hash).
+    #[serde(default)]
+    pub provider_state: serde_json::Value,
+    /// One entry per node, in labs.yaml order.
+    pub nodes: Vec<NodeState>,
+}
+
+impl LabState {
+    /// A fresh state for a lab about to be created.
+    pub fn new(lab: &str, provider: &str, fabric: &str) -> LabState {
+        LabState {
+            schema: STATE_SCHEMA,
+            lab: lab.to_string(),
+            provider: provider.to_string(),
+            fabric: fabric.to_string(),
+            phase: Phase::Creating,
+            created_at: now_rfc3339(),
+            provider_state: serde_json::Value::Null,
+            nodes: Vec::new(),
+        }
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeState> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// The node called `name`, mutably.
+    pub fn node_mut(&mut self, name: &str) -> Option<&mut NodeState> {
+        self.nodes.iter_mut().find(|n| n.name == name)
+    }
+}
+
+/// One node as created and provisioned.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeState {
+    /// The node's name from labs.yaml (also its hostname).
+    pub name: String,
+    /// SSH endpoint as seen from the controller.
+    pub ssh_host: String,
+    /// SSH port (QEMU: forwarded on 127.0.0.1).
+    pub ssh_port: u16,
+    /// SSH user.
+    pub ssh_user: String,
+    /// The node's address on the lab's data link (the rxe link).
+    pub data_addr: Ipv4Addr,
+    /// Prefix length of the data network.
+    pub data_prefix: u8,
+    /// The data NIC inside the node, once provisioning found it.
+    #[serde(default)]
+    pub data_netdev: Option<String>,
+    /// The RDMA device on the data NIC (`rxe0`).
+    #[serde(default)]
+    pub rdma_device: Option<String>,
+    /// The node's SSH host key, pinned at first contact (OpenSSH public key line).
+    #[serde(default)]
+    pub host_key: Option<String>,
+    /// The VM process, where the provider runs one on this machine.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// sha256 of the deployed rdma-agent binary.
+    #[serde(default)]
+    pub agent_sha256: Option<String>,
+    /// Port the agent listens on inside the node (loopback).
+    pub agent_port: u16,
+    /// Provisioning finished on this node.
+    #[serde(default)]
+    pub provisioned: bool,
+}
+
+/// The current time as RFC 3339 (UTC, seconds).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+/// Writes `bytes` to `path` so that readers see the old or the new file,
+/// never a torn one: temp file in the same directory, fsync, rename, fsync dir.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), StateError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    {
+        let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+        set_mode(&tmp, mode)?;
+        f.write_all(bytes).map_err(io_err(&tmp))?;
+        f.sync_all().map_err(io_err(&tmp))?;
+    }
+    fs::rename(&tmp, path).map_err(io_err(path))?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Sets a file's permission bits.
+pub fn set_mode(path: &Path, mode: u32) -> Result<(), StateError> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io_err(path))
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_lab() -> (PathBuf, LabDir) {
+        let base = std::env::temp_dir().join(format!(
+            "labctl-state-test-{}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        fs::create_dir_all(&base).unwrap();
+        let dir = LabDir::for_lab(&base.join("labs.yaml"), "demo");
+        (base, dir)
+    }
+
+    fn sample_state() -> LabState {
+        let mut state = LabState::new("demo", "qemu", "rxe");
+        state.nodes.push(NodeState {
+            name: "server".into(),
+            ssh_host: "127.0.0.1".into(),
+            ssh_port: 2201,
+            ssh_user: "root".into(),
+            data_addr: Ipv4Addr::new(10, 77, 0, 1),
+            data_prefix: 24,
+            data_netdev: Some("eth1".into()),
+            rdma_device: Some("rxe0".into()),
+            host_key: None,
+            pid: Some(42),
+            agent_sha256: None,
+            agent_port: 7470,
+            provisioned: true,
+        });
+        state
+    }
+
+    #[test]
+    fn test_state_round_trips_and_is_private() {
+        let (base, dir) = temp_lab();
+        assert!(dir.load().unwrap().is_none());
+        dir.create().unwrap();
+        dir.save(&sample_state()).unwrap();
+        let loaded = dir.load().unwrap().unwrap();
+        assert_eq!(loaded.lab, "demo");
+        assert_eq!(loaded.node("server").unwrap().ssh_port, 2201);
+        assert_eq!(loaded.phase, Phase::Creating);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(dir.state_file()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let dir_mode = fs::metadata(dir.root()).unwrap().permissions().mode();
+        assert_eq!(dir_mode & 0o777, 0o700);
+        // No temp file is left beside the state.
+        let names: Vec<_> = fs::read_dir(dir.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, vec!["state.json"]);
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn test_corrupt_state_is_reported_with_its_path() {
+        let (base, dir) = temp_lab();
+        dir.create().unwrap();
+        fs::write(dir.state_file(), b"{ not json").unwrap();
+        let err = dir.load().unwrap_err().to_string();
+        assert!(err.contains("state.json"), "{err}");
+        assert!(err.contains("corrupt lab state"), "{err}");
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn test_second_lock_waits_then_fails_naming_the_holder() {
+        let (base, dir) = temp_lab();
+        let _held = dir.lock(Duration::ZERO).unwrap();
+        // flock locks belong to the open file description, so a second open
+        // in the same process contends exactly like another labctl would.
+        let err = dir.lock(Duration::from_millis(300)).unwrap_err();
+        match &err {
+            StateError::Busy { lab, holder, .. } => {
+                assert_eq!(lab, "demo");
+                assert_eq!(holder, &std::process::id().to_string());
+            }
+            other => panic!("expected Busy, got {other}"),
+        }
+        drop(_held);
+        dir.lock(Duration::ZERO).unwrap();
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    #[test]
+    fn test_state_dir_sits_beside_the_labs_file() {
+        let dir = LabDir::for_lab(Path::new("/srv/labs/labs.yaml"), "pair");
+        if std::env::var_os("LABCTL_STATE_DIR").is_none() {
+            assert_eq!(dir.root(), Path::new("/srv/labs/.labctl/pair"));
+        }
+        assert_eq!(dir.console_log("server"), dir.root().join("server.console.log"));
+    }
+}

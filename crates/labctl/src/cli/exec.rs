@@ -1,0 +1,34 @@
+//! `labctl exec NODE -- CMD...`: run a command on a node; its exit status is ours.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Args as ClapArgs;
+
+use super::{open_lab, Args};
+
+/// Options of `exec`.
+#[derive(Debug, ClapArgs)]
+pub struct ExecArgs {
+    /// The node.
+    pub node: String,
+    /// The command; words are joined with spaces and run by the node's shell, as ssh does.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+pub async fn run(args: &Args, exec: &ExecArgs) -> anyhow::Result<ExitCode> {
+    let lab = open_lab(args)?;
+    let command = exec.command.join(" ");
+    let status = lab
+        .exec(&exec.node, &command, |is_err, data| {
+            if is_err {
+                let _ = std::io::stderr().write_all(data);
+            } else {
+                let _ = std::io::stdout().write_all(data);
+            }
+        })
+        .await?;
+    let _ = std::io::stdout().flush();
+    Ok(ExitCode::from(status.clamp(0, 255) as u8))
+}

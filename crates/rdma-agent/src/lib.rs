@@ -1,0 +1,37 @@
+//! `rdma-agent`: the daemon that runs on every lab node, sets up RDMA
+//! resources for a workload session, moves and verifies bytes, measures, and
+//! reports back to `labctl` over gRPC (`proto/rdma_agent/v1/agent.proto`).
+//!
+//! # Layout
+//!
+//! - [`service`]: the tonic `Agent` service, the session table, and the one
+//!   place where crate errors become `tonic::Status`.
+//! - [`node_info`]: what the node has (kernel, rdma-core, devices, ports, GIDs),
+//!   read from `/proc` and `/sys/class/infiniband`.
+//! - [`validate`]: request checks (sizes, iterations, workload names) before any
+//!   RDMA resource is touched.
+//! - [`workload`]: the `Workload` trait, the registry by name, and one module
+//!   per workload family; [`session`] drives one side of a session on its own
+//!   thread (connect in `rdma_cm` or out-of-band mode, run, verify).
+//! - [`verbs`]: the only module with `unsafe`: our rdma_cm wrapper (private
+//!   data on connect/accept, which sideway does not expose) and the data path
+//!   (pre-built work request lists, CQ polling, completion channel) on top of
+//!   QPs/CQs/MRs created with `sideway`.
+//! - [`metrics`], [`pattern`], [`cpu`]: bandwidth/latency math, seeded payload
+//!   patterns, and per-thread CPU time.
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod cpu;
+pub mod metrics;
+pub mod node_info;
+pub mod pattern;
+pub mod service;
+pub mod session;
+pub mod validate;
+#[allow(unsafe_code)]
+pub mod verbs;
+pub mod workload;
+
+/// The agent's version as reported by Health and NodeInfo.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");

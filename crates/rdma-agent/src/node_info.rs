@@ -1,0 +1,329 @@
+//! What a node has: hostname, kernel, rdma-core version, and its RDMA devices
+//! with ports, state, MTU, link layer and GIDs. Read from /proc and
+//! /sys/class/infiniband (plus one port query for the active MTU), so a host
+//! without any RDMA device simply reports zero devices.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use agent_proto::v1::{Gid, NodeInfoReply, RdmaDevice, RdmaPort};
+
+const SYSFS_IB: &str = "/sys/class/infiniband";
+
+/// Collects the node's description.
+pub fn collect() -> NodeInfoReply {
+    NodeInfoReply {
+        hostname: read_trimmed("/proc/sys/kernel/hostname").unwrap_or_default(),
+        kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        rdma_core_version: rdma_core_version(),
+        agent_version: crate::AGENT_VERSION.to_string(),
+        devices: devices(Path::new(SYSFS_IB)),
+        memory_total_bytes: crate::validate::meminfo_field("MemTotal:").unwrap_or(0),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+    }
+}
+
+fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// rdma-core's version: the Debian package if dpkg knows it, else the version
+/// suffix of the installed libibverbs (libibverbs.so.1.14.44.0 → "44.0").
+pub fn rdma_core_version() -> String {
+    for package in ["rdma-core", "libibverbs1"] {
+        let out = std::process::Command::new("dpkg-query")
+            .args(["-W", "-f=${Version}", package])
+            .stderr(std::process::Stdio::null())
+            .output();
+        if let Ok(out) = out {
+            let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            if out.status.success() && !version.is_empty() {
+                return version;
+            }
+        }
+    }
+    for dir in [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+    ] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(rest) = name.strip_prefix("libibverbs.so.1.") {
+                // "14.44.0": the library ABI minor, then rdma-core's release.
+                if let Some((_, release)) = rest.split_once('.') {
+                    return release.to_string();
+                }
+            }
+        }
+    }
+    "unknown".into()
+}
+
+/// The RDMA devices under `root` (normally /sys/class/infiniband).
+pub fn devices(root: &Path) -> Vec<RdmaDevice> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.into_iter().map(|name| device(root, &name)).collect()
+}
+
+fn device(root: &Path, name: &str) -> RdmaDevice {
+    let dir = root.join(name);
+    let mut ports: Vec<u32> = std::fs::read_dir(dir.join("ports"))
+        .map(|e| {
+            e.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    ports.sort();
+    // Opening the device is the only way to the active MTU; absent libibverbs or
+    // permissions, the MTU reads 0 and everything else still reports.
+    let ctx = crate::verbs::link::open_device(name).ok();
+    let ports: Vec<RdmaPort> = ports
+        .into_iter()
+        .map(|p| {
+            let pdir = dir.join("ports").join(p.to_string());
+            RdmaPort {
+                port: p,
+                state: port_state_name(&read_trimmed(pdir.join("state")).unwrap_or_default()),
+                active_mtu: ctx
+                    .as_ref()
+                    .and_then(|c| crate::verbs::link::port_active_mtu(c, p as u8))
+                    .unwrap_or(0),
+                link_layer: read_trimmed(pdir.join("link_layer")).unwrap_or_default(),
+                gids: gids(&pdir),
+            }
+        })
+        .collect();
+    let netdev = ports
+        .first()
+        .and_then(|p| {
+            read_trimmed(
+                dir.join("ports")
+                    .join(p.port.to_string())
+                    .join("gid_attrs/ndevs/0"),
+            )
+        })
+        .unwrap_or_default();
+    RdmaDevice {
+        name: name.to_string(),
+        netdev,
+        node_guid: read_trimmed(dir.join("node_guid")).unwrap_or_default(),
+        ports,
+    }
+}
+
+/// "4: ACTIVE" → "PORT_ACTIVE".
+fn port_state_name(sysfs: &str) -> String {
+    match sysfs.split_once(':') {
+        Some((_, s)) => format!("PORT_{}", s.trim()),
+        None if sysfs.is_empty() => "PORT_UNKNOWN".into(),
+        None => sysfs.to_string(),
+    }
+}
+
+/// The port's non-zero GIDs with their types.
+fn gids(port_dir: &Path) -> Vec<Gid> {
+    let Ok(entries) = std::fs::read_dir(port_dir.join("gids")) else {
+        return Vec::new();
+    };
+    let mut indices: Vec<u32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    indices.sort();
+    indices
+        .into_iter()
+        .filter_map(|i| {
+            let gid = read_trimmed(port_dir.join("gids").join(i.to_string()))?;
+            if gid.chars().all(|c| c == '0' || c == ':') {
+                return None;
+            }
+            let gid_type = read_trimmed(port_dir.join("gid_attrs/types").join(i.to_string()))
+                .unwrap_or_default();
+            Some(Gid {
+                index: i,
+                gid,
+                gid_type: gid_type_name(&gid_type),
+            })
+        })
+        .collect()
+}
+
+/// sysfs "IB/RoCE v1" → "RoCE v1" on Ethernet ports; "RoCE v2" stays.
+fn gid_type_name(sysfs: &str) -> String {
+    match sysfs {
+        "IB/RoCE v1" => "RoCE v1".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Where a RoCE v2 GID for an IPv4 address lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GidLocation {
+    /// Device name.
+    pub device: String,
+    /// Port number.
+    pub port: u8,
+    /// GID index.
+    pub index: u32,
+    /// The 16 GID bytes.
+    pub gid: [u8; 16],
+}
+
+/// The RoCE v2 GID `::ffff:a.b.c.d` of `addr`, searched on `device` (or all devices).
+pub fn find_ipv4_gid(addr: Ipv4Addr, device: Option<&str>) -> Option<GidLocation> {
+    find_ipv4_gid_in(Path::new(SYSFS_IB), addr, device)
+}
+
+fn find_ipv4_gid_in(root: &Path, addr: Ipv4Addr, device: Option<&str>) -> Option<GidLocation> {
+    let wanted = addr.to_ipv6_mapped().octets();
+    for dev in devices(root) {
+        if device.is_some_and(|d| d != dev.name) {
+            continue;
+        }
+        for port in &dev.ports {
+            for gid in &port.gids {
+                if gid.gid_type == "RoCE v2" && parse_gid(&gid.gid) == Some(wanted) {
+                    return Some(GidLocation {
+                        device: dev.name.clone(),
+                        port: port.port as u8,
+                        index: gid.index,
+                        gid: wanted,
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The GID bytes at `index` of `device`/`port` from sysfs.
+pub fn gid_at(device: &str, port: u8, index: u32) -> Option<[u8; 16]> {
+    let path: PathBuf = [
+        SYSFS_IB,
+        device,
+        "ports",
+        &port.to_string(),
+        "gids",
+        &index.to_string(),
+    ]
+    .iter()
+    .collect();
+    parse_gid(&read_trimmed(path)?)
+}
+
+/// "fe80:0000:...:0001" (sysfs form) → bytes.
+pub fn parse_gid(text: &str) -> Option<[u8; 16]> {
+    let ip: std::net::Ipv6Addr = text.parse().ok()?;
+    Some(ip.octets())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_sysfs() -> tempdir::Dir {
+        let dir = tempdir::Dir::new();
+        let port = dir.path.join("rxe0/ports/1");
+        std::fs::create_dir_all(port.join("gids")).unwrap();
+        std::fs::create_dir_all(port.join("gid_attrs/types")).unwrap();
+        std::fs::create_dir_all(port.join("gid_attrs/ndevs")).unwrap();
+        std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
+        std::fs::write(port.join("link_layer"), "Ethernet\n").unwrap();
+        std::fs::write(
+            port.join("gids/0"),
+            "fe80:0000:0000:0000:5054:00ff:febb:0001\n",
+        )
+        .unwrap();
+        std::fs::write(
+            port.join("gids/1"),
+            "0000:0000:0000:0000:0000:ffff:0a4d:0001\n",
+        )
+        .unwrap();
+        std::fs::write(
+            port.join("gids/2"),
+            "0000:0000:0000:0000:0000:0000:0000:0000\n",
+        )
+        .unwrap();
+        std::fs::write(port.join("gid_attrs/types/0"), "IB/RoCE v1\n").unwrap();
+        std::fs::write(port.join("gid_attrs/types/1"), "RoCE v2\n").unwrap();
+        std::fs::write(port.join("gid_attrs/ndevs/0"), "eth1\n").unwrap();
+        std::fs::write(dir.path.join("rxe0/node_guid"), "5054:00ff:febb:0001\n").unwrap();
+        dir
+    }
+
+    /// A throwaway directory (no tempfile crate in the workspace).
+    mod tempdir {
+        pub struct Dir {
+            pub path: std::path::PathBuf,
+        }
+        impl Dir {
+            pub fn new() -> Dir {
+                static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let path = std::env::temp_dir()
+                    .join(format!("rdma-agent-test-{}-{n}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&path);
+                std::fs::create_dir_all(&path).unwrap();
+                Dir { path }
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.path);
+            }
+        }
+    }
+
+    #[test]
+    fn reads_a_rxe_device_from_sysfs() {
+        let dir = fake_sysfs();
+        let devs = devices(&dir.path);
+        assert_eq!(devs.len(), 1);
+        let d = &devs[0];
+        assert_eq!((d.name.as_str(), d.netdev.as_str()), ("rxe0", "eth1"));
+        let p = &d.ports[0];
+        assert_eq!(
+            (p.port, p.state.as_str(), p.link_layer.as_str()),
+            (1, "PORT_ACTIVE", "Ethernet")
+        );
+        assert_eq!(p.gids.len(), 2, "the all-zero GID is skipped");
+        assert_eq!(p.gids[0].gid_type, "RoCE v1");
+        assert_eq!(p.gids[1].gid_type, "RoCE v2");
+    }
+
+    #[test]
+    fn finds_the_ipv4_mapped_roce_v2_gid() {
+        let dir = fake_sysfs();
+        let loc = find_ipv4_gid_in(&dir.path, Ipv4Addr::new(10, 77, 0, 1), None).unwrap();
+        assert_eq!((loc.device.as_str(), loc.port, loc.index), ("rxe0", 1, 1));
+        assert!(find_ipv4_gid_in(&dir.path, Ipv4Addr::new(10, 77, 0, 9), None).is_none());
+        assert!(find_ipv4_gid_in(&dir.path, Ipv4Addr::new(10, 77, 0, 1), Some("mlx5_0")).is_none());
+    }
+
+    #[test]
+    fn missing_sysfs_means_no_devices() {
+        assert!(devices(Path::new("/nonexistent/infiniband")).is_empty());
+    }
+
+    #[test]
+    fn collect_works_on_this_host() {
+        let info = collect();
+        assert!(!info.kernel.is_empty());
+        assert_eq!(info.agent_version, crate::AGENT_VERSION);
+    }
+}

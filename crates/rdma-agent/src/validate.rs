@@ -1,0 +1,359 @@
+//! Request checks done before any RDMA resource is touched, so a bad request
+//! fails fast with InvalidArgument naming the field and the allowed range.
+
+use agent_proto::v1::WorkloadParams;
+
+/// Largest message size accepted unless the node has less memory to spare.
+pub const DEFAULT_MAX_SIZE: u64 = 64 * 1024 * 1024;
+/// Largest iteration count accepted.
+pub const MAX_ITERATIONS: u64 = 1_000_000_000;
+/// Default largest size of an all_sizes sweep.
+pub const DEFAULT_SWEEP_MAX: u64 = 8 * 1024 * 1024;
+/// A session may register at most this fraction of MemAvailable.
+const MEM_AVAILABLE_FRACTION: u64 = 4;
+
+/// Why a request was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ValidationError {
+    /// The workload name is not in the registry.
+    #[error("unknown workload {name:?}; supported: {supported}")]
+    UnknownWorkload {
+        /// What the request asked for.
+        name: String,
+        /// The registry's names, comma separated.
+        supported: String,
+    },
+    /// size outside 1 B .. the limit.
+    #[error("size {size} B is out of range: must be 1 B ..= {limit} B ({why})")]
+    SizeOutOfRange {
+        /// Requested size.
+        size: u64,
+        /// The effective limit.
+        limit: u64,
+        /// Where the limit comes from.
+        why: String,
+    },
+    /// iterations above the maximum.
+    #[error("iterations {iterations} is out of range: must be 1 ..= {MAX_ITERATIONS} (or 0 with duration_s > 0)")]
+    IterationsOutOfRange {
+        /// Requested iterations.
+        iterations: u64,
+    },
+    /// Neither iterations nor a usable duration.
+    #[error("duration_s {duration_s} must be finite and in (0, 86400] when iterations is 0")]
+    BadDuration {
+        /// Requested duration.
+        duration_s: f64,
+    },
+    /// A field with a small integer range was out of it.
+    #[error("{field} {value} is out of range: must be {range}")]
+    FieldOutOfRange {
+        /// The field name as in the proto.
+        field: &'static str,
+        /// The value given.
+        value: i64,
+        /// Allowed range, human readable.
+        range: &'static str,
+    },
+    /// A required string was empty.
+    #[error("{field} must not be empty")]
+    Missing {
+        /// The field name as in the proto.
+        field: &'static str,
+    },
+}
+
+/// Limits that depend on the node (so tests can pin them).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest message size.
+    pub max_size: u64,
+    /// MemAvailable in bytes, if known.
+    pub mem_available: Option<u64>,
+}
+
+impl Limits {
+    /// The node's limits: the default size limit and /proc/meminfo's MemAvailable.
+    pub fn of_this_node() -> Limits {
+        Limits {
+            max_size: DEFAULT_MAX_SIZE,
+            mem_available: mem_available_bytes(),
+        }
+    }
+
+    /// The effective size limit and where it comes from.
+    fn size_limit(&self) -> (u64, String) {
+        match self.mem_available {
+            Some(avail) if avail / MEM_AVAILABLE_FRACTION < self.max_size => (
+                avail / MEM_AVAILABLE_FRACTION,
+                format!("1/{MEM_AVAILABLE_FRACTION} of MemAvailable {avail} B"),
+            ),
+            _ => (self.max_size, "agent limit".to_string()),
+        }
+    }
+}
+
+/// MemAvailable from /proc/meminfo, in bytes.
+pub fn mem_available_bytes() -> Option<u64> {
+    meminfo_field("MemAvailable:")
+}
+
+/// A `/proc/meminfo` field in bytes.
+pub fn meminfo_field(name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Checks `params` for a run of a workload in `supported`.
+pub fn validate(
+    params: &WorkloadParams,
+    supported: &[&str],
+    limits: &Limits,
+) -> Result<(), ValidationError> {
+    if params.workload.is_empty() {
+        return Err(ValidationError::Missing { field: "workload" });
+    }
+    if !supported.contains(&params.workload.as_str()) {
+        return Err(ValidationError::UnknownWorkload {
+            name: params.workload.clone(),
+            supported: supported.join(", "),
+        });
+    }
+    let (limit, why) = limits.size_limit();
+    let sizes_to_check = if params.all_sizes {
+        [effective_max_size(params)].to_vec()
+    } else {
+        vec![params.size]
+    };
+    for size in sizes_to_check {
+        if size == 0 || size > limit {
+            return Err(ValidationError::SizeOutOfRange { size, limit, why });
+        }
+    }
+    if params.iterations > MAX_ITERATIONS {
+        return Err(ValidationError::IterationsOutOfRange {
+            iterations: params.iterations,
+        });
+    }
+    if params.iterations == 0
+        && !(params.duration_s.is_finite()
+            && params.duration_s > 0.0
+            && params.duration_s <= 86400.0)
+    {
+        return Err(ValidationError::BadDuration {
+            duration_s: params.duration_s,
+        });
+    }
+    check_range(
+        "tx_depth",
+        params.tx_depth as i64,
+        0,
+        4096,
+        "0 (default) ..= 4096",
+    )?;
+    check_range(
+        "cq_moderation",
+        params.cq_moderation as i64,
+        0,
+        4096,
+        "0 (default) ..= 4096",
+    )?;
+    check_range(
+        "post_list",
+        params.post_list as i64,
+        0,
+        1024,
+        "0 (default) ..= 1024",
+    )?;
+    check_range(
+        "inline_size",
+        params.inline_size as i64,
+        0,
+        1024,
+        "0 ..= 1024",
+    )?;
+    check_range(
+        "num_qps",
+        params.num_qps as i64,
+        0,
+        64,
+        "0 (default 1) ..= 64",
+    )?;
+    check_range(
+        "ib_port",
+        params.ib_port as i64,
+        0,
+        255,
+        "0 (default 1) ..= 255",
+    )?;
+    check_range(
+        "gid_index",
+        params.gid_index as i64,
+        -1,
+        255,
+        "-1 (auto) ..= 255",
+    )?;
+    check_range(
+        "batches",
+        params.batches as i64,
+        0,
+        1_000_000,
+        "0 (default) ..= 1000000",
+    )?;
+    if params.cq_moderation > 0 && params.tx_depth > 0 && params.cq_moderation > params.tx_depth {
+        return Err(ValidationError::FieldOutOfRange {
+            field: "cq_moderation",
+            value: params.cq_moderation as i64,
+            range: "<= tx_depth",
+        });
+    }
+    Ok(())
+}
+
+/// The largest size of a sweep (max_size, or the default when unset).
+pub fn effective_max_size(params: &WorkloadParams) -> u64 {
+    if params.max_size == 0 {
+        DEFAULT_SWEEP_MAX
+    } else {
+        params.max_size
+    }
+}
+
+fn check_range(
+    field: &'static str,
+    value: i64,
+    min: i64,
+    max: i64,
+    range: &'static str,
+) -> Result<(), ValidationError> {
+    if value < min || value > max {
+        return Err(ValidationError::FieldOutOfRange {
+            field,
+            value,
+            range,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NAMES: &[&str] = &["write-read", "read"];
+
+    fn limits() -> Limits {
+        Limits {
+            max_size: DEFAULT_MAX_SIZE,
+            mem_available: Some(1 << 40),
+        }
+    }
+
+    fn params(size: u64) -> WorkloadParams {
+        WorkloadParams {
+            workload: "write-read".into(),
+            size,
+            iterations: 1,
+            gid_index: -1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn accepts_the_boundaries() {
+        assert_eq!(validate(&params(1), NAMES, &limits()), Ok(()));
+        assert_eq!(
+            validate(&params(DEFAULT_MAX_SIZE), NAMES, &limits()),
+            Ok(())
+        );
+        let mut p = params(8);
+        p.iterations = MAX_ITERATIONS;
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
+    }
+
+    #[test]
+    fn rejects_sizes_outside_the_range() {
+        assert!(matches!(
+            validate(&params(0), NAMES, &limits()),
+            Err(ValidationError::SizeOutOfRange { .. })
+        ));
+        assert!(matches!(
+            validate(&params(DEFAULT_MAX_SIZE + 1), NAMES, &limits()),
+            Err(ValidationError::SizeOutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn size_limit_shrinks_with_available_memory() {
+        let small = Limits {
+            max_size: DEFAULT_MAX_SIZE,
+            mem_available: Some(16 * 1024 * 1024),
+        };
+        let err = validate(&params(8 * 1024 * 1024), NAMES, &small).unwrap_err();
+        assert!(err.to_string().contains("MemAvailable"), "{err}");
+        assert_eq!(validate(&params(4 * 1024 * 1024), NAMES, &small), Ok(()));
+    }
+
+    #[test]
+    fn sweeps_check_their_max_size() {
+        let mut p = params(0);
+        p.all_sizes = true;
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
+        p.max_size = DEFAULT_MAX_SIZE * 2;
+        assert!(validate(&p, NAMES, &limits()).is_err());
+    }
+
+    #[test]
+    fn rejects_iterations_and_durations() {
+        let mut p = params(8);
+        p.iterations = MAX_ITERATIONS + 1;
+        assert!(matches!(
+            validate(&p, NAMES, &limits()),
+            Err(ValidationError::IterationsOutOfRange { .. })
+        ));
+        p.iterations = 0;
+        assert!(matches!(
+            validate(&p, NAMES, &limits()),
+            Err(ValidationError::BadDuration { .. })
+        ));
+        p.duration_s = 2.0;
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
+        p.duration_s = f64::NAN;
+        assert!(validate(&p, NAMES, &limits()).is_err());
+    }
+
+    #[test]
+    fn unknown_workload_lists_the_supported_names() {
+        let mut p = params(8);
+        p.workload = "nope".into();
+        let err = validate(&p, NAMES, &limits()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown workload \"nope\"; supported: write-read, read"
+        );
+        p.workload.clear();
+        assert_eq!(
+            validate(&p, NAMES, &limits()),
+            Err(ValidationError::Missing { field: "workload" })
+        );
+    }
+
+    #[test]
+    fn rejects_small_fields_out_of_range() {
+        let mut p = params(8);
+        p.gid_index = -2;
+        assert!(validate(&p, NAMES, &limits())
+            .unwrap_err()
+            .to_string()
+            .contains("gid_index"));
+        let mut p = params(8);
+        p.tx_depth = 8;
+        p.cq_moderation = 16;
+        assert!(validate(&p, NAMES, &limits())
+            .unwrap_err()
+            .to_string()
+            .contains("cq_moderation"));
+    }
+}

@@ -1,0 +1,829 @@
+//! One RC QP with its PD, CQ and registered buffers, all created with
+//! sideway on a device opened by name, plus an allocation-free data path:
+//! work request lists are built once ([`SendChain`], [`RecvChain`]) and posted
+//! many times with raw `ibv_post_send`/`ibv_post_recv`; completions are polled
+//! into a caller-provided array.
+//!
+//! Soundness rests on ownership: buffers are only ever added to a [`Link`],
+//! never removed, and a chain remembers which link built it, so every
+//! scatter/gather entry posted points into memory the link keeps registered
+//! and allocated until after its QP is destroyed (field order below).
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdma_mummy_sys as sys;
+use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel, CompletionQueue};
+use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device_context::DeviceContext;
+use sideway::ibverbs::memory_region::MemoryRegion;
+use sideway::ibverbs::protection_domain::ProtectionDomain;
+use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair, QueuePairAttribute};
+use sideway::ibverbs::AccessFlags;
+
+/// A failed verbs step, with what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// No RDMA device of that name.
+    #[error("RDMA device {name:?} not found (devices: {available})")]
+    DeviceNotFound {
+        /// The requested name.
+        name: String,
+        /// What exists.
+        available: String,
+    },
+    /// A verbs call failed.
+    #[error("{step} failed: {detail}")]
+    Verbs {
+        /// What we were doing ("ibv_reg_mr of 4096 B").
+        step: String,
+        /// The underlying error.
+        detail: String,
+    },
+    /// A work request referred to memory outside a buffer, or a chain of another link.
+    #[error("bad work request: {0}")]
+    BadWorkRequest(String),
+    /// ibv_post_send / ibv_post_recv refused the list.
+    #[error("{call} failed: {source}")]
+    Post {
+        /// Which post.
+        call: &'static str,
+        /// errno.
+        source: std::io::Error,
+    },
+    /// ibv_poll_cq failed.
+    #[error("ibv_poll_cq failed: {0}")]
+    Poll(std::io::Error),
+}
+
+fn verbs_err(step: impl Into<String>, detail: impl std::fmt::Display) -> LinkError {
+    LinkError::Verbs {
+        step: step.into(),
+        detail: detail.to_string(),
+    }
+}
+
+/// How to build a link.
+#[derive(Debug, Clone)]
+pub struct LinkConfig {
+    /// RDMA device name ("rxe0").
+    pub device: String,
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// Largest inline payload.
+    pub max_inline: u32,
+    /// Create a completion channel for event-driven completion.
+    pub completion_channel: bool,
+}
+
+/// Who may touch a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only this side's own work requests (source of WRITE/SEND, sink of READ/RECV).
+    Local,
+    /// Also the peer: LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE | REMOTE_ATOMIC.
+    Remote,
+}
+
+/// Index of a buffer within its link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufId(usize);
+
+/// A range of one of our buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalSlice {
+    /// The buffer.
+    pub buf: BufId,
+    /// Offset in bytes.
+    pub offset: usize,
+    /// Length in bytes (0 allowed: no scatter/gather entry).
+    pub len: usize,
+}
+
+/// A peer's registered buffer: the capability blob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RemoteBuf {
+    /// Virtual address of the buffer on the peer.
+    pub addr: u64,
+    /// Its rkey.
+    pub rkey: u32,
+    /// Its length.
+    pub len: u64,
+}
+
+/// The operation of one send work request.
+#[derive(Debug, Clone, Copy)]
+pub enum SendOp {
+    /// RDMA WRITE of `local` to `remote_addr`.
+    Write {
+        /// Source.
+        local: LocalSlice,
+        /// Target address on the peer.
+        remote_addr: u64,
+        /// Target rkey.
+        rkey: u32,
+    },
+    /// RDMA WRITE with immediate data (a zero-length `local` is a pure notification).
+    WriteImm {
+        /// Source.
+        local: LocalSlice,
+        /// Target address on the peer.
+        remote_addr: u64,
+        /// Target rkey.
+        rkey: u32,
+        /// Immediate, host order.
+        imm: u32,
+    },
+    /// RDMA READ of `remote_addr` into `local`.
+    Read {
+        /// Sink.
+        local: LocalSlice,
+        /// Source address on the peer.
+        remote_addr: u64,
+        /// Source rkey.
+        rkey: u32,
+    },
+    /// SEND of `local`.
+    Send {
+        /// Source.
+        local: LocalSlice,
+    },
+    /// SEND with immediate data (zero-length: a control notification).
+    SendImm {
+        /// Source.
+        local: LocalSlice,
+        /// Immediate, host order.
+        imm: u32,
+    },
+    /// Atomic fetch-and-add on an 8-byte remote word; the old value lands in `local`.
+    FetchAdd {
+        /// 8-byte sink of the old value.
+        local: LocalSlice,
+        /// Remote word address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote rkey.
+        rkey: u32,
+        /// Addend.
+        add: u64,
+    },
+    /// Atomic compare-and-swap on an 8-byte remote word; the old value lands in `local`.
+    CompareSwap {
+        /// 8-byte sink of the old value.
+        local: LocalSlice,
+        /// Remote word address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote rkey.
+        rkey: u32,
+        /// Expected value.
+        compare: u64,
+        /// New value if equal.
+        swap: u64,
+    },
+}
+
+/// One send work request to pre-build.
+#[derive(Debug, Clone, Copy)]
+pub struct SendWr {
+    /// Returned in its completion.
+    pub wr_id: u64,
+    /// What to do.
+    pub op: SendOp,
+    /// Ask for a completion (selective signaling leaves most unsignaled).
+    pub signaled: bool,
+    /// Copy the payload into the WQE (IBV_SEND_INLINE).
+    pub inline: bool,
+}
+
+/// A completion, copied out of the CQ.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Completion {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// IBV_WC_* status (0 = success).
+    pub status: u32,
+    /// IBV_WC_* opcode.
+    pub opcode: u32,
+    /// Bytes received (receive side).
+    pub byte_len: u32,
+    /// Immediate data, host order, when `has_imm`.
+    pub imm: u32,
+    /// Whether the completion carried immediate data.
+    pub has_imm: bool,
+    /// Vendor error code.
+    pub vendor_err: u32,
+}
+
+/// A pre-built, linked list of send work requests.
+pub struct SendChain {
+    link_id: u64,
+    wrs: Box<[sys::ibv_send_wr]>,
+    // Referenced by `wrs[i].sg_list`; a boxed slice never moves.
+    _sges: Box<[sys::ibv_sge]>,
+}
+
+// SAFETY: the raw pointers inside point only into the chain's own boxes and
+// the owning link's buffers; posting requires `&mut Link`, which is not shared.
+unsafe impl Send for SendChain {}
+
+impl SendChain {
+    /// Number of work requests.
+    pub fn len(&self) -> usize {
+        self.wrs.len()
+    }
+
+    /// Whether the chain is empty.
+    pub fn is_empty(&self) -> bool {
+        self.wrs.is_empty()
+    }
+
+    /// Turns the completion of request `i` on or off.
+    pub fn set_signaled(&mut self, i: usize, signaled: bool) {
+        let flag = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+        let wr = &mut self.wrs[i];
+        wr.send_flags = if signaled {
+            wr.send_flags | flag
+        } else {
+            wr.send_flags & !flag
+        };
+    }
+
+    /// Sets the immediate of request `i` (host order).
+    pub fn set_imm(&mut self, i: usize, imm: u32) {
+        self.wrs[i].imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+    }
+
+    /// Sets the wr_id of request `i`.
+    pub fn set_wr_id(&mut self, i: usize, wr_id: u64) {
+        self.wrs[i].wr_id = wr_id;
+    }
+
+    /// Sets the compare/add and swap operands of atomic request `i`.
+    pub fn set_atomic_operands(&mut self, i: usize, compare_add: u64, swap: u64) {
+        // Writing Copy union fields is safe; non-atomic requests ignore them.
+        self.wrs[i].wr.atomic.compare_add = compare_add;
+        self.wrs[i].wr.atomic.swap = swap;
+    }
+}
+
+/// A pre-built list of receive work requests.
+pub struct RecvChain {
+    link_id: u64,
+    wrs: Box<[sys::ibv_recv_wr]>,
+    _sges: Box<[sys::ibv_sge]>,
+}
+
+// SAFETY: as for SendChain.
+unsafe impl Send for RecvChain {}
+
+impl RecvChain {
+    /// Number of work requests.
+    pub fn len(&self) -> usize {
+        self.wrs.len()
+    }
+
+    /// Whether the chain is empty.
+    pub fn is_empty(&self) -> bool {
+        self.wrs.is_empty()
+    }
+}
+
+/// Page-aligned, zeroed memory that we register.
+struct AlignedMem {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl AlignedMem {
+    fn new(len: usize) -> Result<AlignedMem, LinkError> {
+        let layout =
+            Layout::from_size_align(len.max(8), 4096).map_err(|e| verbs_err("buffer layout", e))?;
+        // SAFETY: layout has non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr)
+            .ok_or_else(|| verbs_err(format!("allocating {len} B"), "out of memory"))?;
+        Ok(AlignedMem { ptr, layout })
+    }
+}
+
+impl Drop for AlignedMem {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this very layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+struct Buffer {
+    // Field order matters: deregister before freeing.
+    mr: Arc<MemoryRegion>,
+    mem: AlignedMem,
+    len: usize,
+}
+
+static NEXT_LINK_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A reliable-connected QP with everything it needs.
+pub struct Link {
+    // Field order is drop order: the QP goes first so no DMA can target the
+    // buffers while they are deregistered and freed.
+    qp: BasicQueuePair,
+    cq: Arc<BasicCompletionQueue>,
+    channel: Option<Arc<CompletionChannel>>,
+    buffers: Vec<Buffer>,
+    pd: Arc<ProtectionDomain>,
+    ctx: Arc<DeviceContext>,
+    wcs: Box<[sys::ibv_wc]>,
+    id: u64,
+    device: String,
+}
+
+// SAFETY: all verbs objects may be used from any thread; Link is not Sync and
+// every data-path call takes `&mut self`.
+unsafe impl Send for Link {}
+
+/// The names of the RDMA devices libibverbs sees (empty when none, or when
+/// libibverbs is not installed).
+pub fn device_names() -> Vec<String> {
+    match DeviceList::new() {
+        Ok(list) => list.iter().map(|d| d.name()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Opens a device context by name.
+pub fn open_device(name: &str) -> Result<Arc<DeviceContext>, LinkError> {
+    let list = DeviceList::new().map_err(|e| verbs_err("ibv_get_device_list", e))?;
+    let mut available = Vec::new();
+    for device in list.iter() {
+        let device_name = device.name();
+        if device_name == name {
+            return device
+                .open()
+                .map_err(|e| verbs_err(format!("ibv_open_device({name})"), e));
+        }
+        available.push(device_name);
+    }
+    Err(LinkError::DeviceNotFound {
+        name: name.to_string(),
+        available: if available.is_empty() {
+            "none".into()
+        } else {
+            available.join(", ")
+        },
+    })
+}
+
+/// The active MTU of a port in bytes, if the device opens and the port answers.
+pub fn port_active_mtu(ctx: &DeviceContext, port: u8) -> Option<u32> {
+    let attr = ctx.query_port(port).ok()?;
+    Some(mtu_bytes(attr.active_mtu() as u32))
+}
+
+/// IBV_MTU_* enum value to bytes.
+pub fn mtu_bytes(ibv_mtu: u32) -> u32 {
+    match ibv_mtu {
+        1 => 256,
+        2 => 512,
+        3 => 1024,
+        4 => 2048,
+        5 => 4096,
+        _ => 0,
+    }
+}
+
+impl Link {
+    /// Opens `cfg.device` and creates PD, CQ (and channel), and an RC QP.
+    pub fn open(cfg: &LinkConfig) -> Result<Link, LinkError> {
+        let ctx = open_device(&cfg.device)?;
+        let pd = ctx.alloc_pd().map_err(|e| verbs_err("ibv_alloc_pd", e))?;
+        let channel = if cfg.completion_channel {
+            let channel = CompletionChannel::new(&ctx)
+                .map_err(|e| verbs_err("ibv_create_comp_channel", e))?;
+            channel
+                .set_nonblocking(true)
+                .map_err(|e| verbs_err("completion channel O_NONBLOCK", e))?;
+            Some(channel)
+        } else {
+            None
+        };
+        let cqe = cfg.max_send_wr + cfg.max_recv_wr + 16;
+        let mut cq_builder = ctx.create_cq_builder();
+        cq_builder.setup_cqe(cqe);
+        if let Some(channel) = &channel {
+            cq_builder.setup_comp_channel(channel, 0);
+        }
+        let cq = cq_builder
+            .build()
+            .map_err(|e| verbs_err(format!("ibv_create_cq({cqe})"), e))?;
+        let mut qp_builder = pd.create_qp_builder();
+        qp_builder
+            .setup_max_send_wr(cfg.max_send_wr)
+            .setup_max_recv_wr(cfg.max_recv_wr)
+            .setup_max_send_sge(1)
+            .setup_max_recv_sge(1)
+            .setup_max_inline_data(cfg.max_inline)
+            .setup_send_cq(cq.clone())
+            .setup_recv_cq(cq.clone());
+        let qp = qp_builder.build().map_err(|e| {
+            verbs_err(
+                format!(
+                    "ibv_create_qp(send {}, recv {}, inline {})",
+                    cfg.max_send_wr, cfg.max_recv_wr, cfg.max_inline
+                ),
+                e,
+            )
+        })?;
+        // SAFETY: an all-zero ibv_wc is a valid value of this plain C struct.
+        let wcs = vec![unsafe { std::mem::zeroed::<sys::ibv_wc>() }; 32].into_boxed_slice();
+        Ok(Link {
+            qp,
+            cq,
+            channel,
+            buffers: Vec::new(),
+            pd,
+            ctx,
+            wcs,
+            id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed),
+            device: cfg.device.clone(),
+        })
+    }
+
+    /// The device this link lives on.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The device context (for port and GID queries).
+    pub fn context(&self) -> &Arc<DeviceContext> {
+        &self.ctx
+    }
+
+    /// Our QP number.
+    pub fn qp_num(&self) -> u32 {
+        self.qp.qp_number()
+    }
+
+    /// Moves the QP (INIT/RTR/RTS) with sideway's checked modify.
+    pub fn modify_qp(&mut self, attr: &QueuePairAttribute, what: &str) -> Result<(), LinkError> {
+        self.qp
+            .modify(attr)
+            .map_err(|e| verbs_err(format!("ibv_modify_qp to {what}"), e))
+    }
+
+    /// Allocates, zeroes, and registers a buffer of `len` bytes.
+    pub fn add_buffer(&mut self, len: usize, access: Access) -> Result<BufId, LinkError> {
+        let mem = AlignedMem::new(len)?;
+        let flags = match access {
+            Access::Local => AccessFlags::LocalWrite,
+            Access::Remote => {
+                AccessFlags::LocalWrite
+                    | AccessFlags::RemoteRead
+                    | AccessFlags::RemoteWrite
+                    | AccessFlags::RemoteAtomic
+            }
+        };
+        // SAFETY: `mem` is valid for `len` bytes and is kept alive (and not
+        // reallocated) in `self.buffers` until after the MR is deregistered.
+        let mr = unsafe { self.pd.reg_mr(mem.ptr.as_ptr() as usize, len.max(8), flags) }
+            .map_err(|e| verbs_err(format!("ibv_reg_mr of {len} B"), e))?;
+        self.buffers.push(Buffer { mr, mem, len });
+        Ok(BufId(self.buffers.len() - 1))
+    }
+
+    /// Length of a buffer.
+    pub fn buffer_len(&self, id: BufId) -> usize {
+        self.buffers[id.0].len
+    }
+
+    /// Reads a buffer. Call only when no work request targeting it is in
+    /// flight (after its completion), or the bytes may be mid-update.
+    pub fn buffer(&self, id: BufId) -> &[u8] {
+        let b = &self.buffers[id.0];
+        // SAFETY: the allocation is `len` bytes (at least), initialised (zeroed),
+        // and lives as long as `self`; the NIC writes only while the caller has
+        // work outstanding, which the protocol of each workload rules out here.
+        unsafe { std::slice::from_raw_parts(b.mem.ptr.as_ptr(), b.len) }
+    }
+
+    /// Writes a buffer (same caveat as [`Link::buffer`]).
+    pub fn buffer_mut(&mut self, id: BufId) -> &mut [u8] {
+        let b = &self.buffers[id.0];
+        // SAFETY: as in `buffer`, and `&mut self` makes this the only Rust view.
+        unsafe { std::slice::from_raw_parts_mut(b.mem.ptr.as_ptr(), b.len) }
+    }
+
+    /// The capability blob of a buffer for the peer.
+    pub fn remote_buf(&self, id: BufId) -> RemoteBuf {
+        let b = &self.buffers[id.0];
+        RemoteBuf {
+            addr: b.mem.ptr.as_ptr() as u64,
+            rkey: b.mr.rkey(),
+            len: b.len as u64,
+        }
+    }
+
+    fn sge(&self, s: &LocalSlice) -> Result<Option<sys::ibv_sge>, LinkError> {
+        let b = self
+            .buffers
+            .get(s.buf.0)
+            .ok_or_else(|| LinkError::BadWorkRequest(format!("no buffer #{}", s.buf.0)))?;
+        if s.offset.checked_add(s.len).is_none_or(|end| end > b.len) || s.len > u32::MAX as usize {
+            return Err(LinkError::BadWorkRequest(format!(
+                "slice {}+{} outside buffer #{} of {} B",
+                s.offset, s.len, s.buf.0, b.len
+            )));
+        }
+        if s.len == 0 {
+            return Ok(None);
+        }
+        Ok(Some(sys::ibv_sge {
+            addr: b.mem.ptr.as_ptr() as u64 + s.offset as u64,
+            length: s.len as u32,
+            lkey: b.mr.lkey(),
+        }))
+    }
+
+    /// Builds a linked list of send work requests over our buffers.
+    pub fn send_chain(&self, wrs: &[SendWr]) -> Result<SendChain, LinkError> {
+        let mut sges = Vec::with_capacity(wrs.len());
+        let mut raw = Vec::with_capacity(wrs.len());
+        for wr in wrs {
+            use sys::ibv_wr_opcode::*;
+            // SAFETY: an all-zero ibv_send_wr is valid (null pointers, zero unions).
+            let mut r: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
+            r.wr_id = wr.wr_id;
+            let (local, opcode) = match wr.op {
+                SendOp::Write {
+                    local,
+                    remote_addr,
+                    rkey,
+                } => {
+                    r.wr.rdma = sys::rdma_t { remote_addr, rkey };
+                    (local, IBV_WR_RDMA_WRITE)
+                }
+                SendOp::WriteImm {
+                    local,
+                    remote_addr,
+                    rkey,
+                    imm,
+                } => {
+                    r.wr.rdma = sys::rdma_t { remote_addr, rkey };
+                    r.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+                    (local, IBV_WR_RDMA_WRITE_WITH_IMM)
+                }
+                SendOp::Read {
+                    local,
+                    remote_addr,
+                    rkey,
+                } => {
+                    r.wr.rdma = sys::rdma_t { remote_addr, rkey };
+                    (local, IBV_WR_RDMA_READ)
+                }
+                SendOp::Send { local } => (local, IBV_WR_SEND),
+                SendOp::SendImm { local, imm } => {
+                    r.imm_data_invalidated_rkey_union.imm_data = imm.to_be();
+                    (local, IBV_WR_SEND_WITH_IMM)
+                }
+                SendOp::FetchAdd {
+                    local,
+                    remote_addr,
+                    rkey,
+                    add,
+                } => {
+                    r.wr.atomic = sys::atomic_t {
+                        remote_addr,
+                        compare_add: add,
+                        swap: 0,
+                        rkey,
+                    };
+                    (local, IBV_WR_ATOMIC_FETCH_AND_ADD)
+                }
+                SendOp::CompareSwap {
+                    local,
+                    remote_addr,
+                    rkey,
+                    compare,
+                    swap,
+                } => {
+                    r.wr.atomic = sys::atomic_t {
+                        remote_addr,
+                        compare_add: compare,
+                        swap,
+                        rkey,
+                    };
+                    (local, IBV_WR_ATOMIC_CMP_AND_SWP)
+                }
+            };
+            if matches!(wr.op, SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. })
+                && local.len != 8
+            {
+                return Err(LinkError::BadWorkRequest(
+                    "atomic result slice must be 8 bytes".into(),
+                ));
+            }
+            r.opcode = opcode;
+            let mut flags = 0;
+            if wr.signaled {
+                flags |= sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+            }
+            if wr.inline && local.len > 0 && opcode != IBV_WR_RDMA_READ {
+                flags |= sys::ibv_send_flags::IBV_SEND_INLINE.0;
+            }
+            r.send_flags = flags;
+            let sge = self.sge(&local)?;
+            r.num_sge = i32::from(sge.is_some());
+            // A placeholder keeps indices aligned; num_sge 0 means it is unused.
+            sges.push(sge.unwrap_or(sys::ibv_sge {
+                addr: 0,
+                length: 0,
+                lkey: 0,
+            }));
+            raw.push(r);
+        }
+        let mut sges = sges.into_boxed_slice();
+        let mut wrs_box = raw.into_boxed_slice();
+        let n = wrs_box.len();
+        let wrs_ptr = wrs_box.as_mut_ptr();
+        for i in 0..n {
+            if wrs_box[i].num_sge > 0 {
+                wrs_box[i].sg_list = &mut sges[i];
+            }
+            wrs_box[i].next = if i + 1 < n {
+                // SAFETY: i + 1 < n, so the pointer stays inside the boxed slice.
+                unsafe { wrs_ptr.add(i + 1) }
+            } else {
+                std::ptr::null_mut()
+            };
+        }
+        Ok(SendChain {
+            link_id: self.id,
+            wrs: wrs_box,
+            _sges: sges,
+        })
+    }
+
+    /// Builds a list of receive work requests; wr_id of entry i is `first_wr_id + i`.
+    pub fn recv_chain(
+        &self,
+        slices: &[LocalSlice],
+        first_wr_id: u64,
+    ) -> Result<RecvChain, LinkError> {
+        let mut sges = Vec::with_capacity(slices.len());
+        let mut raw = Vec::with_capacity(slices.len());
+        for (i, s) in slices.iter().enumerate() {
+            let sge = self.sge(s)?;
+            raw.push(sys::ibv_recv_wr {
+                wr_id: first_wr_id + i as u64,
+                next: std::ptr::null_mut(),
+                sg_list: std::ptr::null_mut(),
+                num_sge: i32::from(sge.is_some()),
+            });
+            sges.push(sge.unwrap_or(sys::ibv_sge {
+                addr: 0,
+                length: 0,
+                lkey: 0,
+            }));
+        }
+        let mut sges = sges.into_boxed_slice();
+        let mut wrs = raw.into_boxed_slice();
+        for i in 0..wrs.len() {
+            if wrs[i].num_sge > 0 {
+                wrs[i].sg_list = &mut sges[i];
+            }
+        }
+        Ok(RecvChain {
+            link_id: self.id,
+            wrs,
+            _sges: sges,
+        })
+    }
+
+    /// Posts the whole send chain with one ibv_post_send.
+    pub fn post_send(&mut self, chain: &mut SendChain) -> Result<(), LinkError> {
+        if chain.link_id != self.id {
+            return Err(LinkError::BadWorkRequest(
+                "send chain built for another link".into(),
+            ));
+        }
+        if chain.wrs.is_empty() {
+            return Ok(());
+        }
+        let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
+        // SAFETY: the chain was built by this link (checked above): every sge
+        // points into one of our registered buffers, which outlive the QP; the
+        // list is linked within the chain's own boxed slice.
+        let rc =
+            unsafe { sys::ibv_post_send(self.qp.qp().as_ptr(), chain.wrs.as_mut_ptr(), &mut bad) };
+        if rc != 0 {
+            return Err(LinkError::Post {
+                call: "ibv_post_send",
+                source: std::io::Error::from_raw_os_error(rc),
+            });
+        }
+        Ok(())
+    }
+
+    /// Posts receive request `i` of `chain` alone.
+    pub fn post_recv_one(&mut self, chain: &mut RecvChain, i: usize) -> Result<(), LinkError> {
+        if chain.link_id != self.id {
+            return Err(LinkError::BadWorkRequest(
+                "recv chain built for another link".into(),
+            ));
+        }
+        let wr = chain
+            .wrs
+            .get_mut(i)
+            .ok_or_else(|| LinkError::BadWorkRequest(format!("no receive request #{i}")))?;
+        wr.next = std::ptr::null_mut();
+        let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: as in `post_send`; `wr` is a single, unlinked request.
+        let rc = unsafe { sys::ibv_post_recv(self.qp.qp().as_ptr(), wr, &mut bad) };
+        if rc != 0 {
+            return Err(LinkError::Post {
+                call: "ibv_post_recv",
+                source: std::io::Error::from_raw_os_error(rc),
+            });
+        }
+        Ok(())
+    }
+
+    /// Posts every receive request of `chain`.
+    pub fn post_recv_all(&mut self, chain: &mut RecvChain) -> Result<(), LinkError> {
+        for i in 0..chain.len() {
+            self.post_recv_one(chain, i)?;
+        }
+        Ok(())
+    }
+
+    /// Polls up to `out.len()` completions; returns how many were written.
+    pub fn poll(&mut self, out: &mut [Completion]) -> Result<usize, LinkError> {
+        let want = out.len().min(self.wcs.len()) as i32;
+        // SAFETY: `wcs` has room for `want` entries; the CQ is live.
+        let n = unsafe { sys::ibv_poll_cq(self.cq.cq().as_ptr(), want, self.wcs.as_mut_ptr()) };
+        if n < 0 {
+            return Err(LinkError::Poll(std::io::Error::from_raw_os_error(-n)));
+        }
+        for (slot, wc) in out.iter_mut().zip(self.wcs.iter()).take(n as usize) {
+            let has_imm = wc.wc_flags & sys::ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
+            *slot = Completion {
+                wr_id: wc.wr_id,
+                status: wc.status,
+                opcode: wc.opcode,
+                byte_len: wc.byte_len,
+                imm: if has_imm {
+                    // SAFETY: reading a u32 out of a union of two u32s; any bit pattern is valid.
+                    u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data })
+                } else {
+                    0
+                },
+                has_imm,
+                vendor_err: wc.vendor_err,
+            };
+        }
+        Ok(n as usize)
+    }
+
+    /// Event mode: arms the CQ and sleeps until a completion event or `timeout`.
+    /// Returns false on timeout. Callers poll again after it returns, since a
+    /// completion may arrive between their last poll and the arming.
+    pub fn wait_cq_event(&mut self, timeout: Duration) -> Result<bool, LinkError> {
+        let Some(channel) = self.channel.clone() else {
+            std::thread::yield_now();
+            return Ok(true);
+        };
+        // SAFETY: the CQ is live and was created on this channel.
+        let rc = unsafe { sys::ibv_req_notify_cq(self.cq.cq().as_ptr(), 0) };
+        if rc != 0 {
+            return Err(verbs_err(
+                "ibv_req_notify_cq",
+                std::io::Error::from_raw_os_error(rc),
+            ));
+        }
+        use std::os::fd::AsRawFd;
+        if !super::wait_readable(channel.as_raw_fd(), timeout)
+            .map_err(|e| verbs_err("poll(completion channel)", e))?
+        {
+            return Ok(false);
+        }
+        let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();
+        let mut ctx: *mut libc::c_void = std::ptr::null_mut();
+        // SAFETY: the channel is live and non-blocking; out pointers are valid.
+        let rc =
+            unsafe { sys::ibv_get_cq_event(channel.comp_channel().as_ptr(), &mut cq, &mut ctx) };
+        if rc == 0 && !cq.is_null() {
+            // SAFETY: acking the one event just received, on the CQ it named
+            // (ours: it is the only CQ on this channel).
+            unsafe { sys::ibv_ack_cq_events(cq, 1) };
+        }
+        Ok(true)
+    }
+
+    /// Whether this link sleeps on a completion channel.
+    pub fn has_completion_channel(&self) -> bool {
+        self.channel.is_some()
+    }
+}

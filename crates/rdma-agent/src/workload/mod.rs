@@ -1,0 +1,196 @@
+//! Workloads: the [`Workload`] trait, the registry by name, and shared helpers.
+//!
+//! A workload is called twice per side: [`Workload::prepare`] with the QP in
+//! INIT (register buffers, post receives; the server sets `side.exposed`, the
+//! buffer whose {addr, rkey, length} goes to the client), then
+//! [`Workload::run`] once connected (the client has `side.peer`). Clients end
+//! their run with [`Side::send_done`]; servers run until they see it.
+
+mod atomic;
+mod perf;
+mod read;
+mod send_recv;
+mod write_imm;
+mod write_read;
+
+use agent_proto::v1::WorkloadParams;
+
+use crate::pattern::Pattern;
+use crate::session::{SessionError, Side};
+use crate::validate::ValidationError;
+
+pub use crate::session::OpKind;
+
+/// One kind of run, both of its sides.
+pub trait Workload: Send + Sync {
+    /// The registry name ("write-read").
+    fn name(&self) -> &'static str;
+    /// Sets up buffers and receives (QP in INIT).
+    fn prepare(&self, side: &mut Side) -> Result<(), SessionError>;
+    /// Runs this side to the end and reports.
+    fn run(&self, side: &mut Side) -> Result<agent_proto::v1::SideResult, SessionError>;
+}
+
+static REGISTRY: &[&dyn Workload] = &[
+    &write_read::WriteRead,
+    &write_imm::WriteImm,
+    &send_recv::SendRecv,
+    &read::Read,
+    &atomic::Atomic,
+    &perf::Perf {
+        name: "write-bw",
+        op: perf::PerfOp::Write,
+        latency: false,
+    },
+    &perf::Perf {
+        name: "read-bw",
+        op: perf::PerfOp::Read,
+        latency: false,
+    },
+    &perf::Perf {
+        name: "send-bw",
+        op: perf::PerfOp::Send,
+        latency: false,
+    },
+    &perf::Perf {
+        name: "atomic-bw",
+        op: perf::PerfOp::Atomic,
+        latency: false,
+    },
+    &perf::Perf {
+        name: "write-lat",
+        op: perf::PerfOp::Write,
+        latency: true,
+    },
+    &perf::Perf {
+        name: "read-lat",
+        op: perf::PerfOp::Read,
+        latency: true,
+    },
+    &perf::Perf {
+        name: "send-lat",
+        op: perf::PerfOp::Send,
+        latency: true,
+    },
+    &perf::Perf {
+        name: "atomic-lat",
+        op: perf::PerfOp::Atomic,
+        latency: true,
+    },
+];
+
+/// The names of every registered workload.
+pub fn names() -> Vec<&'static str> {
+    REGISTRY.iter().map(|w| w.name()).collect()
+}
+
+/// The workload called `name`, or InvalidArgument-worthy error listing the supported names.
+pub fn lookup(name: &str) -> Result<&'static dyn Workload, ValidationError> {
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|w| w.name() == name)
+        .ok_or_else(|| ValidationError::UnknownWorkload {
+            name: name.to_string(),
+            supported: names().join(", "),
+        })
+}
+
+/// Send/receive queue depth for a run.
+pub fn queue_depth(params: &WorkloadParams) -> u32 {
+    let tx = if params.tx_depth == 0 {
+        128
+    } else {
+        params.tx_depth
+    };
+    // write-imm needs one receive per batch, plus the notification and done.
+    tx.max(params.batches + 4).max(16)
+}
+
+/// Iterations of a functional workload (0 → 1: functional runs are counted, not timed).
+pub fn iterations(params: &WorkloadParams) -> u64 {
+    params.iterations.max(1)
+}
+
+/// Message size as usize.
+pub fn size(params: &WorkloadParams) -> usize {
+    params.size.max(1) as usize
+}
+
+/// The payload pattern of a run.
+pub fn pattern(params: &WorkloadParams) -> Pattern {
+    Pattern::new(params.seed)
+}
+
+/// Server side common to one-sided workloads: wait for the done message,
+/// ignoring nothing else (any other completion is a protocol error).
+pub fn wait_for_done(side: &mut Side) -> Result<(), SessionError> {
+    let c = side.next_completion("the client's done notification")?;
+    if Side::is_done(&c) {
+        return Ok(());
+    }
+    Err(SessionError::Protocol(format!(
+        "unexpected completion while waiting for done: opcode {} imm {:?}",
+        c.opcode,
+        c.has_imm.then_some(c.imm)
+    )))
+}
+
+/// Posts one zero-length receive for the done message.
+pub fn post_done_recv(side: &mut Side) -> Result<(), SessionError> {
+    let ctrl = side.link.add_buffer(8, crate::verbs::Access::Local)?;
+    let mut chain = side.link.recv_chain(
+        &[crate::verbs::LocalSlice {
+            buf: ctrl,
+            offset: 0,
+            len: 0,
+        }],
+        OpKind::Recv.wr_id(u64::MAX >> 8),
+    )?;
+    side.link.post_recv_one(&mut chain, 0)?;
+    Ok(())
+}
+
+/// Result fields for a verification outcome.
+pub fn verdict(result: &mut agent_proto::v1::SideResult, outcome: Result<String, String>) {
+    match outcome {
+        Ok(detail) => {
+            result.verified = true;
+            result.verify_detail = detail;
+        }
+        Err(detail) => {
+            result.verified = false;
+            result.verify_detail = detail;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_finds_each_name_and_rejects_others() {
+        for name in names() {
+            assert_eq!(lookup(name).unwrap().name(), name);
+        }
+        let err = lookup("bogus")
+            .err()
+            .expect("bogus is not registered")
+            .to_string();
+        assert!(
+            err.contains("write-read") && err.contains("atomic"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn queue_depth_fits_write_imm_batches() {
+        let p = WorkloadParams {
+            batches: 200,
+            ..Default::default()
+        };
+        assert!(queue_depth(&p) >= 204);
+        assert_eq!(queue_depth(&WorkloadParams::default()), 128);
+    }
+}

@@ -1,0 +1,150 @@
+//! In-process gRPC tests of the agent (no RDMA device needed): the server on
+//! 127.0.0.1:0, a generated client, Health/NodeInfo and refused requests.
+
+use agent_proto::v1::agent_client::AgentClient;
+use agent_proto::v1::{
+    AbortRequest, CollectRequest, HealthRequest, NodeInfoRequest, PrepareRequest, Role, RunRequest,
+    WorkloadParams,
+};
+use tonic::transport::{Channel, Endpoint};
+use tonic::Code;
+
+async fn start() -> (AgentClient<Channel>, tokio::sync::oneshot::Sender<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(rdma_agent::service::run(listener, async {
+        let _ = stop_rx.await;
+    }));
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    (AgentClient::new(channel), stop_tx)
+}
+
+fn params(workload: &str, size: u64) -> WorkloadParams {
+    WorkloadParams {
+        workload: workload.into(),
+        size,
+        iterations: 1,
+        gid_index: -1,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn health_reports_version_and_rss() {
+    let (mut client, _stop) = start().await;
+    let health = client.health(HealthRequest {}).await.unwrap().into_inner();
+    assert_eq!(health.version, rdma_agent::AGENT_VERSION);
+    assert_eq!(health.active_sessions, 0);
+    assert!(health.rss_bytes > 0);
+}
+
+#[tokio::test]
+async fn node_info_works_without_rdma_devices() {
+    let (mut client, _stop) = start().await;
+    let info = client
+        .node_info(NodeInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!info.kernel.is_empty());
+    assert_eq!(info.agent_version, rdma_agent::AGENT_VERSION);
+    assert!(info.cpus >= 1 && info.memory_total_bytes > 0);
+    if !std::path::Path::new("/sys/class/infiniband").exists() {
+        assert!(info.devices.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn unknown_workload_is_invalid_argument_listing_names() {
+    let (mut client, _stop) = start().await;
+    let err = client
+        .prepare(PrepareRequest {
+            session_id: "s1".into(),
+            params: Some(params("teleport", 64)),
+            role: Role::Server as i32,
+            bind_addr: "127.0.0.1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("write-read") && err.message().contains("atomic-lat"),
+        "{}",
+        err.message()
+    );
+}
+
+#[tokio::test]
+async fn bad_sizes_and_missing_fields_are_invalid_argument() {
+    let (mut client, _stop) = start().await;
+    for p in [params("write-read", 0), params("write-read", 1 << 40)] {
+        let err = client
+            .prepare(PrepareRequest {
+                session_id: "s2".into(),
+                params: Some(p),
+                role: Role::Server as i32,
+                bind_addr: "127.0.0.1".into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+    }
+    let err = client
+        .run(RunRequest {
+            session_id: "s3".into(),
+            params: None,
+            peer: None,
+            bind_addr: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn prepare_without_a_device_fails_cleanly_and_leaves_no_session() {
+    let (mut client, _stop) = start().await;
+    let mut p = params("write-read", 64);
+    p.cm = agent_proto::v1::CmMode::Oob as i32;
+    p.timeout_ms = 2000;
+    let err = client
+        .prepare(PrepareRequest {
+            session_id: "s4".into(),
+            params: Some(p),
+            role: Role::Server as i32,
+            bind_addr: "192.0.2.1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_ne!(err.code(), Code::Ok);
+    assert!(!err.message().is_empty());
+    let health = client.health(HealthRequest {}).await.unwrap().into_inner();
+    assert_eq!(health.active_sessions, 0);
+}
+
+#[tokio::test]
+async fn collect_and_abort_of_unknown_sessions() {
+    let (mut client, _stop) = start().await;
+    let err = client
+        .collect(CollectRequest {
+            session_id: "nope".into(),
+            timeout_ms: 10,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    let reply = client
+        .abort(AbortRequest {
+            session_id: "nope".into(),
+            reason: "test".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!reply.found);
+}

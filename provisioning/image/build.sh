@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Builds the lab's node image from Debian packages only:
+#   OUT/vmlinuz        the Debian kernel
+#   OUT/base.cpio.gz   the whole root filesystem as an initramfs
+#   OUT/image.env      what was built (kernel release, suite, package list)
+#
+# The VM runs entirely from RAM; per-node identity rides on a second small
+# cpio archive that labctl appends at boot (the kernel unpacks both).
+#
+# Usage: build.sh OUT_DIR      (run as root, or where mmdebstrap can unshare)
+# Env:   LAB_SUITE (bookworm), LAB_MIRROR (Debian default), LAB_EXTRA_PACKAGES
+set -euo pipefail
+
+out=${1:?usage: build.sh OUT_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+suite=${LAB_SUITE:-bookworm}
+mirror=${LAB_MIRROR:-}
+
+for tool in mmdebstrap cpio gzip; do
+    command -v "$tool" >/dev/null || {
+        echo "build.sh: '$tool' is missing; install it with: apt-get install -y mmdebstrap cpio gzip" >&2
+        exit 3
+    }
+done
+
+# Runtime packages of the node: the RDMA userspace, the reference tools
+# (perftest, ibverbs-utils, rdmacm-utils, libfabric-bin), tcpdump for captures,
+# iproute2 for `rdma link` and tc netem, busybox as PID 1 (init with respawn).
+packages=busybox,kmod,iproute2,iputils-ping,procps,openssh-server,rdma-core,ibverbs-providers,ibverbs-utils,rdmacm-utils,perftest,libfabric1,libfabric-bin,tcpdump,iptables
+[ -n "${LAB_EXTRA_PACKAGES:-}" ] && packages="$packages,$LAB_EXTRA_PACKAGES"
+
+# Kernel modules a node needs. crc32_generic is easy to miss: without it
+# `rdma link add ... type rxe` fails with "No such file or directory".
+modules="virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm ib_uverbs ib_umad sch_netem sch_tbf"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/labctl-image.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+
+echo "image: mmdebstrap $suite ($packages)"
+mmdebstrap --variant=minbase --include="$packages" \
+    --skip=cleanup/apt/lists \
+    --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt='path-exclude=/usr/share/info/*' \
+    "$suite" "$root" ${mirror:+"$mirror"}
+
+echo "image: kernel"
+kpkg=$(chroot "$root" apt-cache show linux-image-amd64 | sed -n 's/^Depends: \(linux-image-[^ ,]*\).*/\1/p' | head -n1)
+[ -n "$kpkg" ] || { echo "build.sh: cannot resolve the kernel package behind linux-image-amd64" >&2; exit 4; }
+chroot "$root" sh -c "cd /tmp && apt-get download -q $kpkg" >/dev/null
+chroot "$root" sh -c 'dpkg-deb -x /tmp/linux-image-*.deb /tmp/kernel'
+kver=$(ls "$root/tmp/kernel/lib/modules")
+cp "$root/tmp/kernel/boot/vmlinuz-$kver" "$work/vmlinuz"
+
+# Keep only the modules the node needs (and what they depend on), resolved by
+# the node's own kmod against the kernel's module tree.
+mkdir -p "$root/lib/modules"
+mv "$root/tmp/kernel/lib/modules/$kver" "$root/lib/modules/$kver"
+chroot "$root" depmod "$kver"
+keep=$(chroot "$root" sh -c "for m in $modules; do modprobe -S $kver --show-depends \$m; done" \
+    | awk '$1 == "insmod" { print $2 }' | sort -u)
+for m in $modules; do
+    chroot "$root" modprobe -S "$kver" --show-depends "$m" >/dev/null 2>&1 ||
+        { echo "build.sh: kernel $kver has no module $m" >&2; exit 4; }
+done
+find "$root/lib/modules/$kver/kernel" -type f | while read -r f; do
+    rel=${f#"$root"}
+    grep -qxF "$rel" <<<"$keep" || rm -f "$f"
+done
+find "$root/lib/modules/$kver/kernel" -type d -empty -delete
+chroot "$root" depmod "$kver"
+
+echo "image: node files"
+cp -a "$here/rootfs/." "$root/"
+chmod 0755 "$root/etc/lab/boot.sh" "$root/usr/local/lib/lab/agent-run"
+ln -sf /bin/busybox "$root/init"
+ln -sf /bin/busybox "$root/sbin/init"
+# Host keys are generated per node at boot; a shared key would defeat pinning.
+rm -f "$root"/etc/ssh/ssh_host_*
+mkdir -p "$root/root/.ssh" "$root/run/sshd"
+chmod 0700 "$root/root/.ssh"
+
+# Prune what a RAM-only node never uses.
+rm -rf "$root/tmp/"* "$root/var/cache/apt/"* "$root/var/lib/apt/lists/"* \
+    "$root/usr/share/man" "$root/usr/share/doc" "$root/usr/share/locale" \
+    "$root/usr/share/info" "$root/var/log/"*
+
+echo "image: pack"
+(cd "$root" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$work/base.cpio.gz"
+
+mkdir -p "$out"
+mv "$work/vmlinuz" "$work/base.cpio.gz" "$out/"
+cat >"$out/image.env" <<EOF
+LAB_IMAGE_SUITE=$suite
+LAB_IMAGE_KERNEL=$kver
+LAB_IMAGE_PACKAGES=$packages
+EOF
+echo "image: done: kernel $kver, $(du -h "$out/base.cpio.gz" | cut -f1) initramfs"

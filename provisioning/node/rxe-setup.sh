@@ -1,0 +1,40 @@
+#!/bin/sh
+# Loads SoftRoCE and binds an rxe device to the NIC that holds the lab's data
+# address, idempotently, then waits for PORT_ACTIVE.
+# Usage: rxe-setup.sh DATA_ADDR        Prints: netdev=<nic> device=<rdma device>
+set -u
+addr=${1:?usage: rxe-setup.sh DATA_ADDR}
+netdev=$(ip -o -4 addr show | awk -v a="$addr" '{ split($4, p, "/"); if (p[1] == a) { print $2; exit } }')
+[ -n "$netdev" ] || { echo "no interface holds the data address $addr" >&2; exit 10; }
+if [ ! -d /sys/module/rdma_rxe ]; then
+    if ! out=$(modprobe rdma_rxe 2>&1); then
+        echo "cannot load the SoftRoCE module rdma_rxe: $out" >&2
+        if grep -qi ubuntu /etc/os-release 2>/dev/null; then
+            echo "hint: it ships in linux-modules-extra: apt-get install -y linux-modules-extra-$(uname -r)" >&2
+        fi
+        exit 11
+    fi
+fi
+# rxe computes its ICRC with crc32; without crc32_generic `rdma link add` fails
+# with a bare "No such file or directory".
+modprobe crc32_generic 2>/dev/null
+modprobe rdma_ucm 2>/dev/null
+modprobe ib_uverbs 2>/dev/null
+command -v rdma >/dev/null || { echo "the rdma tool is missing: install iproute2" >&2; exit 12; }
+dev=$(rdma link show | awk -v n="$netdev" '{ for (i = 1; i < NF; i++) if ($i == "netdev" && $(i + 1) == n) { split($2, d, "/"); print d[1]; exit } }')
+if [ -z "$dev" ]; then
+    dev=rxe0
+    i=0
+    while [ -e "/sys/class/infiniband/$dev" ]; do i=$((i + 1)); dev=rxe$i; done
+    out=$(rdma link add "$dev" type rxe netdev "$netdev" 2>&1) ||
+        { echo "rdma link add $dev type rxe netdev $netdev failed: $out" >&2; exit 13; }
+fi
+i=0
+while :; do
+    state=$(cat "/sys/class/infiniband/$dev/ports/1/state" 2>/dev/null)
+    case "$state" in *ACTIVE*) break ;; esac
+    i=$((i + 1))
+    [ $i -ge 100 ] && { echo "$dev on $netdev did not reach PORT_ACTIVE (state: ${state:-none})" >&2; exit 14; }
+    sleep 0.2
+done
+echo "netdev=$netdev device=$dev"

@@ -1,0 +1,178 @@
+//! The local lab's lifecycle on real VMs: status, the rxe link carrying verbs
+//! traffic, exec, idempotent up, pinned host keys, the agent's supervision
+//! and isolation, and a down that leaves nothing.
+
+use libtest_mimic::{Failed, Trial};
+
+use crate::util::{check, processes_mentioning, Labctl};
+
+pub fn trials(lab: &Labctl) -> Vec<Trial> {
+    let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
+        let lab = lab.clone();
+        Trial::test(name, move || f(&lab))
+    };
+    vec![
+        t("test_status_shows_rxe_active_on_every_node", test_status_shows_rxe_active_on_every_node),
+        t("test_rc_pingpong_crosses_the_rxe_link", test_rc_pingpong_crosses_the_rxe_link),
+        t("test_exec_returns_exit_status_and_stderr", test_exec_returns_exit_status_and_stderr),
+        t("test_second_up_only_verifies", test_second_up_only_verifies),
+        t("test_unknown_node_is_named", test_unknown_node_is_named),
+        t("test_changed_host_key_is_refused", test_changed_host_key_is_refused),
+        t("test_agent_listens_on_loopback_only", test_agent_listens_on_loopback_only),
+        t("test_killed_agent_is_respawned_and_healthy", test_killed_agent_is_respawned_and_healthy),
+    ]
+}
+
+/// The last trial: `down` removes every process and file of the lab.
+pub fn teardown_trial(lab: &Labctl) -> Trial {
+    let lab = lab.clone();
+    Trial::test("test_down_removes_every_process_and_file", move || {
+        test_down_removes_every_process_and_file(&lab)
+    })
+}
+
+fn status(lab: &Labctl) -> Result<serde_json::Value, Failed> {
+    lab.run(&["status", "--json"]).ok()?.json()
+}
+
+fn test_status_shows_rxe_active_on_every_node(lab: &Labctl) -> Result<(), Failed> {
+    let s = status(lab)?;
+    check(s["schema"] == 1, || format!("schema version missing: {s}"))?;
+    check(s["phase"] == "ready", || format!("phase: {}", s["phase"]))?;
+    let nodes = s["nodes"].as_array().ok_or("no nodes")?;
+    check(nodes.len() == 2, || format!("expected 2 nodes: {s}"))?;
+    for node in nodes {
+        let name = &node["name"];
+        check(node["error"].is_null(), || format!("{name}: {}", node["error"]))?;
+        check(node["agent"]["version"] == env!("CARGO_PKG_VERSION"), || {
+            format!("{name}: agent {}", node["agent"])
+        })?;
+        let port = &node["rdma"][0];
+        check(port["state"] == "PORT_ACTIVE", || format!("{name}: rdma {}", node["rdma"]))?;
+        check(port["device"].as_str().is_some_and(|d| d.starts_with("rxe")), || {
+            format!("{name}: device {}", port["device"])
+        })?;
+        check(port["active_mtu"] == 1024, || format!("{name}: mtu {}", port["active_mtu"]))?;
+        check(!port["netdev"].as_str().unwrap_or("").is_empty(), || format!("{name}: no netdev"))?;
+    }
+    Ok(())
+}
+
+fn test_rc_pingpong_crosses_the_rxe_link(lab: &Labctl) -> Result<(), Failed> {
+    // GID index 1 is the RoCEv2 GID of the data address (::ffff:10.77.0.x).
+    let server = lab.command()
+        .args(["exec", "server", "--", "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let client = lab.run(&["exec", "client", "--", "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096 server"]);
+    let server = server.wait_with_output()?;
+    let server_out = String::from_utf8_lossy(&server.stdout);
+    check(client.code == 0 && server.status.success(), || {
+        format!(
+            "ibv_rc_pingpong failed: client {} {}{}; server {:?} {}{}",
+            client.code,
+            client.stdout,
+            client.stderr,
+            server.status,
+            server_out,
+            String::from_utf8_lossy(&server.stderr)
+        )
+    })?;
+    // 200 round trips of 4 KiB each way: 819200 bytes per side.
+    for (side, out) in [("client", client.stdout.as_str()), ("server", &server_out)] {
+        check(out.contains("819200 bytes in"), || format!("{side} moved the wrong amount:\n{out}"))?;
+        check(out.contains("remote address: LID 0x0000"), || format!("{side} no RoCE peer:\n{out}"))?;
+    }
+    Ok(())
+}
+
+fn test_exec_returns_exit_status_and_stderr(lab: &Labctl) -> Result<(), Failed> {
+    let run = lab.run(&["exec", "client", "--", "echo out; echo err >&2; exit 7"]);
+    check(run.code == 7, || format!("exit status {} (want 7)", run.code))?;
+    check(run.stdout.trim() == "out", || format!("stdout {:?}", run.stdout))?;
+    check(run.stderr.trim() == "err", || format!("stderr {:?}", run.stderr))?;
+    let host = lab.run(&["exec", "server", "--", "hostname"]).ok()?;
+    check(host.stdout.trim() == "server", || format!("hostname {:?}", host.stdout))
+}
+
+fn test_second_up_only_verifies(lab: &Labctl) -> Result<(), Failed> {
+    let before = status(lab)?;
+    let run = lab.run(&["up"]).ok()?;
+    check(run.stdout.contains("was already up (verified)"), || format!("second up said:\n{}", run.stdout))?;
+    let after = status(lab)?;
+    check(before["created_at"] == after["created_at"], || "second up recreated the lab".into())?;
+    check(
+        before["provider_state"]["supervisor_pid"] == after["provider_state"]["supervisor_pid"],
+        || "second up restarted the VMs".into(),
+    )
+}
+
+fn test_unknown_node_is_named(lab: &Labctl) -> Result<(), Failed> {
+    let run = lab.run(&["exec", "nosuchnode", "--", "true"]);
+    check(run.code == 2, || format!("exit {} (want 2): {}", run.code, run.stderr))?;
+    check(run.stderr.contains("no node `nosuchnode`") && run.stderr.contains("server, client"), || {
+        format!("message: {}", run.stderr)
+    })
+}
+
+fn test_changed_host_key_is_refused(lab: &Labctl) -> Result<(), Failed> {
+    let path = lab.state_dir("e2e").join("state.json");
+    let original = std::fs::read_to_string(&path)?;
+    let mut state: serde_json::Value = serde_json::from_str(&original)?;
+    // Pin the client's key on the server: exactly what a swapped node looks like.
+    let other = state["nodes"][1]["host_key"].clone();
+    state["nodes"][0]["host_key"] = other;
+    std::fs::write(&path, serde_json::to_vec_pretty(&state)?)?;
+    let run = lab.run(&["exec", "server", "--", "true"]);
+    std::fs::write(&path, original)?;
+    check(run.code != 0, || "exec succeeded with a wrong pinned key".into())?;
+    check(run.stderr.contains("host key changed"), || format!("message: {}", run.stderr))?;
+    lab.run(&["exec", "server", "--", "true"]).ok().map(|_| ())
+}
+
+fn test_agent_listens_on_loopback_only(lab: &Labctl) -> Result<(), Failed> {
+    let listening = lab.run(&["exec", "server", "--", "ss -Hltn 'sport = :7470'"]).ok()?;
+    check(listening.stdout.contains("127.0.0.1:7470"), || format!("ss: {}", listening.stdout))?;
+    check(!listening.stdout.contains("0.0.0.0:7470") && !listening.stdout.contains("*:7470"), || {
+        format!("agent listens beyond loopback: {}", listening.stdout)
+    })?;
+    // From the other node, over the data link, the port is closed.
+    let probe = lab.run(&["exec", "client", "--", "timeout 5 bash -c 'echo > /dev/tcp/server/7470'"]);
+    check(probe.code != 0, || "the agent port answered from the other node".into())
+}
+
+fn test_killed_agent_is_respawned_and_healthy(lab: &Labctl) -> Result<(), Failed> {
+    let before = lab.run(&["exec", "client", "--", "pgrep -x rdma-agent"]).ok()?;
+    lab.run(&["exec", "client", "--", "pkill -9 -x rdma-agent"]).ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let s = status(lab)?;
+        let client = &s["nodes"][1];
+        if client["error"].is_null() && client["agent"]["version"] == env!("CARGO_PKG_VERSION") {
+            let after = lab.run(&["exec", "client", "--", "pgrep -x rdma-agent"]).ok()?;
+            return check(after.stdout != before.stdout, || "the agent pid did not change".into());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("agent not healthy 30 s after being killed: {}", client["error"]).into());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+fn test_down_removes_every_process_and_file(lab: &Labctl) -> Result<(), Failed> {
+    let dir = lab.state_dir("e2e");
+    let dir_text = dir.display().to_string();
+    check(!processes_mentioning(&dir_text).is_empty(), || "no lab process before down?".into())?;
+    let started = std::time::Instant::now();
+    let run = lab.run(&["down"]).ok()?;
+    let took = started.elapsed();
+    check(run.stdout.contains("removed"), || format!("down said: {}", run.stdout))?;
+    let left = processes_mentioning(&dir_text);
+    check(left.is_empty(), || format!("processes left after down: {left:?}"))?;
+    check(!dir.exists(), || format!("{} still exists", dir.display()))?;
+    eprintln!("down took {:.1}s", took.as_secs_f64());
+    let again = lab.run(&["down"]).ok()?;
+    check(again.stdout.contains("nothing to remove"), || format!("second down said: {}", again.stdout))
+}

@@ -1,0 +1,110 @@
+//! The end-to-end suite: real QEMU VMs, real rxe, real agents.
+//!
+//! Phases, each a libtest run:
+//! 1. bad input and failed `up`s, which need no running lab;
+//! 2. `labctl up` of `tests/labs/e2e.yaml` once, then every test against it;
+//! 3. `labctl down`, checked to leave no process and no file.
+//!
+//! The lab is torn down at the end whatever happened; when anything failed,
+//! console logs, supervisor logs, dmesg and agent logs are saved first under
+//! `<target>/lab-artifacts/`.
+
+mod bad_input;
+mod lifecycle;
+mod util;
+
+use std::process::ExitCode;
+
+use libtest_mimic::{Arguments, Conclusion, Trial};
+use util::Labctl;
+
+fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    // One lab, shared: tests take turns (the VMs have one vCPU each).
+    args.test_threads = Some(1);
+    let state_base = util::bin_dir().join("lab-tests-state");
+    let lab = Labctl::new("tests/labs/e2e.yaml", &state_base);
+
+    let mut total = Totals::default();
+    total.add(&libtest_mimic::run(&args, bad_input::trials(&lab)));
+
+    let lab_trials = lifecycle::trials(&lab);
+    let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));
+    if lab_trials.iter().any(wanted) || args.list {
+        if !args.list {
+            // Leftovers of an interrupted earlier run go first.
+            lab.run(&["down"]);
+            eprintln!("lab suite: bringing up tests/labs/e2e.yaml (progress below)");
+            let up = lab.command().arg("up").status().expect("run labctl up");
+            if !up.success() {
+                eprintln!("lab suite: `labctl up` failed; no lab tests can run");
+                save_artifacts(&lab);
+                lab.run(&["down"]);
+                total.failed += 1;
+                return total.finish();
+            }
+        }
+        let conclusion = libtest_mimic::run(&args, lab_trials);
+        if conclusion.has_failed() {
+            save_artifacts(&lab);
+        }
+        total.add(&conclusion);
+        if !args.list {
+            total.add(&libtest_mimic::run(&args, vec![lifecycle::teardown_trial(&lab)]));
+        }
+    }
+    // Whatever happened above, nothing of the lab survives the suite.
+    lab.run(&["down"]);
+    total.finish()
+}
+
+#[derive(Default)]
+struct Totals {
+    passed: u64,
+    failed: u64,
+}
+
+impl Totals {
+    fn add(&mut self, c: &Conclusion) {
+        self.passed += c.num_passed;
+        self.failed += c.num_failed;
+    }
+
+    fn finish(self) -> ExitCode {
+        println!("lab: {} passed, {} failed", self.passed, self.failed);
+        if self.failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Keeps what explains a failure: consoles, supervisor log, dmesg, agent log.
+fn save_artifacts(lab: &Labctl) {
+    let dest = util::bin_dir().join("lab-artifacts").join(format!(
+        "{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    ));
+    let _ = std::fs::create_dir_all(&dest);
+    let state = lab.state_dir("e2e");
+    for entry in std::fs::read_dir(&state).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".log") || name.ends_with(".exit") || name == "state.json" {
+            let _ = std::fs::copy(entry.path(), dest.join(&name));
+        }
+    }
+    for node in ["server", "client"] {
+        let run = lab.run(&[
+            "exec",
+            node,
+            "--",
+            "dmesg | tail -n 80; echo ---; tail -n 80 /var/log/rdma-agent.log",
+        ]);
+        let _ = std::fs::write(dest.join(format!("{node}.node-logs.txt")), run.stdout + &run.stderr);
+    }
+    eprintln!("lab suite: failure artifacts saved in {}", dest.display());
+}

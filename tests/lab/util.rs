@@ -1,0 +1,120 @@
+//! Running the real `labctl` binary against a test lab.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use libtest_mimic::Failed;
+
+/// The release directory this test binary was built into (labctl and
+/// rdma-agent sit beside it).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..").to_path_buf()
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the repo").to_path_buf()
+}
+
+/// How a test talks to labctl: a labs file and a private state directory.
+#[derive(Clone)]
+pub struct Labctl {
+    /// The labs file.
+    pub file: PathBuf,
+    /// LABCTL_STATE_DIR for this suite.
+    pub state_base: PathBuf,
+}
+
+/// What a labctl run did.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Fails unless labctl exited 0.
+    pub fn ok(self) -> Result<Run, Failed> {
+        if self.code != 0 {
+            return Err(format!("labctl exited {}\nstdout:\n{}\nstderr:\n{}", self.code, self.stdout, self.stderr).into());
+        }
+        Ok(self)
+    }
+
+    /// stdout parsed as JSON.
+    pub fn json(&self) -> Result<serde_json::Value, Failed> {
+        serde_json::from_str(&self.stdout).map_err(|e| format!("stdout is not JSON ({e}):\n{}", self.stdout).into())
+    }
+}
+
+impl Labctl {
+    /// A labctl for the labs file `file` (relative to the repo).
+    pub fn new(file: &str, state_base: &Path) -> Labctl {
+        Labctl {
+            file: repo().join(file),
+            state_base: state_base.to_path_buf(),
+        }
+    }
+
+    /// The command, ready for arguments.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(bin_dir().join("labctl"));
+        cmd.arg("-f")
+            .arg(&self.file)
+            .env("LABCTL_STATE_DIR", &self.state_base)
+            .env("LABCTL_AGENT", bin_dir().join("rdma-agent"))
+            .env_remove("LABCTL_LAB");
+        cmd
+    }
+
+    /// Runs labctl with `args`.
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out = self.command().args(args).output().expect("run labctl");
+        to_run(out)
+    }
+
+    /// The lab's state directory.
+    pub fn state_dir(&self, lab: &str) -> PathBuf {
+        self.state_base.join(lab)
+    }
+}
+
+fn to_run(out: Output) -> Run {
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Live processes whose command line mentions `needle`.
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(needle) {
+            found.push(format!("{pid}: {text}"));
+        }
+    }
+    found
+}
+
+/// Fails with `msg` unless `cond`.
+pub fn check(cond: bool, msg: impl FnOnce() -> String) -> Result<(), Failed> {
+    if cond {
+        Ok(())
+    } else {
+        Err(msg().into())
+    }
+}
