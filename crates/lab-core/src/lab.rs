@@ -557,28 +557,35 @@ async fn node_status(node: &crate::state::NodeState, vm: Liveness, key: Arc<Priv
                 version: health.version,
                 uptime_s: health.uptime_s,
                 rss_bytes: health.rss_bytes,
-                kernel: info.kernel,
-                rdma_core: info.rdma_core_version,
+                kernel: info.kernel.clone(),
+                rdma_core: info.rdma_core_version.clone(),
             });
-            for dev in info.devices {
-                for port in dev.ports {
-                    status.rdma.push(RdmaDeviceStatus {
-                        device: dev.name.clone(),
-                        netdev: dev.netdev.clone(),
-                        port: port.port,
-                        state: port.state,
-                        active_mtu: port.active_mtu,
-                        gids: port
-                            .gids
-                            .iter()
-                            .map(|g| format!("{} {} {}", g.index, g.gid, g.gid_type))
-                            .collect(),
-                    });
-                }
-            }
+            status.rdma = rdma_ports(&info);
         }
         Err(e) => status.error = Some(e.to_string()),
     }
     session.close().await;
     status
+}
+
+/// Every port of every RDMA device in a NodeInfo reply.
+pub fn rdma_ports(info: &agent_proto::v1::NodeInfoReply) -> Vec<RdmaDeviceStatus> {
+    let mut ports = Vec::new();
+    for dev in &info.devices {
+        for port in &dev.ports {
+            ports.push(RdmaDeviceStatus {
+                device: dev.name.clone(),
+                netdev: dev.netdev.clone(),
+                port: port.port,
+                state: port.state.clone(),
+                active_mtu: port.active_mtu,
+                gids: port
+                    .gids
+                    .iter()
+                    .map(|g| format!("{} {} {}", g.index, g.gid, g.gid_type))
+                    .collect(),
+            });
+        }
+    }
+    ports
 }

@@ -13,15 +13,21 @@
 //! - [`provision`]: rxe setup and agent deployment on a node.
 //! - [`agent`]: the gRPC client to a node's rdma-agent, tunnelled over SSH.
 //! - [`lab`]: `up`, `status`, `exec`, `down`.
+//! - [`run`]: `run`: one workload across two nodes, its record and where it is saved.
 //! - [`progress`]: how long steps report progress.
 #![warn(missing_docs)]
 
 pub mod agent;
+
+/// The agent contract, re-exported for the binary.
+pub use agent_proto;
+
 pub mod image;
 pub mod lab;
 pub mod model;
 pub mod progress;
 pub mod provider;
 pub mod provision;
+pub mod run;
 pub mod ssh;
 pub mod state;

@@ -2,6 +2,7 @@
 
 mod down;
 mod exec;
+mod run;
 mod schema;
 mod ssh;
 mod status;
@@ -43,6 +44,8 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Run a command on a node and return its exit status.
     Exec(exec::ExecArgs),
+    /// Run a workload between two nodes: move bytes, verify them, measure.
+    Run(run::RunArgs),
     /// Open an interactive shell on a node.
     Ssh(ssh::SshArgs),
     /// Print the JSON schema of labs.yaml (for editors).
@@ -76,6 +79,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Down(a) => down::run(&args, a).await,
         Command::Status(a) => status::run(&args, a).await,
         Command::Exec(a) => exec::run(&args, a).await,
+        Command::Run(a) => run::run(&args, a).await,
         Command::Ssh(a) => ssh::run(&args, a),
         Command::Schema => schema::run(),
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
@@ -86,7 +90,10 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     match e.downcast_ref::<LabError>() {
         Some(LabError::Config(_) | LabError::UnknownNode { .. }) => 2,
-        _ => 1,
+        _ => match e.downcast_ref::<lab_core::run::RunError>() {
+            Some(lab_core::run::RunError::Lab(LabError::Config(_) | LabError::UnknownNode { .. })) => 2,
+            _ => 1,
+        },
     }
 }
 

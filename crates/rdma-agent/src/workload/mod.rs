@@ -153,6 +153,7 @@ pub fn post_done_recv(side: &mut Side) -> Result<(), SessionError> {
 
 /// Result fields for a verification outcome.
 pub fn verdict(result: &mut agent_proto::v1::SideResult, outcome: Result<String, String>) {
+    result.checked = true;
     match outcome {
         Ok(detail) => {
             result.verified = true;

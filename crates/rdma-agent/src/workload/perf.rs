@@ -184,6 +184,7 @@ impl Workload for Perf {
         if self.op != PerfOp::Read && problems.is_empty() {
             // Only the server's check counts for these.
             result.verified = false;
+            result.checked = false;
         }
         Ok(result)
     }

@@ -1,0 +1,224 @@
+//! `labctl run WORKLOAD`: move real bytes between two nodes, verify them,
+//! measure, and print (or `--json`) the result; every run is also saved.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args as ClapArgs, ValueEnum};
+use lab_core::run::{default_params, run_workload, RunOptions, RunRecord, WORKLOADS};
+
+use super::{open_lab, Args};
+
+/// How the two sides connect.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Cm {
+    /// rdma_cm; the server's {addr, rkey} travels in the accept's private data.
+    RdmaCm,
+    /// Out of band through the controller, with explicit INIT → RTR → RTS.
+    Oob,
+}
+
+/// How completions are waited for.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Completion {
+    /// Busy-poll the CQ.
+    Poll,
+    /// Sleep on a completion channel.
+    Event,
+}
+
+/// Options of `run`.
+#[derive(Debug, ClapArgs)]
+pub struct RunArgs {
+    /// The workload.
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(WORKLOADS))]
+    pub workload: String,
+    /// The passive node (registers memory, listens).
+    #[arg(long, default_value = "server")]
+    pub server: String,
+    /// The active node (connects, posts the work).
+    #[arg(long, default_value = "client")]
+    pub client: String,
+    /// Message size in bytes (default depends on the workload).
+    #[arg(short, long)]
+    pub size: Option<u64>,
+    /// Operations to run (default depends on the workload).
+    #[arg(short = 'n', long)]
+    pub iterations: Option<u64>,
+    /// Run for this many seconds instead of a number of operations.
+    #[arg(short = 'D', long, conflicts_with = "iterations")]
+    pub duration: Option<f64>,
+    /// Sweep sizes 2 B .. --max-size in powers of two.
+    #[arg(short = 'a', long)]
+    pub all_sizes: bool,
+    /// Largest size of a sweep.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_size: u64,
+    /// Outstanding work requests per QP.
+    #[arg(short = 't', long)]
+    pub tx_depth: Option<u32>,
+    /// Signal one completion every N work requests.
+    #[arg(short = 'Q', long)]
+    pub cq_moderation: Option<u32>,
+    /// Work requests chained per post.
+    #[arg(short = 'l', long)]
+    pub post_list: Option<u32>,
+    /// Send payloads up to this size inline.
+    #[arg(short = 'I', long)]
+    pub inline_size: Option<u32>,
+    /// Number of QPs.
+    #[arg(short = 'q', long, default_value_t = 1)]
+    pub qps: u32,
+    /// Connection setup.
+    #[arg(long, value_enum, default_value = "rdma-cm")]
+    pub cm: Cm,
+    /// Completion handling.
+    #[arg(long, value_enum, default_value = "poll")]
+    pub completion: Completion,
+    /// send-recv: answer every message (ping-pong).
+    #[arg(long)]
+    pub ping_pong: bool,
+    /// write-imm: number of batches (each WRITE_WITH_IMM carries its batch id).
+    #[arg(long)]
+    pub batches: Option<u32>,
+    /// Seed of the payload pattern.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Abort the run after this many seconds.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// Negative test: the client uses a corrupted rkey (expect IBV_WC_REM_ACCESS_ERR).
+    #[arg(long)]
+    pub corrupt_rkey: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
+    let lab = open_lab(args)?;
+    let mut params = default_params(&run.workload);
+    if let Some(size) = run.size {
+        params.size = size;
+    }
+    if let Some(n) = run.iterations {
+        params.iterations = n;
+    }
+    if let Some(d) = run.duration {
+        params.iterations = 0;
+        params.duration_s = d;
+    }
+    params.all_sizes = run.all_sizes;
+    params.max_size = run.max_size;
+    params.tx_depth = run.tx_depth.unwrap_or(params.tx_depth);
+    params.cq_moderation = run.cq_moderation.unwrap_or(params.cq_moderation);
+    params.post_list = run.post_list.unwrap_or(params.post_list);
+    params.inline_size = run.inline_size.unwrap_or(params.inline_size);
+    params.num_qps = run.qps;
+    params.set_cm(match run.cm {
+        Cm::RdmaCm => agent_proto_cm::RdmaCm,
+        Cm::Oob => agent_proto_cm::Oob,
+    });
+    params.set_completion(match run.completion {
+        Completion::Poll => agent_proto_completion::Poll,
+        Completion::Event => agent_proto_completion::Event,
+    });
+    params.ping_pong = run.ping_pong;
+    params.batches = run.batches.unwrap_or(params.batches);
+    params.seed = run.seed;
+    params.corrupt_rkey = run.corrupt_rkey;
+    let opts = RunOptions {
+        params,
+        server: run.server.clone(),
+        client: run.client.clone(),
+        timeout: Duration::from_secs(run.timeout),
+    };
+    let quiet = run.json;
+    let record = run_workload(&lab, &opts, |p| {
+        if !quiet {
+            eprintln!(
+                "  {:>6.1}s {:<8} {} ops, {} bytes{}",
+                p.elapsed_s,
+                p.phase,
+                p.ops,
+                p.bytes,
+                if p.message.is_empty() { String::new() } else { format!(" - {}", p.message) }
+            );
+        }
+    })
+    .await?;
+    if run.json {
+        println!("{}", serde_json::to_string_pretty(&record)?);
+    } else {
+        print_record(&record);
+    }
+    Ok(if record.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+use lab_core::agent_proto::v1::CmMode as agent_proto_cm;
+use lab_core::agent_proto::v1::CompletionMode as agent_proto_completion;
+
+fn print_record(r: &RunRecord) {
+    let p = &r.params;
+    let amount = if p.iterations > 0 {
+        format!("{} B x {}", p.size, p.iterations)
+    } else {
+        format!("{} B for {} s", p.size, p.duration_s)
+    };
+    println!(
+        "{} on lab `{}`: {} -> {} ({}, {}, {})",
+        r.workload, r.lab, r.client.node, r.server.node, p.cm, p.completion, amount
+    );
+    let verdict = if r.verified { "yes" } else { "NO" };
+    println!("  verified    {verdict}");
+    for side in [&r.client, &r.server] {
+        if !side.verify_detail.is_empty() {
+            println!("              {}: {}", side.node, side.verify_detail);
+        }
+    }
+    if !r.server.immediates.is_empty() {
+        println!("  immediates  {:?} (server, in arrival order)", r.server.immediates);
+    }
+    if r.workload == "atomic" {
+        println!("  remote word {:#x} (final value read back)", r.client.atomic_final.max(r.server.atomic_final));
+    }
+    println!(
+        "  moved       {} bytes, {} ops in {:.3} s",
+        r.client.bytes, r.client.ops, r.client.elapsed_s
+    );
+    if r.bw_avg_mib_s > 0.0 {
+        println!(
+            "  bandwidth   avg {:.2} MiB/s ({:.4} Gb/s), peak {:.2} MiB/s, {:.6} Mpps",
+            r.bw_avg_mib_s, r.bw_avg_gbps, r.bw_peak_mib_s, r.msg_rate_mpps
+        );
+    }
+    let l = &r.lat_us;
+    if l.samples > 0 {
+        println!(
+            "  latency us  min {:.1}  typical {:.1}  avg {:.1}  max {:.1}  stdev {:.1}  p99 {:.1}  p99.9 {:.1}  ({} samples)",
+            l.min, l.typical, l.avg, l.max, l.stdev, l.p99, l.p999, l.samples
+        );
+    }
+    let per_gib = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2} s/GiB"));
+    println!(
+        "  cpu         server {:.3} s user {:.3} s sys ({})   client {:.3} s user {:.3} s sys ({})",
+        r.cpu.server.user_s,
+        r.cpu.server.system_s,
+        per_gib(r.cpu.server.per_gib_s),
+        r.cpu.client.user_s,
+        r.cpu.client.system_s,
+        per_gib(r.cpu.client.per_gib_s)
+    );
+    if !r.sweep.is_empty() {
+        println!("  {:>10} {:>8} {:>12} {:>12} {:>10} {:>12}", "size", "iters", "avg MiB/s", "peak MiB/s", "Mpps", "typical us");
+        for s in &r.sweep {
+            println!(
+                "  {:>10} {:>8} {:>12.2} {:>12.2} {:>10.6} {:>12.1}",
+                s.size, s.iterations, s.bw_avg_mib_s, s.bw_peak_mib_s, s.msg_rate_mpps, s.lat_us.typical
+            );
+        }
+    }
+    if let Some(path) = &r.saved_to {
+        println!("  saved       {path}");
+    }
+}
