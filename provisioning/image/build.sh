@@ -7,7 +7,7 @@
 # The VM runs entirely from RAM; per-node identity rides on a second small
 # cpio archive that labctl appends at boot (the kernel unpacks both).
 #
-# Usage: build.sh OUT_DIR      (run as root, or where mmdebstrap can unshare)
+# Usage: build.sh OUT_DIR      (as root: the node files are set up with chroot)
 # Env:   LAB_SUITE (bookworm), LAB_MIRROR (Debian default), LAB_EXTRA_PACKAGES
 set -euo pipefail
 
@@ -16,6 +16,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 suite=${LAB_SUITE:-bookworm}
 mirror=${LAB_MIRROR:-}
 
+[ "$(id -u)" -eq 0 ] || {
+    echo "build.sh: building the node image needs root (it chroots into the new root filesystem); run the first labctl up as root or with sudo" >&2
+    exit 3
+}
 for tool in mmdebstrap cpio gzip; do
     command -v "$tool" >/dev/null || {
         echo "build.sh: '$tool' is missing; install it with: apt-get install -y mmdebstrap cpio gzip" >&2

@@ -13,13 +13,31 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         Trial::test(name, move || f(&lab))
     };
     vec![
-        t("test_malformed_labs_yaml_names_file_line_and_fix", test_malformed_labs_yaml_names_file_line_and_fix),
-        t("test_missing_labs_file_says_where_it_looked", test_missing_labs_file_says_where_it_looked),
+        t(
+            "test_malformed_labs_yaml_names_file_line_and_fix",
+            test_malformed_labs_yaml_names_file_line_and_fix,
+        ),
+        t(
+            "test_missing_labs_file_says_where_it_looked",
+            test_missing_labs_file_says_where_it_looked,
+        ),
         t("test_unknown_lab_lists_the_labs", test_unknown_lab_lists_the_labs),
-        t("test_down_of_a_lab_never_up_succeeds", test_down_of_a_lab_never_up_succeeds),
-        t("test_missing_qemu_says_what_to_install", test_missing_qemu_says_what_to_install),
-        t("test_port_in_use_is_named_and_nothing_is_left", test_port_in_use_is_named_and_nothing_is_left),
-        t("test_vm_that_does_not_boot_shows_its_console", test_vm_that_does_not_boot_shows_its_console),
+        t(
+            "test_down_of_a_lab_never_up_succeeds",
+            test_down_of_a_lab_never_up_succeeds,
+        ),
+        t(
+            "test_missing_qemu_says_what_to_install",
+            test_missing_qemu_says_what_to_install,
+        ),
+        t(
+            "test_port_in_use_is_named_and_nothing_is_left",
+            test_port_in_use_is_named_and_nothing_is_left,
+        ),
+        t(
+            "test_vm_that_does_not_boot_shows_its_console",
+            test_vm_that_does_not_boot_shows_its_console,
+        ),
     ]
 }
 
@@ -48,40 +66,58 @@ fn nothing_left(lab: &Labctl, name: &str) -> Result<(), Failed> {
 }
 
 fn test_malformed_labs_yaml_names_file_line_and_fix(lab: &Labctl) -> Result<(), Failed> {
-    let path = labs_file("bad-cpus.yaml", "labs:\n  - name: bad\n    nodes:\n      - name: a\n        cpus: 0\n");
+    let path = labs_file(
+        "bad-cpus.yaml",
+        "labs:\n  - name: bad\n    nodes:\n      - name: a\n        cpus: 0\n",
+    );
     let run = with_file(lab, path).run(&["status"]);
     check(run.code == 2, || format!("exit {} (want 2): {}", run.code, run.stderr))?;
-    check(run.stderr.contains("bad-cpus.yaml:5:"), || format!("no file:line in: {}", run.stderr))?;
+    check(run.stderr.contains("bad-cpus.yaml:5:"), || {
+        format!("no file:line in: {}", run.stderr)
+    })?;
     check(run.stderr.contains("fix:"), || format!("no fix in: {}", run.stderr))
 }
 
 fn test_missing_labs_file_says_where_it_looked(lab: &Labctl) -> Result<(), Failed> {
     let run = with_file(lab, bin_dir().join("no-such-labs.yaml")).run(&["status"]);
     check(run.code == 2, || format!("exit {}: {}", run.code, run.stderr))?;
-    check(run.stderr.contains("no-such-labs.yaml"), || format!("message: {}", run.stderr))
+    check(run.stderr.contains("no-such-labs.yaml"), || {
+        format!("message: {}", run.stderr)
+    })
 }
 
 fn test_unknown_lab_lists_the_labs(lab: &Labctl) -> Result<(), Failed> {
     let run = lab.run(&["--lab", "nope", "status"]);
     check(run.code == 2, || format!("exit {}: {}", run.code, run.stderr))?;
-    check(run.stderr.contains("nope") && run.stderr.contains("e2e"), || format!("message: {}", run.stderr))
+    check(run.stderr.contains("nope") && run.stderr.contains("e2e"), || {
+        format!("message: {}", run.stderr)
+    })
 }
 
 fn test_down_of_a_lab_never_up_succeeds(lab: &Labctl) -> Result<(), Failed> {
-    let path = labs_file("never-up.yaml", "labs:\n  - name: never-up\n    nodes:\n      - name: a\n");
+    let path = labs_file(
+        "never-up.yaml",
+        "labs:\n  - name: never-up\n    nodes:\n      - name: a\n",
+    );
     let run = with_file(lab, path).run(&["down"]).ok()?;
-    check(run.stdout.contains("nothing to remove"), || format!("down said: {}", run.stdout))
+    check(run.stdout.contains("nothing to remove"), || {
+        format!("down said: {}", run.stdout)
+    })
 }
 
 fn test_missing_qemu_says_what_to_install(lab: &Labctl) -> Result<(), Failed> {
-    let path = labs_file("no-qemu.yaml", "labs:\n  - name: no-qemu\n    nodes:\n      - name: a\n");
+    let path = labs_file(
+        "no-qemu.yaml",
+        "labs:\n  - name: no-qemu\n    nodes:\n      - name: a\n",
+    );
     let lab = with_file(lab, path);
     let out = lab.command().arg("up").env("PATH", "/nonexistent").output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     check(!out.status.success(), || "up succeeded without qemu".into())?;
-    check(stderr.contains("qemu-system-x86_64") && stderr.contains("apt-get install -y qemu-system-x86"), || {
-        format!("message: {stderr}")
-    })?;
+    check(
+        stderr.contains("qemu-system-x86_64") && stderr.contains("apt-get install -y qemu-system-x86"),
+        || format!("message: {stderr}"),
+    )?;
     nothing_left(&lab, "no-qemu")
 }
 
@@ -95,9 +131,10 @@ fn test_port_in_use_is_named_and_nothing_is_left(lab: &Labctl) -> Result<(), Fai
     let lab = with_file(lab, path);
     let run = lab.run(&["up"]);
     check(run.code != 0, || "up succeeded on a taken port".into())?;
-    check(run.stderr.contains(&format!("port {port}")) && run.stderr.contains("already in use"), || {
-        format!("message: {}", run.stderr)
-    })?;
+    check(
+        run.stderr.contains(&format!("port {port}")) && run.stderr.contains("already in use"),
+        || format!("message: {}", run.stderr),
+    )?;
     nothing_left(&lab, "port-taken")
 }
 
@@ -113,12 +150,16 @@ fn test_vm_that_does_not_boot_shows_its_console(lab: &Labctl) -> Result<(), Fail
     let started = std::time::Instant::now();
     let run = lab.run(&["up", "--ssh-timeout", "180"]);
     check(run.code != 0, || format!("a 256 MiB node booted?\n{}", run.stdout))?;
-    check(run.stderr.contains("node `tiny`") && run.stderr.contains("the VM is not running"), || {
-        format!("message: {}", run.stderr)
+    check(
+        run.stderr.contains("node `tiny`") && run.stderr.contains("the VM is not running"),
+        || format!("message: {}", run.stderr),
+    )?;
+    check(
+        run.stderr.contains("Kernel panic") || run.stderr.contains("Out of memory") || run.stderr.contains("Initramfs"),
+        || format!("no console tail in: {}", run.stderr),
+    )?;
+    check(started.elapsed().as_secs() < 170, || {
+        "up waited for the SSH timeout instead of noticing the VM exit".into()
     })?;
-    check(run.stderr.contains("Kernel panic") || run.stderr.contains("Out of memory") || run.stderr.contains("Initramfs"), || {
-        format!("no console tail in: {}", run.stderr)
-    })?;
-    check(started.elapsed().as_secs() < 170, || "up waited for the SSH timeout instead of noticing the VM exit".into())?;
     nothing_left(&lab, "no-boot")
 }

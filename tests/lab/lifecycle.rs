@@ -12,14 +12,30 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         Trial::test(name, move || f(&lab))
     };
     vec![
-        t("test_status_shows_rxe_active_on_every_node", test_status_shows_rxe_active_on_every_node),
-        t("test_rc_pingpong_crosses_the_rxe_link", test_rc_pingpong_crosses_the_rxe_link),
-        t("test_exec_returns_exit_status_and_stderr", test_exec_returns_exit_status_and_stderr),
+        t(
+            "test_status_shows_rxe_active_on_every_node",
+            test_status_shows_rxe_active_on_every_node,
+        ),
+        t(
+            "test_rc_pingpong_crosses_the_rxe_link",
+            test_rc_pingpong_crosses_the_rxe_link,
+        ),
+        t(
+            "test_exec_returns_exit_status_and_stderr",
+            test_exec_returns_exit_status_and_stderr,
+        ),
         t("test_second_up_only_verifies", test_second_up_only_verifies),
         t("test_unknown_node_is_named", test_unknown_node_is_named),
+        t("test_ssh_opens_a_shell_on_the_node", test_ssh_opens_a_shell_on_the_node),
         t("test_changed_host_key_is_refused", test_changed_host_key_is_refused),
-        t("test_agent_listens_on_loopback_only", test_agent_listens_on_loopback_only),
-        t("test_killed_agent_is_respawned_and_healthy", test_killed_agent_is_respawned_and_healthy),
+        t(
+            "test_agent_listens_on_loopback_only",
+            test_agent_listens_on_loopback_only,
+        ),
+        t(
+            "test_killed_agent_is_respawned_and_healthy",
+            test_killed_agent_is_respawned_and_healthy,
+        ),
     ]
 }
 
@@ -48,25 +64,42 @@ fn test_status_shows_rxe_active_on_every_node(lab: &Labctl) -> Result<(), Failed
             format!("{name}: agent {}", node["agent"])
         })?;
         let port = &node["rdma"][0];
-        check(port["state"] == "PORT_ACTIVE", || format!("{name}: rdma {}", node["rdma"]))?;
+        check(port["state"] == "PORT_ACTIVE", || {
+            format!("{name}: rdma {}", node["rdma"])
+        })?;
         check(port["device"].as_str().is_some_and(|d| d.starts_with("rxe")), || {
             format!("{name}: device {}", port["device"])
         })?;
-        check(port["active_mtu"] == 1024, || format!("{name}: mtu {}", port["active_mtu"]))?;
-        check(!port["netdev"].as_str().unwrap_or("").is_empty(), || format!("{name}: no netdev"))?;
+        check(port["active_mtu"] == 1024, || {
+            format!("{name}: mtu {}", port["active_mtu"])
+        })?;
+        check(!port["netdev"].as_str().unwrap_or("").is_empty(), || {
+            format!("{name}: no netdev")
+        })?;
     }
     Ok(())
 }
 
 fn test_rc_pingpong_crosses_the_rxe_link(lab: &Labctl) -> Result<(), Failed> {
     // GID index 1 is the RoCEv2 GID of the data address (::ffff:10.77.0.x).
-    let server = lab.command()
-        .args(["exec", "server", "--", "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096"])
+    let server = lab
+        .command()
+        .args([
+            "exec",
+            "server",
+            "--",
+            "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let client = lab.run(&["exec", "client", "--", "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096 server"]);
+    let client = lab.run(&[
+        "exec",
+        "client",
+        "--",
+        "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096 server",
+    ]);
     let server = server.wait_with_output()?;
     let server_out = String::from_utf8_lossy(&server.stdout);
     check(client.code == 0 && server.status.success(), || {
@@ -80,10 +113,14 @@ fn test_rc_pingpong_crosses_the_rxe_link(lab: &Labctl) -> Result<(), Failed> {
             String::from_utf8_lossy(&server.stderr)
         )
     })?;
-    // 200 round trips of 4 KiB each way: 819200 bytes per side.
+    // 200 round trips of 4 KiB; ibv_rc_pingpong counts both directions.
     for (side, out) in [("client", client.stdout.as_str()), ("server", &server_out)] {
-        check(out.contains("819200 bytes in"), || format!("{side} moved the wrong amount:\n{out}"))?;
-        check(out.contains("remote address: LID 0x0000"), || format!("{side} no RoCE peer:\n{out}"))?;
+        check(out.contains("1638400 bytes in"), || {
+            format!("{side} moved the wrong amount:\n{out}")
+        })?;
+        check(out.contains("remote address: LID 0x0000"), || {
+            format!("{side} no RoCE peer:\n{out}")
+        })?;
     }
     Ok(())
 }
@@ -100,9 +137,13 @@ fn test_exec_returns_exit_status_and_stderr(lab: &Labctl) -> Result<(), Failed> 
 fn test_second_up_only_verifies(lab: &Labctl) -> Result<(), Failed> {
     let before = status(lab)?;
     let run = lab.run(&["up"]).ok()?;
-    check(run.stdout.contains("was already up (verified)"), || format!("second up said:\n{}", run.stdout))?;
+    check(run.stdout.contains("was already up (verified)"), || {
+        format!("second up said:\n{}", run.stdout)
+    })?;
     let after = status(lab)?;
-    check(before["created_at"] == after["created_at"], || "second up recreated the lab".into())?;
+    check(before["created_at"] == after["created_at"], || {
+        "second up recreated the lab".into()
+    })?;
     check(
         before["provider_state"]["supervisor_pid"] == after["provider_state"]["supervisor_pid"],
         || "second up restarted the VMs".into(),
@@ -112,8 +153,33 @@ fn test_second_up_only_verifies(lab: &Labctl) -> Result<(), Failed> {
 fn test_unknown_node_is_named(lab: &Labctl) -> Result<(), Failed> {
     let run = lab.run(&["exec", "nosuchnode", "--", "true"]);
     check(run.code == 2, || format!("exit {} (want 2): {}", run.code, run.stderr))?;
-    check(run.stderr.contains("no node `nosuchnode`") && run.stderr.contains("server, client"), || {
-        format!("message: {}", run.stderr)
+    check(
+        run.stderr.contains("no node `nosuchnode`") && run.stderr.contains("server, client"),
+        || format!("message: {}", run.stderr),
+    )
+}
+
+fn test_ssh_opens_a_shell_on_the_node(lab: &Labctl) -> Result<(), Failed> {
+    // Without a terminal, ssh runs the login shell on stdin: a scripted session.
+    let mut child = lab
+        .command()
+        .args(["ssh", "client"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
+        stdin.write_all(b"hostname; cat /sys/class/infiniband/rxe0/ports/1/state; exit 5\n")?;
+    }
+    let out = child.wait_with_output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    check(out.status.code() == Some(5), || {
+        format!("exit {:?}: {}", out.status.code(), String::from_utf8_lossy(&out.stderr))
+    })?;
+    check(stdout.contains("client") && stdout.contains("ACTIVE"), || {
+        format!("output: {stdout}")
     })
 }
 
@@ -128,18 +194,28 @@ fn test_changed_host_key_is_refused(lab: &Labctl) -> Result<(), Failed> {
     let run = lab.run(&["exec", "server", "--", "true"]);
     std::fs::write(&path, original)?;
     check(run.code != 0, || "exec succeeded with a wrong pinned key".into())?;
-    check(run.stderr.contains("host key changed"), || format!("message: {}", run.stderr))?;
+    check(run.stderr.contains("host key changed"), || {
+        format!("message: {}", run.stderr)
+    })?;
     lab.run(&["exec", "server", "--", "true"]).ok().map(|_| ())
 }
 
 fn test_agent_listens_on_loopback_only(lab: &Labctl) -> Result<(), Failed> {
     let listening = lab.run(&["exec", "server", "--", "ss -Hltn 'sport = :7470'"]).ok()?;
-    check(listening.stdout.contains("127.0.0.1:7470"), || format!("ss: {}", listening.stdout))?;
-    check(!listening.stdout.contains("0.0.0.0:7470") && !listening.stdout.contains("*:7470"), || {
-        format!("agent listens beyond loopback: {}", listening.stdout)
+    check(listening.stdout.contains("127.0.0.1:7470"), || {
+        format!("ss: {}", listening.stdout)
     })?;
+    check(
+        !listening.stdout.contains("0.0.0.0:7470") && !listening.stdout.contains("*:7470"),
+        || format!("agent listens beyond loopback: {}", listening.stdout),
+    )?;
     // From the other node, over the data link, the port is closed.
-    let probe = lab.run(&["exec", "client", "--", "timeout 5 bash -c 'echo > /dev/tcp/server/7470'"]);
+    let probe = lab.run(&[
+        "exec",
+        "client",
+        "--",
+        "timeout 5 bash -c 'echo > /dev/tcp/server/7470'",
+    ]);
     check(probe.code != 0, || "the agent port answered from the other node".into())
 }
 
@@ -148,7 +224,8 @@ fn test_killed_agent_is_respawned_and_healthy(lab: &Labctl) -> Result<(), Failed
     lab.run(&["exec", "client", "--", "pkill -9 -x rdma-agent"]).ok()?;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let s = status(lab)?;
+        // While the agent restarts, status exits non-zero; its JSON still tells.
+        let s = lab.run(&["status", "--json"]).json()?;
         let client = &s["nodes"][1];
         if client["error"].is_null() && client["agent"]["version"] == env!("CARGO_PKG_VERSION") {
             let after = lab.run(&["exec", "client", "--", "pgrep -x rdma-agent"]).ok()?;
@@ -164,7 +241,9 @@ fn test_killed_agent_is_respawned_and_healthy(lab: &Labctl) -> Result<(), Failed
 fn test_down_removes_every_process_and_file(lab: &Labctl) -> Result<(), Failed> {
     let dir = lab.state_dir("e2e");
     let dir_text = dir.display().to_string();
-    check(!processes_mentioning(&dir_text).is_empty(), || "no lab process before down?".into())?;
+    check(!processes_mentioning(&dir_text).is_empty(), || {
+        "no lab process before down?".into()
+    })?;
     let started = std::time::Instant::now();
     let run = lab.run(&["down"]).ok()?;
     let took = started.elapsed();
@@ -174,5 +253,7 @@ fn test_down_removes_every_process_and_file(lab: &Labctl) -> Result<(), Failed> 
     check(!dir.exists(), || format!("{} still exists", dir.display()))?;
     eprintln!("down took {:.1}s", took.as_secs_f64());
     let again = lab.run(&["down"]).ok()?;
-    check(again.stdout.contains("nothing to remove"), || format!("second down said: {}", again.stdout))
+    check(again.stdout.contains("nothing to remove"), || {
+        format!("second down said: {}", again.stdout)
+    })
 }

@@ -12,6 +12,7 @@
 mod bad_input;
 mod lifecycle;
 mod util;
+mod workloads;
 
 use std::process::ExitCode;
 
@@ -25,15 +26,21 @@ fn main() -> ExitCode {
     let state_base = util::bin_dir().join("lab-tests-state");
     let lab = Labctl::new("tests/labs/e2e.yaml", &state_base);
 
+    // Leftovers of an interrupted earlier run go first: its lab (VMs and all),
+    // then whatever else it left in the suite's private state directory.
+    if !args.list {
+        lab.run(&["down"]);
+        let _ = std::fs::remove_dir_all(&state_base);
+    }
+
     let mut total = Totals::default();
     total.add(&libtest_mimic::run(&args, bad_input::trials(&lab)));
 
-    let lab_trials = lifecycle::trials(&lab);
+    let mut lab_trials = lifecycle::trials(&lab);
+    lab_trials.extend(workloads::trials(&lab));
     let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));
     if lab_trials.iter().any(wanted) || args.list {
         if !args.list {
-            // Leftovers of an interrupted earlier run go first.
-            lab.run(&["down"]);
             eprintln!("lab suite: bringing up tests/labs/e2e.yaml (progress below)");
             let up = lab.command().arg("up").status().expect("run labctl up");
             if !up.success() {

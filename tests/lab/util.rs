@@ -9,12 +9,18 @@ use libtest_mimic::Failed;
 /// rdma-agent sit beside it).
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/..")
+        .to_path_buf()
 }
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the repo").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is in the repo")
+        .to_path_buf()
 }
 
 /// How a test talks to labctl: a labs file and a private state directory.
@@ -37,7 +43,11 @@ impl Run {
     /// Fails unless labctl exited 0.
     pub fn ok(self) -> Result<Run, Failed> {
         if self.code != 0 {
-            return Err(format!("labctl exited {}\nstdout:\n{}\nstderr:\n{}", self.code, self.stdout, self.stderr).into());
+            return Err(format!(
+                "labctl exited {}\nstdout:\n{}\nstderr:\n{}",
+                self.code, self.stdout, self.stderr
+            )
+            .into());
         }
         Ok(self)
     }
@@ -93,11 +103,15 @@ pub fn processes_mentioning(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         if pid == std::process::id() {
             continue;
         }
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         if stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) {
             continue;

@@ -43,7 +43,9 @@ pub const RECIPE: &[(&str, &str)] = &[
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     /// A host tool the recipe needs is not installed.
-    #[error("`{tool}` is not installed; the node image is built with it. Install it with: apt-get install -y {package}")]
+    #[error(
+        "`{tool}` is not installed; the node image is built with it. Install it with: apt-get install -y {package}"
+    )]
     MissingTool {
         /// The command.
         tool: &'static str,
@@ -95,6 +97,12 @@ pub fn recipe_hash() -> String {
         h.update(name.as_bytes());
         h.update([0]);
         h.update(text.as_bytes());
+        h.update([0]);
+    }
+    // build.sh reads these; an image built with them is a different image.
+    for var in ["LAB_SUITE", "LAB_MIRROR", "LAB_EXTRA_PACKAGES"] {
+        h.update(var.as_bytes());
+        h.update(std::env::var(var).unwrap_or_default().as_bytes());
         h.update([0]);
     }
     hex::encode(&h.finalize()[..8])

@@ -153,13 +153,22 @@ impl Lab {
 
     /// Brings the lab up, or verifies it when it is already up.
     pub async fn up(&self, opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpOutcome, LabError> {
+        let existed = self.dir.exists();
         let _lock = self.lock(opts.lock_wait)?;
-        let agent = AgentBinary::load(&opts.agent_binary, env!("CARGO_PKG_VERSION")).map_err(|source| {
-            LabError::AgentBinary {
+        // Checks that fail before anything is created leave nothing behind,
+        // not even the directory that holds the lock.
+        let discard = |e: LabError| {
+            if !existed {
+                let _ = self.dir.remove();
+            }
+            e
+        };
+        let agent = AgentBinary::load(&opts.agent_binary, env!("CARGO_PKG_VERSION"))
+            .map_err(|source| LabError::AgentBinary {
                 path: opts.agent_binary.clone(),
                 source,
-            }
-        })?;
+            })
+            .map_err(discard)?;
         match self.dir.load()? {
             Some(state) if state.phase == Phase::Ready => {
                 self.verify(state, &agent, reporter).await?;
@@ -171,8 +180,11 @@ impl Lab {
             }
             None => {}
         }
-        let provider = self.provider()?;
-        provider.preflight(&self.spec, &self.nodes).await?;
+        let provider = self.provider().map_err(discard)?;
+        provider
+            .preflight(&self.spec, &self.nodes)
+            .await
+            .map_err(|e| discard(e.into()))?;
         match self.create(provider.as_ref(), opts, &agent, reporter).await {
             Ok(()) => Ok(UpOutcome::Created),
             Err(e) if opts.keep_on_failure => {
@@ -180,7 +192,10 @@ impl Lab {
                     state.phase = Phase::Failed;
                     let _ = self.dir.save(&state);
                 }
-                reporter.note("lab", &format!("keeping the failed lab in {}", self.dir.root().display()));
+                reporter.note(
+                    "lab",
+                    &format!("keeping the failed lab in {}", self.dir.root().display()),
+                );
                 Err(e)
             }
             Err(e) => {
@@ -201,7 +216,11 @@ impl Lab {
         reporter: &dyn Reporter,
     ) -> Result<(), LabError> {
         self.dir.create()?;
-        let mut state = LabState::new(&self.spec.name, &self.spec.provider.to_string(), &self.spec.fabric.to_string());
+        let mut state = LabState::new(
+            &self.spec.name,
+            &self.spec.provider.to_string(),
+            &self.spec.fabric.to_string(),
+        );
         self.dir.save(&state)?;
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         let authorized = ssh::public_line(key.public_key());
@@ -241,10 +260,8 @@ impl Lab {
                     agent,
                     ssh_wait,
                 };
-                let result = provision::provision_node(job, reporter, || {
-                    provider.check_alive(&self.dir, snapshot, &name)
-                })
-                .await;
+                let result =
+                    provision::provision_node(job, reporter, || provider.check_alive(&self.dir, snapshot, &name)).await;
                 match result {
                     Ok(session) => {
                         session.close().await;
@@ -283,10 +300,12 @@ impl Lab {
         let provider = self.provider()?;
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         for node in &state.nodes {
-            provider.check_alive(&self.dir, &state, &node.name).map_err(|e| LabError::Unhealthy {
-                lab: self.spec.name.clone(),
-                reason: e.to_string(),
-            })?;
+            provider
+                .check_alive(&self.dir, &state, &node.name)
+                .map_err(|e| LabError::Unhealthy {
+                    lab: self.spec.name.clone(),
+                    reason: e.to_string(),
+                })?;
         }
         let mut nodes = state.nodes.clone();
         let checks = nodes.iter_mut().map(|node| {
@@ -294,8 +313,13 @@ impl Lab {
             async move {
                 let session = Arc::new(connect_pinned(node, key, Duration::from_secs(20)).await?);
                 let name = node.name.clone();
-                crate::progress::step(reporter, &name, "verify agent", provision::deploy_agent(&session, node, agent))
-                    .await?;
+                crate::progress::step(
+                    reporter,
+                    &name,
+                    "verify agent",
+                    provision::deploy_agent(&session, node, agent),
+                )
+                .await?;
                 session.close().await;
                 Ok::<(), LabError>(())
             }
@@ -346,12 +370,7 @@ impl Lab {
     }
 
     /// Runs `command` on `node`, streaming its output; returns its exit status.
-    pub async fn exec(
-        &self,
-        node: &str,
-        command: &str,
-        on_output: impl FnMut(bool, &[u8]),
-    ) -> Result<i32, LabError> {
+    pub async fn exec(&self, node: &str, command: &str, on_output: impl FnMut(bool, &[u8])) -> Result<i32, LabError> {
         let state = self.state()?;
         let session = self.connect(&state, node).await?;
         let status = session.exec_streaming(command, None, on_output).await?;

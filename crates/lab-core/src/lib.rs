@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod bench;
 
 /// The agent contract, re-exported for the binary.
 pub use agent_proto;

@@ -173,9 +173,7 @@ impl ConfigError {
             ConfigError::Invalid { message, .. } => message.clone(),
             ConfigError::NotFound { .. } => "file not found".into(),
             ConfigError::Read { source, .. } => format!("cannot read the file: {source}"),
-            ConfigError::UnknownLab {
-                name, available, ..
-            } => {
+            ConfigError::UnknownLab { name, available, .. } => {
                 format!(
                     "no lab named `{name}`; the labs in this file are: {}",
                     available.join(", ")
@@ -292,11 +290,7 @@ pub struct LabSpec {
 #[serde(deny_unknown_fields)]
 pub struct NodeDefaults {
     /// vCPUs per node (1 to 64). Built-in default: 1.
-    #[serde(
-        default,
-        deserialize_with = "de_cpus",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de_cpus", skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub cpus: Option<u32>,
     /// Memory per node, 256MiB to 64GiB. Built-in default: 1GiB.
@@ -314,11 +308,7 @@ pub struct NodeSpec {
     #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]{0,29}[a-z0-9])?$"))]
     pub name: String,
     /// vCPUs (1 to 64); default: the lab's `defaults.cpus`, else 1.
-    #[serde(
-        default,
-        deserialize_with = "de_cpus",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de_cpus", skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub cpus: Option<u32>,
     /// Memory, 256MiB to 64GiB; default: the lab's `defaults.memory`, else 1GiB.
@@ -327,19 +317,11 @@ pub struct NodeSpec {
     /// The data NIC's address: inside `data_network`, not its network or
     /// broadcast address, unique in the lab. Default: the next free host
     /// address.
-    #[serde(
-        default,
-        deserialize_with = "de_data_addr",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de_data_addr", skip_serializing_if = "Option::is_none")]
     pub data_addr: Option<Ipv4Addr>,
     /// A fixed host port (1024 to 65535) forwarded to the node's SSH port.
     /// Default: a free port picked at `up`.
-    #[serde(
-        default,
-        deserialize_with = "de_ssh_port",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de_ssh_port", skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1024, max = 65535))]
     pub ssh_port: Option<u16>,
 }
@@ -538,9 +520,7 @@ impl fmt::Display for MemorySize {
 /// Why a memory string did not parse.
 fn parse_memory(text: &str) -> Result<MemorySize, Problem> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let unit = unit.trim();
     let syntax = || {
@@ -549,11 +529,7 @@ fn parse_memory(text: &str) -> Result<MemorySize, Problem> {
             "write a size like 512MiB, 1GiB or 1536M (a plain number means MiB)",
         )
     };
-    if number.is_empty()
-        || number.starts_with('.')
-        || number.ends_with('.')
-        || number.matches('.').count() > 1
-    {
+    if number.is_empty() || number.starts_with('.') || number.ends_with('.') || number.matches('.').count() > 1 {
         return Err(syntax());
     }
     let per_unit: u64 = match unit.to_ascii_lowercase().as_str() {
@@ -597,16 +573,11 @@ fn check_memory_mib(mib: u128, text: &str) -> Result<MemorySize, Problem> {
     if mib < lo as u128 {
         let plain = text.trim().chars().all(|c| c.is_ascii_digit());
         let fix = if plain && (1..=64).contains(&mib) {
-            format!(
-                "a plain number means MiB: did you mean {mib}GiB? sizes go from 256MiB to 64GiB"
-            )
+            format!("a plain number means MiB: did you mean {mib}GiB? sizes go from 256MiB to 64GiB")
         } else {
             "use at least 256MiB (1GiB is a good size for a node)".to_string()
         };
-        return Err(Problem::new(
-            format!("{text} is below the minimum of 256MiB"),
-            fix,
-        ));
+        return Err(Problem::new(format!("{text} is below the minimum of 256MiB"), fix));
     }
     if mib > hi as u128 {
         return Err(Problem::new(
@@ -635,10 +606,7 @@ impl<'de> Deserialize<'de> for MemorySize {
             Scalar::Int(n) => check_memory_mib(n as u128, &n.to_string()),
             Scalar::Str(s) => parse_memory(&s),
             other => Err(Problem::new(
-                format!(
-                    "memory must be a size like 1GiB, found {}",
-                    other.describe()
-                ),
+                format!("memory must be a size like 1GiB, found {}", other.describe()),
                 "write a size like 512MiB, 1GiB or 1536M (a plain number means MiB)",
             )),
         })
@@ -786,10 +754,7 @@ impl<'de> Deserialize<'de> for Ipv4Network {
             Scalar::Null => Ok(DEFAULT_DATA_NETWORK),
             Scalar::Str(s) => parse_network(&s),
             other => Err(Problem::new(
-                format!(
-                    "data_network must be ADDRESS/PREFIX, found {}",
-                    other.describe()
-                ),
+                format!("data_network must be ADDRESS/PREFIX, found {}", other.describe()),
                 format!("write it like {}", DEFAULT_DATA_NETWORK),
             )),
         })
@@ -1022,22 +987,12 @@ fn de_image<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
 }
 
 /// A whole number in `range`, for `field`.
-fn int_in<T>(
-    field: &str,
-    v: Scalar<'_>,
-    range: std::ops::RangeInclusive<T>,
-    fix: &str,
-) -> Result<Option<T>, Problem>
+fn int_in<T>(field: &str, v: Scalar<'_>, range: std::ops::RangeInclusive<T>, fix: &str) -> Result<Option<T>, Problem>
 where
     T: Copy + fmt::Display + PartialOrd + TryFrom<i128> + Into<i128>,
 {
     let (lo, hi) = (*range.start(), *range.end());
-    let out_of_range = |n: String| {
-        Problem::new(
-            format!("{n} is out of range ({lo}..={hi})"),
-            fix.to_string(),
-        )
-    };
+    let out_of_range = |n: String| Problem::new(format!("{n} is out of range ({lo}..={hi})"), fix.to_string());
     match v {
         Scalar::Null => Ok(None),
         Scalar::Int(n) => match T::try_from(n) {
@@ -1068,12 +1023,7 @@ where
 
 fn de_cpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
     scalar(d, |v| {
-        int_in(
-            "cpus",
-            v,
-            CPUS_RANGE,
-            "set cpus to a whole number between 1 and 64",
-        )
+        int_in("cpus", v, CPUS_RANGE, "set cpus to a whole number between 1 and 64")
     })
 }
 
@@ -1097,9 +1047,7 @@ fn de_data_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Addr>, D::
                 if a.parse::<Ipv4Addr>().is_ok() {
                     return Err(Problem::new(
                         format!("data_addr `{s}` has a prefix; it is a single address"),
-                        format!(
-                            "write just the address, `{a}`; the prefix comes from data_network"
-                        ),
+                        format!("write just the address, `{a}`; the prefix comes from data_network"),
                     ));
                 }
             }
@@ -1111,10 +1059,7 @@ fn de_data_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Addr>, D::
             })
         }
         other => Err(Problem::new(
-            format!(
-                "data_addr must be an IPv4 address, found {}",
-                other.describe()
-            ),
+            format!("data_addr must be an IPv4 address, found {}", other.describe()),
             "write an address like 10.77.0.2, or leave data_addr out",
         )),
     })
@@ -1241,10 +1186,7 @@ impl LabSpec {
                     .or(self.defaults.memory)
                     .map(|m| m.mib())
                     .unwrap_or(DEFAULT_MEMORY_MIB),
-                data_addr: n
-                    .data_addr
-                    .or_else(|| free.next())
-                    .unwrap_or_else(|| net.broadcast()),
+                data_addr: n.data_addr.or_else(|| free.next()).unwrap_or_else(|| net.broadcast()),
                 data_prefix: net.prefix,
                 ssh_port: n.ssh_port,
             })
@@ -1479,11 +1421,7 @@ fn part_name(part: Part) -> &'static str {
 
 fn unknown_field(part: Part, field: &str) -> Problem {
     let fields = fields_of(part);
-    let list = fields
-        .iter()
-        .map(|f| format!("`{f}`"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let list = fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
     let message = format!("unknown field `{field}` in {}", part_name(part));
     if let Some(m) = did_you_mean(field, fields) {
         return Problem::new(
@@ -1494,14 +1432,15 @@ fn unknown_field(part: Part, field: &str) -> Problem {
     // A field that belongs one level up or down.
     let elsewhere = match part {
         Part::Document if LAB_FIELDS.contains(&field) || NODE_FIELDS.contains(&field) => Some(
-            "the file starts with `labs:`, then a list of labs (`- name: ...`); put this field inside a lab".to_string(),
+            "the file starts with `labs:`, then a list of labs (`- name: ...`); put this field inside a lab"
+                .to_string(),
         ),
         Part::Lab if NODE_FIELDS.contains(&field) && DEFAULTS_FIELDS.contains(&field) => Some(format!(
             "`{field}` is a node setting: put it under `defaults:` for every node, or under one node in `nodes:`"
         )),
-        Part::Lab if NODE_FIELDS.contains(&field) => {
-            Some(format!("`{field}` is a node setting: put it under one node in `nodes:`"))
-        }
+        Part::Lab if NODE_FIELDS.contains(&field) => Some(format!(
+            "`{field}` is a node setting: put it under one node in `nodes:`"
+        )),
         Part::Defaults if NODE_FIELDS.contains(&field) => Some(format!(
             "`{field}` differs per node: set it on each node in `nodes:`; defaults takes only `cpus` and `memory`"
         )),
@@ -1573,7 +1512,10 @@ fn invalid_type(part: Part, found: &str) -> Problem {
             format!("each node must be a mapping with at least `name:`, found {found}"),
             "write the node as `- name: NAME` (a bare `- NAME` is not enough)",
         ),
-        Part::Other => Problem::new(format!("unexpected {found}"), "check the indentation against docs/labs-yaml.md"),
+        Part::Other => Problem::new(
+            format!("unexpected {found}"),
+            "check the indentation against docs/labs-yaml.md",
+        ),
     }
 }
 
@@ -1595,8 +1537,7 @@ fn syntax_problem(raw: &str) -> Problem {
     } else if raw.contains("could not find expected ':'") {
         "a key without `:` (every line in a mapping is `key: value`)".to_string()
     } else if raw.contains("found character that cannot start any token") {
-        "a character that cannot start a YAML value (quote values starting with @, ` or %)"
-            .to_string()
+        "a character that cannot start a YAML value (quote values starting with @, ` or %)".to_string()
     } else if raw.contains("while scanning a quoted scalar") {
         "a quoted value that never ends".to_string()
     } else {
@@ -1636,11 +1577,7 @@ fn translate(text: &str, err: &serde_yaml_ng::Error) -> Located {
         None => (1, 1),
     };
     // Our own problems, framed.
-    if let (Some(s), Some(m), Some(e)) = (
-        raw.find(FRAME_START),
-        raw.find(FRAME_SPLIT),
-        raw.find(FRAME_END),
-    ) {
+    if let (Some(s), Some(m), Some(e)) = (raw.find(FRAME_START), raw.find(FRAME_SPLIT), raw.find(FRAME_END)) {
         let field = raw[..s].trim_end_matches(": ").to_string();
         return Located {
             line,
@@ -1656,11 +1593,7 @@ fn translate(text: &str, err: &serde_yaml_ng::Error) -> Located {
             .filter(|(_, l)| l.starts_with("---"))
             .map(|(i, _)| i + 1)
             .nth(usize::from(!text.trim_start().starts_with("---")).saturating_sub(1) + 1)
-            .or_else(|| {
-                text.lines()
-                    .position(|l| l.starts_with("---"))
-                    .map(|i| i + 1)
-            })
+            .or_else(|| text.lines().position(|l| l.starts_with("---")).map(|i| i + 1))
             .unwrap_or(1);
         return Located {
             line: second,
@@ -1685,10 +1618,7 @@ fn translate(text: &str, err: &serde_yaml_ng::Error) -> Located {
                 line: l,
                 column: c,
                 field: String::new(),
-                problem: Problem::new(
-                    "a quoted value that never ends",
-                    "close the quote on the same line",
-                ),
+                problem: Problem::new("a quoted value that never ends", "close the quote on the same line"),
             };
         }
     }
@@ -1724,20 +1654,10 @@ fn translate(text: &str, err: &serde_yaml_ng::Error) -> Located {
     let (line, column, field, problem) = if msg.starts_with("unknown field") {
         // serde_yaml_ng reports the key's position; the path is the mapping's.
         let name = words.first().copied().unwrap_or("");
-        (
-            line,
-            column,
-            field.clone(),
-            unknown_field(part_of(&segs), name),
-        )
+        (line, column, field.clone(), unknown_field(part_of(&segs), name))
     } else if msg.starts_with("missing field") {
         let name = words.first().copied().unwrap_or("");
-        (
-            line,
-            column,
-            field.clone(),
-            missing_field(part_of(&segs), name),
-        )
+        (line, column, field.clone(), missing_field(part_of(&segs), name))
     } else if msg.starts_with("duplicate field") {
         let name = words.first().copied().unwrap_or("").to_string();
         let issue = Issue {
@@ -1756,21 +1676,13 @@ fn translate(text: &str, err: &serde_yaml_ng::Error) -> Located {
         (at.line, at.column, at.field, at.problem)
     } else if let Some(rest) = msg.strip_prefix("invalid type: ") {
         let found = rest.split(", expected").next().unwrap_or(rest);
-        (
-            line,
-            column,
-            field.clone(),
-            invalid_type(part_of(&segs), found),
-        )
+        (line, column, field.clone(), invalid_type(part_of(&segs), found))
     } else {
         (
             line,
             column,
             field.clone(),
-            Problem::new(
-                msg.to_string(),
-                "check this value against docs/labs-yaml.md",
-            ),
+            Problem::new(msg.to_string(), "check this value against docs/labs-yaml.md"),
         )
     };
     Located {
@@ -1946,9 +1858,7 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
         return Some(Issue::at(
             lab_field(i, "data_network"),
             Aim::Value,
-            format!(
-                "data_network {net} overlaps {QEMU_USER_NETWORK}, the network QEMU gives each VM for SSH"
-            ),
+            format!("data_network {net} overlaps {QEMU_USER_NETWORK}, the network QEMU gives each VM for SSH"),
             format!("pick another private network, like {DEFAULT_DATA_NETWORK}"),
         ));
     }
@@ -1966,10 +1876,7 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
         return Some(Issue::at(
             p,
             Aim::Value,
-            format!(
-                "the lab has {} nodes; at most {MAX_NODES} are allowed",
-                lab.nodes.len()
-            ),
+            format!("the lab has {} nodes; at most {MAX_NODES} are allowed", lab.nodes.len()),
             "remove nodes from here on, or split them into another lab",
         ));
     }
@@ -1981,10 +1888,7 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
             return Some(Issue::at(
                 node_field(i, j, "name"),
                 Aim::Value,
-                format!(
-                    "node name `{}` is already used by nodes[{first}]",
-                    node.name
-                ),
+                format!("node name `{}` is already used by nodes[{first}]", node.name),
                 "give each node of a lab a different name",
             ));
         }
@@ -1997,17 +1901,12 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
                     format!(
                         "use an address between {} and {}, or leave data_addr out",
                         net.host(0).unwrap_or(net.addr),
-                        net.host(net.host_count().saturating_sub(1))
-                            .unwrap_or(net.addr)
+                        net.host(net.host_count().saturating_sub(1)).unwrap_or(net.addr)
                     ),
                 ));
             }
             if !net.is_host(addr) {
-                let which = if addr == net.network() {
-                    "network"
-                } else {
-                    "broadcast"
-                };
+                let which = if addr == net.network() { "network" } else { "broadcast" };
                 return Some(Issue::at(
                     node_field(i, j, "data_addr"),
                     Aim::Value,
@@ -2015,8 +1914,7 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
                     format!(
                         "use an address between {} and {}",
                         net.host(0).unwrap_or(net.addr),
-                        net.host(net.host_count().saturating_sub(1))
-                            .unwrap_or(net.addr)
+                        net.host(net.host_count().saturating_sub(1)).unwrap_or(net.addr)
                     ),
                 ));
             }
@@ -2071,9 +1969,7 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
 fn locate(text: &str, segs: &[Seg], aim: Aim) -> Option<(usize, usize)> {
     let de = serde_yaml_ng::Deserializer::from_str(text);
     match (Locate { segs, aim }).deserialize(de) {
-        Err(e) if e.to_string().contains(LOCATE_MARK) => {
-            e.location().map(|l| (l.line(), l.column()))
-        }
+        Err(e) if e.to_string().contains(LOCATE_MARK) => e.location().map(|l| (l.line(), l.column())),
         _ => None,
     }
 }

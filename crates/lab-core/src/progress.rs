@@ -24,12 +24,7 @@ impl Reporter for Silent {
 }
 
 /// Runs `fut` as step `step` of `scope`, reporting its start and end.
-pub async fn step<T>(
-    reporter: &dyn Reporter,
-    scope: &str,
-    step: &str,
-    fut: impl std::future::Future<Output = T>,
-) -> T {
+pub async fn step<T>(reporter: &dyn Reporter, scope: &str, step: &str, fut: impl std::future::Future<Output = T>) -> T {
     reporter.begin(scope, step);
     let started = std::time::Instant::now();
     let out = fut.await;

@@ -43,7 +43,7 @@ pub enum ProvisionError {
     #[error(transparent)]
     Agent(#[from] AgentError),
     /// The agent runs a different version than this labctl.
-    #[error("node `{node}`: rdma-agent reports version {found} but labctl is {expected} even after redeploying")]
+    #[error("node `{node}`: the deployed rdma-agent reports version {found} but labctl is {expected}; rebuild both from one checkout (cargo build --release -p labctl -p rdma-agent)")]
     AgentVersion {
         /// The node.
         node: String,

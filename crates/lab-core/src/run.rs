@@ -48,7 +48,7 @@ pub enum RunError {
     #[error(transparent)]
     Lab(#[from] LabError),
     /// An agent refused or failed.
-    #[error("node `{node}` ({role}): {status}")]
+    #[error("node `{node}` ({role}): {:?}: {}", status.code(), status.message())]
     Agent {
         /// The node.
         node: String,
@@ -176,7 +176,11 @@ impl ParamsRecord {
             inline_size: p.inline_size,
             num_qps: p.num_qps,
             cm: if p.cm() == CmMode::Oob { "oob" } else { "rdma_cm" },
-            completion: if p.completion() == CompletionMode::Event { "event" } else { "poll" },
+            completion: if p.completion() == CompletionMode::Event {
+                "event"
+            } else {
+                "poll"
+            },
             seed: p.seed,
             ping_pong: p.ping_pong,
             batches: p.batches,
@@ -395,9 +399,7 @@ fn node_record(name: &str, info: NodeInfoReply) -> NodeRecord {
 
 /// Overall verdict: every side that checked passed, and somebody checked.
 pub fn overall_verified(server: &SideResult, client: &SideResult) -> bool {
-    (server.checked || client.checked)
-        && (!server.checked || server.verified)
-        && (!client.checked || client.verified)
+    (server.checked || client.checked) && (!server.checked || server.verified) && (!client.checked || client.verified)
 }
 
 struct Peer {
@@ -416,7 +418,12 @@ impl Peer {
     }
 }
 
-async fn open_peer(lab: &Lab, state: &crate::state::LabState, name: &str, role: &'static str) -> Result<Peer, RunError> {
+async fn open_peer(
+    lab: &Lab,
+    state: &crate::state::LabState,
+    name: &str,
+    role: &'static str,
+) -> Result<Peer, RunError> {
     let node = lab.node_state(state, name)?.clone();
     let session = Arc::new(lab.connect(state, name).await?);
     let client = agent::connect(session, node.agent_port).await?;
@@ -443,8 +450,20 @@ pub async fn run_workload(
         open_peer(lab, &state, &opts.client, "client")
     )?;
     let (server_info, client_info) = futures::try_join!(
-        async { server.client.node_info(NodeInfoRequest {}).await.map_err(|s| server.fail(s)) },
-        async { client.client.node_info(NodeInfoRequest {}).await.map_err(|s| client.fail(s)) }
+        async {
+            server
+                .client
+                .node_info(NodeInfoRequest {})
+                .await
+                .map_err(|s| server.fail(s))
+        },
+        async {
+            client
+                .client
+                .node_info(NodeInfoRequest {})
+                .await
+                .map_err(|s| client.fail(s))
+        }
     )?;
 
     let session_id = format!("{:016x}", rand::random::<u64>());
@@ -452,7 +471,15 @@ pub async fn run_workload(
     if params.timeout_ms == 0 {
         params.timeout_ms = opts.timeout.as_millis() as u64;
     }
-    let result = drive(&mut server, &mut client, &session_id, &params, opts.timeout, &mut on_progress).await;
+    let result = drive(
+        &mut server,
+        &mut client,
+        &session_id,
+        &params,
+        opts.timeout,
+        &mut on_progress,
+    )
+    .await;
     let (server_side, client_side) = match result {
         Ok(sides) => sides,
         Err(e) => {
@@ -609,7 +636,11 @@ async fn drive(
 fn save(lab: &Lab, record: &RunRecord) -> Result<PathBuf, RunError> {
     let dir = lab.dir.results_dir();
     std::fs::create_dir_all(&dir).map_err(|e| RunError::Save(format!("{}: {e}", dir.display())))?;
-    let stamp: String = record.started_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    let stamp: String = record
+        .started_at
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
     let path = dir.join(format!("{stamp}-{}-{}.json", record.workload, record.id));
     let json = serde_json::to_vec_pretty(record).expect("record serialises");
     write_atomic(&path, &json, 0o644).map_err(|e| RunError::Save(e.to_string()))?;
@@ -652,7 +683,10 @@ mod tests {
     #[test]
     fn test_cpu_per_gib_uses_bytes_moved() {
         let s = SideResult {
-            cpu: Some(agent_proto::v1::CpuUsage { user_s: 0.5, system_s: 0.5 }),
+            cpu: Some(agent_proto::v1::CpuUsage {
+                user_s: 0.5,
+                system_s: 0.5,
+            }),
             ..Default::default()
         };
         assert_eq!(cpu(&s, 1 << 30).per_gib_s, Some(1.0));

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use russh::client::{self, Handle};
-use russh::keys::{Algorithm, HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 use russh::keys::PublicKeyOrCertificate;
+use russh::keys::{Algorithm, HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 use russh::{ChannelMsg, Disconnect};
 
 use crate::state::{set_mode, StateError};
@@ -273,7 +273,8 @@ impl SshSession {
         let mut delay = Duration::from_millis(250);
         loop {
             still_alive().map_err(ConnectFailure::NodeDied)?;
-            let attempt_timeout = Duration::from_secs(20).min(wait.saturating_sub(started.elapsed()).max(Duration::from_secs(1)));
+            let attempt_timeout =
+                Duration::from_secs(20).min(wait.saturating_sub(started.elapsed()).max(Duration::from_secs(1)));
             let last = match Self::connect(target, key.clone(), pinned.clone(), attempt_timeout).await {
                 Ok(session) => return Ok(session),
                 Err(e @ (SshError::HostKeyChanged { .. } | SshError::AuthRejected { .. })) => {
@@ -331,6 +332,8 @@ impl SshSession {
                 ChannelMsg::Data { data } => on_output(false, &data),
                 ChannelMsg::ExtendedData { data, .. } => on_output(true, &data),
                 ChannelMsg::ExitStatus { exit_status } => status = exit_status as i32,
+                // As shells report it: 128 + the signal's number.
+                ChannelMsg::ExitSignal { signal_name, .. } => status = 128 + signal_number(&signal_name),
                 _ => {}
             }
         }
@@ -377,7 +380,10 @@ impl SshSession {
             message,
         };
         let channel = self.handle.channel_open_session().await.map_err(|e| self.protocol(e))?;
-        channel.request_subsystem(true, "sftp").await.map_err(|e| self.protocol(e))?;
+        channel
+            .request_subsystem(true, "sftp")
+            .await
+            .map_err(|e| self.protocol(e))?;
         let sftp = SftpSession::new(channel.into_stream())
             .await
             .map_err(|e| sftp_err(e.to_string()))?;
@@ -393,11 +399,7 @@ impl SshSession {
     }
 
     /// Opens a TCP stream to `host:port` as seen from inside the node.
-    pub async fn open_tcp(
-        &self,
-        host: &str,
-        port: u16,
-    ) -> Result<russh::ChannelStream<russh::client::Msg>, SshError> {
+    pub async fn open_tcp(&self, host: &str, port: u16) -> Result<russh::ChannelStream<russh::client::Msg>, SshError> {
         let channel = self
             .handle
             .channel_open_direct_tcpip(host, port as u32, "127.0.0.1", 0)
@@ -419,6 +421,25 @@ pub enum ConnectFailure<E> {
     Ssh(SshError),
     /// The node's liveness check failed while waiting.
     NodeDied(E),
+}
+
+fn signal_number(signal: &russh::Sig) -> i32 {
+    use russh::Sig;
+    match signal {
+        Sig::HUP => 1,
+        Sig::INT => 2,
+        Sig::QUIT => 3,
+        Sig::ILL => 4,
+        Sig::ABRT => 6,
+        Sig::FPE => 8,
+        Sig::KILL => 9,
+        Sig::USR1 => 10,
+        Sig::SEGV => 11,
+        Sig::PIPE => 13,
+        Sig::ALRM => 14,
+        Sig::TERM => 15,
+        _ => 127,
+    }
 }
 
 /// Quotes `arg` for a POSIX shell.
@@ -445,6 +466,41 @@ mod tests {
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         assert_eq!(shell_quote(""), "''");
         assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
+    }
+
+    #[tokio::test]
+    async fn test_ssh_that_never_answers_times_out_naming_the_node() {
+        // A port that accepts connections but never says a word, like a VM
+        // whose sshd hangs.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let target = SshTarget {
+            node: "n1".into(),
+            host: "127.0.0.1".into(),
+            port,
+            user: "root".into(),
+        };
+        let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
+        let started = std::time::Instant::now();
+        let result =
+            SshSession::connect_with_retry(&target, key, None, Duration::from_secs(2), || Ok::<(), ()>(())).await;
+        match result {
+            Err(ConnectFailure::Ssh(e @ SshError::Timeout { .. })) => {
+                let text = e.to_string();
+                assert!(text.contains("node `n1`") && text.contains(&port.to_string()), "{text}");
+            }
+            Err(ConnectFailure::Ssh(e)) => panic!("expected a timeout, got {e}"),
+            Err(ConnectFailure::NodeDied(())) => panic!("node reported dead"),
+            Ok(_) => panic!("connected to a silent port"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        silent.abort();
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub enum StateError {
         source: io::Error,
     },
     /// `state.json` exists but cannot be parsed.
-    #[error("{path}: corrupt lab state ({source}); remove the directory by hand after checking no VM of this lab runs")]
+    #[error("{path}: corrupt lab state ({source}); `labctl down` still removes the lab")]
     Corrupt {
         /// The state file.
         path: PathBuf,

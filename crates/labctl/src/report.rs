@@ -16,7 +16,9 @@ pub fn reporter(quiet: bool) -> Box<dyn Reporter> {
     } else if std::io::stderr().is_terminal() {
         Box::new(Spinners::default())
     } else {
-        Box::new(Lines { started: Instant::now() })
+        Box::new(Lines {
+            started: Instant::now(),
+        })
     }
 }
 

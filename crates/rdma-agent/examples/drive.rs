@@ -6,8 +6,7 @@
 
 use agent_proto::v1::agent_client::AgentClient;
 use agent_proto::v1::{
-    run_event, CmMode, CollectRequest, CompletionMode, ConnectRequest, PrepareRequest, Role,
-    RunRequest, WorkloadParams,
+    run_event, CmMode, CollectRequest, CompletionMode, ConnectRequest, PrepareRequest, Role, RunRequest, WorkloadParams,
 };
 use clap::Parser;
 use tonic::transport::{Channel, Endpoint};
@@ -60,9 +59,7 @@ struct Args {
 
 async fn connect(addr: &str) -> anyhow::Result<AgentClient<Channel>> {
     Ok(AgentClient::new(
-        Endpoint::from_shared(format!("http://{addr}"))?
-            .connect()
-            .await?,
+        Endpoint::from_shared(format!("http://{addr}"))?.connect().await?,
     ))
 }
 

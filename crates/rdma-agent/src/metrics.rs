@@ -11,12 +11,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// Bandwidth of `bytes` moved in `ops` messages over `elapsed`, with the peak
 /// taken over the given windows (bytes, duration) if any.
-pub fn bandwidth(
-    bytes: u64,
-    ops: u64,
-    elapsed: Duration,
-    windows: &[(u64, Duration)],
-) -> Bandwidth {
+pub fn bandwidth(bytes: u64, ops: u64, elapsed: Duration, windows: &[(u64, Duration)]) -> Bandwidth {
     let secs = elapsed.as_secs_f64();
     if secs <= 0.0 {
         return Bandwidth::default();
@@ -83,11 +78,7 @@ pub fn latency(samples_us: &mut [f64]) -> Latency {
     }
     samples_us.sort_by(|a, b| a.total_cmp(b));
     let avg = samples_us.iter().sum::<f64>() / n as f64;
-    let variance = samples_us
-        .iter()
-        .map(|s| (s - avg) * (s - avg))
-        .sum::<f64>()
-        / n as f64;
+    let variance = samples_us.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n as f64;
     Latency {
         min_us: samples_us[0],
         max_us: samples_us[n - 1],

@@ -24,9 +24,7 @@ pub fn collect() -> NodeInfoReply {
 }
 
 fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
 /// rdma-core's version: the Debian package if dpkg knows it, else the version
@@ -110,13 +108,7 @@ fn device(root: &Path, name: &str) -> RdmaDevice {
         .collect();
     let netdev = ports
         .first()
-        .and_then(|p| {
-            read_trimmed(
-                dir.join("ports")
-                    .join(p.port.to_string())
-                    .join("gid_attrs/ndevs/0"),
-            )
-        })
+        .and_then(|p| read_trimmed(dir.join("ports").join(p.port.to_string()).join("gid_attrs/ndevs/0")))
         .unwrap_or_default();
     RdmaDevice {
         name: name.to_string(),
@@ -152,8 +144,7 @@ fn gids(port_dir: &Path) -> Vec<Gid> {
             if gid.chars().all(|c| c == '0' || c == ':') {
                 return None;
             }
-            let gid_type = read_trimmed(port_dir.join("gid_attrs/types").join(i.to_string()))
-                .unwrap_or_default();
+            let gid_type = read_trimmed(port_dir.join("gid_attrs/types").join(i.to_string())).unwrap_or_default();
             Some(Gid {
                 index: i,
                 gid,
@@ -213,16 +204,9 @@ fn find_ipv4_gid_in(root: &Path, addr: Ipv4Addr, device: Option<&str>) -> Option
 
 /// The GID bytes at `index` of `device`/`port` from sysfs.
 pub fn gid_at(device: &str, port: u8, index: u32) -> Option<[u8; 16]> {
-    let path: PathBuf = [
-        SYSFS_IB,
-        device,
-        "ports",
-        &port.to_string(),
-        "gids",
-        &index.to_string(),
-    ]
-    .iter()
-    .collect();
+    let path: PathBuf = [SYSFS_IB, device, "ports", &port.to_string(), "gids", &index.to_string()]
+        .iter()
+        .collect();
     parse_gid(&read_trimmed(path)?)
 }
 
@@ -244,21 +228,9 @@ mod tests {
         std::fs::create_dir_all(port.join("gid_attrs/ndevs")).unwrap();
         std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
         std::fs::write(port.join("link_layer"), "Ethernet\n").unwrap();
-        std::fs::write(
-            port.join("gids/0"),
-            "fe80:0000:0000:0000:5054:00ff:febb:0001\n",
-        )
-        .unwrap();
-        std::fs::write(
-            port.join("gids/1"),
-            "0000:0000:0000:0000:0000:ffff:0a4d:0001\n",
-        )
-        .unwrap();
-        std::fs::write(
-            port.join("gids/2"),
-            "0000:0000:0000:0000:0000:0000:0000:0000\n",
-        )
-        .unwrap();
+        std::fs::write(port.join("gids/0"), "fe80:0000:0000:0000:5054:00ff:febb:0001\n").unwrap();
+        std::fs::write(port.join("gids/1"), "0000:0000:0000:0000:0000:ffff:0a4d:0001\n").unwrap();
+        std::fs::write(port.join("gids/2"), "0000:0000:0000:0000:0000:0000:0000:0000\n").unwrap();
         std::fs::write(port.join("gid_attrs/types/0"), "IB/RoCE v1\n").unwrap();
         std::fs::write(port.join("gid_attrs/types/1"), "RoCE v2\n").unwrap();
         std::fs::write(port.join("gid_attrs/ndevs/0"), "eth1\n").unwrap();
@@ -275,8 +247,7 @@ mod tests {
             pub fn new() -> Dir {
                 static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
                 let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let path = std::env::temp_dir()
-                    .join(format!("rdma-agent-test-{}-{n}", std::process::id()));
+                let path = std::env::temp_dir().join(format!("rdma-agent-test-{}-{n}", std::process::id()));
                 let _ = std::fs::remove_dir_all(&path);
                 std::fs::create_dir_all(&path).unwrap();
                 Dir { path }

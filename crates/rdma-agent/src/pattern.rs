@@ -46,11 +46,7 @@ impl Pattern {
 
     /// The 8 pattern bytes of the 8-byte-aligned word at `word_index`.
     fn word(&self, word_index: u64) -> [u8; 8] {
-        splitmix64(
-            self.seed
-                .wrapping_add(word_index.wrapping_mul(0xD1B5_4A32_D192_ED03)),
-        )
-        .to_le_bytes()
+        splitmix64(self.seed.wrapping_add(word_index.wrapping_mul(0xD1B5_4A32_D192_ED03))).to_le_bytes()
     }
 
     /// The expected byte at absolute `offset`.

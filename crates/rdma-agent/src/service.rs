@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use agent_proto::v1::agent_server::{Agent, AgentServer};
 use agent_proto::v1::{
-    run_event, AbortReply, AbortRequest, CmMode, CollectRequest, ConnectReply, ConnectRequest,
-    HealthReply, HealthRequest, NodeInfoReply, NodeInfoRequest, PrepareReply, PrepareRequest, Role,
-    RunEvent, RunRequest, SideResult, WorkloadParams,
+    run_event, AbortReply, AbortRequest, CmMode, CollectRequest, ConnectReply, ConnectRequest, HealthReply,
+    HealthRequest, NodeInfoReply, NodeInfoRequest, PrepareReply, PrepareRequest, Role, RunEvent, RunRequest,
+    SideResult, WorkloadParams,
 };
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
@@ -74,19 +74,14 @@ fn rss_bytes() -> u64 {
 fn check_params(params: Option<&WorkloadParams>) -> Result<WorkloadParams, SessionError> {
     let params = params
         .cloned()
-        .ok_or(SessionError::Invalid(ValidationError::Missing {
-            field: "params",
-        }))?;
+        .ok_or(SessionError::Invalid(ValidationError::Missing { field: "params" }))?;
     validate::validate(&params, &crate::workload::names(), &Limits::of_this_node())?;
     Ok(params)
 }
 
 fn check_session_id(id: &str) -> Result<(), SessionError> {
     if id.is_empty() {
-        return Err(ValidationError::Missing {
-            field: "session_id",
-        }
-        .into());
+        return Err(ValidationError::Missing { field: "session_id" }.into());
     }
     Ok(())
 }
@@ -103,26 +98,20 @@ impl AgentService {
     fn insert(&self, id: &str, handle: SessionHandle) -> Result<(), SessionError> {
         let mut sessions = self.sessions.lock().expect("session table poisoned");
         if sessions.contains_key(id) {
-            return Err(SessionError::Setup(format!(
-                "session {id:?} already exists"
-            )));
+            return Err(SessionError::Setup(format!("session {id:?} already exists")));
         }
         sessions.insert(id.to_string(), handle);
         Ok(())
     }
 
     fn remove(&self, id: &str) -> Option<SessionHandle> {
-        self.sessions
-            .lock()
-            .expect("session table poisoned")
-            .remove(id)
+        self.sessions.lock().expect("session table poisoned").remove(id)
     }
 
     async fn prepare_inner(&self, req: PrepareRequest) -> Result<PrepareReply, SessionError> {
         check_session_id(&req.session_id)?;
         let params = check_params(req.params.as_ref())?;
-        let role = Role::try_from(req.role)
-            .map_err(|_| SessionError::Setup(format!("unknown role {}", req.role)))?;
+        let role = Role::try_from(req.role).map_err(|_| SessionError::Setup(format!("unknown role {}", req.role)))?;
         if role == Role::Client && params.cm() == CmMode::RdmaCm {
             return Err(SessionError::Setup(
                 "rdma_cm clients need no Prepare: call Run with the server's endpoint".into(),
@@ -145,9 +134,7 @@ impl AgentService {
             }
             Ok(Err(_)) => {
                 self.remove(&req.session_id);
-                return Err(SessionError::Setup(
-                    "session thread ended before it was ready".into(),
-                ));
+                return Err(SessionError::Setup("session thread ended before it was ready".into()));
             }
             Err(_) => {
                 self.remove(&req.session_id);
@@ -166,9 +153,7 @@ impl AgentService {
         check_session_id(&req.session_id)?;
         let peer = req
             .peer
-            .ok_or(SessionError::Invalid(ValidationError::Missing {
-                field: "peer",
-            }))?;
+            .ok_or(SessionError::Invalid(ValidationError::Missing { field: "peer" }))?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         {
             let sessions = self.sessions.lock().expect("session table poisoned");
@@ -176,9 +161,7 @@ impl AgentService {
                 .get(&req.session_id)
                 .ok_or_else(|| SessionError::Setup(format!("no session {:?}", req.session_id)))?;
             if handle.role != Role::Server || handle.cm != CmMode::Oob {
-                return Err(SessionError::Setup(
-                    "Connect is for oob server sessions".into(),
-                ));
+                return Err(SessionError::Setup("Connect is for oob server sessions".into()));
             }
             handle
                 .commands
@@ -204,9 +187,7 @@ impl AgentService {
         let params = check_params(req.params.as_ref())?;
         let peer = req
             .peer
-            .ok_or(SessionError::Invalid(ValidationError::Missing {
-                field: "peer",
-            }))?;
+            .ok_or(SessionError::Invalid(ValidationError::Missing { field: "peer" }))?;
         let (tx, rx) = tokio::sync::mpsc::channel(64);
         let progress_tx = tx.clone();
         // Never block the data path on a slow reader: drop progress when full.
@@ -272,9 +253,10 @@ impl AgentService {
             let handle = sessions
                 .get_mut(&req.session_id)
                 .ok_or_else(|| SessionError::Setup(format!("no session {:?}", req.session_id)))?;
-            handle.result.take().ok_or_else(|| {
-                SessionError::Setup("session result already being collected".into())
-            })?
+            handle
+                .result
+                .take()
+                .ok_or_else(|| SessionError::Setup("session result already being collected".into()))?
         };
         let timeout = collect_timeout(req.timeout_ms);
         let outcome = tokio::time::timeout(timeout, result_rx).await;
@@ -282,9 +264,7 @@ impl AgentService {
         self.remove(&req.session_id);
         match outcome {
             Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(SessionError::Setup(
-                "session thread ended without a result".into(),
-            )),
+            Ok(Err(_)) => Err(SessionError::Setup("session thread ended without a result".into())),
             Err(_) => Err(SessionError::Timeout {
                 what: "the server side to finish (Collect); session aborted".into(),
                 after: timeout,
@@ -307,10 +287,7 @@ impl Agent for AgentService {
         }))
     }
 
-    async fn node_info(
-        &self,
-        _req: Request<NodeInfoRequest>,
-    ) -> Result<Response<NodeInfoReply>, Status> {
+    async fn node_info(&self, _req: Request<NodeInfoRequest>) -> Result<Response<NodeInfoReply>, Status> {
         let span = tracing::info_span!("rpc", method = "NodeInfo");
         // sysfs reads, one device open and a dpkg-query: keep them off the reactor.
         let info = tokio::task::spawn_blocking(crate::node_info::collect)
@@ -320,10 +297,7 @@ impl Agent for AgentService {
         Ok(Response::new(info))
     }
 
-    async fn prepare(
-        &self,
-        req: Request<PrepareRequest>,
-    ) -> Result<Response<PrepareReply>, Status> {
+    async fn prepare(&self, req: Request<PrepareRequest>) -> Result<Response<PrepareReply>, Status> {
         let req = req.into_inner();
         let span = tracing::info_span!("rpc", method = "Prepare", session = %req.session_id, role = req.role);
         async {
@@ -337,16 +311,15 @@ impl Agent for AgentService {
         .await
     }
 
-    async fn connect(
-        &self,
-        req: Request<ConnectRequest>,
-    ) -> Result<Response<ConnectReply>, Status> {
+    async fn connect(&self, req: Request<ConnectRequest>) -> Result<Response<ConnectReply>, Status> {
         let req = req.into_inner();
         let span = tracing::info_span!("rpc", method = "Connect", session = %req.session_id);
         async {
-            Ok(Response::new(self.connect_inner(req).await.inspect_err(
-                |e| tracing::warn!(error = %e, "Connect failed"),
-            )?))
+            Ok(Response::new(
+                self.connect_inner(req)
+                    .await
+                    .inspect_err(|e| tracing::warn!(error = %e, "Connect failed"))?,
+            ))
         }
         .instrument(span)
         .await
@@ -368,9 +341,11 @@ impl Agent for AgentService {
         let req = req.into_inner();
         let span = tracing::info_span!("rpc", method = "Collect", session = %req.session_id);
         async {
-            Ok(Response::new(self.collect_inner(req).await.inspect_err(
-                |e| tracing::warn!(error = %e, "Collect failed"),
-            )?))
+            Ok(Response::new(
+                self.collect_inner(req)
+                    .await
+                    .inspect_err(|e| tracing::warn!(error = %e, "Collect failed"))?,
+            ))
         }
         .instrument(span)
         .await

@@ -23,8 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_proto::v1::{
-    CmMode, CompletionMode, CpuUsage, Endpoint, Progress, QpEndpoint, Role, SideResult,
-    WorkloadParams,
+    CmMode, CompletionMode, CpuUsage, Endpoint, Progress, QpEndpoint, Role, SideResult, WorkloadParams,
 };
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::device_context::Mtu;
@@ -36,8 +35,8 @@ use crate::cpu::CpuTimes;
 use crate::validate::ValidationError;
 use crate::verbs::cm::ConnectParams;
 use crate::verbs::{
-    wc_opcode_name, wc_status_name, BufId, CmError, CmEventKind, CmId, Completion, EventChannel,
-    Link, LinkConfig, LinkError, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr,
+    wc_opcode_name, wc_status_name, BufId, CmError, CmEventKind, CmId, Completion, EventChannel, Link, LinkConfig,
+    LinkError, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr,
 };
 use crate::workload::{self, Workload};
 
@@ -267,13 +266,26 @@ impl Side {
             }
             if self.event_mode() {
                 let left = self.deadline.saturating_duration_since(Instant::now());
-                self.link
-                    .wait_cq_event(left.min(Duration::from_millis(100)))?;
+                self.link.wait_cq_event(left.min(Duration::from_millis(100)))?;
             } else {
                 // One vCPU under emulation: let rxe's kernel work run.
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// The next completion if one is ready (never waits); an error
+    /// completion fails the session like [`Side::next_completion`].
+    pub fn try_completion(&mut self) -> Result<Option<Completion>, SessionError> {
+        if self.pending.is_empty() {
+            let mut scratch = [Completion::default(); 16];
+            let n = self.link.poll(&mut scratch)?;
+            self.pending.extend(scratch[..n].iter().copied());
+        }
+        if self.pending.is_empty() {
+            return Ok(None);
+        }
+        self.next_completion("a ready completion").map(Some)
     }
 
     /// Client: tells the server the run is over, and waits until it was delivered.
@@ -363,10 +375,7 @@ pub mod blob {
     /// Decodes a capability; transports may pad private data, so trailing bytes are ignored.
     pub fn decode(data: &[u8]) -> Result<RemoteBuf, String> {
         if data.len() < LEN {
-            return Err(format!(
-                "private data is {} bytes, expected at least {LEN}",
-                data.len()
-            ));
+            return Err(format!("private data is {} bytes, expected at least {LEN}", data.len()));
         }
         if &data[0..4] != MAGIC {
             return Err(format!(
@@ -376,9 +385,7 @@ pub mod blob {
         }
         let version = u16::from_le_bytes([data[4], data[5]]);
         if version != VERSION {
-            return Err(format!(
-                "capability blob version {version}, expected {VERSION}"
-            ));
+            return Err(format!("capability blob version {version}, expected {VERSION}"));
         }
         let u64_at = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
         Ok(RemoteBuf {
@@ -442,12 +449,9 @@ impl SessionSpec {
         if let Ok(sa) = self.bind_addr.parse::<SocketAddr>() {
             return Ok(sa.ip());
         }
-        self.bind_addr.parse::<IpAddr>().map_err(|_| {
-            SessionError::Setup(format!(
-                "bind_addr {:?} is not an IP address",
-                self.bind_addr
-            ))
-        })
+        self.bind_addr
+            .parse::<IpAddr>()
+            .map_err(|_| SessionError::Setup(format!("bind_addr {:?} is not an IP address", self.bind_addr)))
     }
 }
 
@@ -486,13 +490,7 @@ impl Drop for SessionHandle {
 pub fn spawn(
     spec: SessionSpec,
     run: Option<(Endpoint, ProgressSink)>,
-) -> Result<
-    (
-        SessionHandle,
-        oneshot::Receiver<Result<Endpoint, SessionError>>,
-    ),
-    SessionError,
-> {
+) -> Result<(SessionHandle, oneshot::Receiver<Result<Endpoint, SessionError>>), SessionError> {
     let workload = workload::lookup(&spec.params.workload)?;
     let cancel = Arc::new(AtomicBool::new(false));
     let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
@@ -509,7 +507,8 @@ pub fn spawn(
     std::thread::Builder::new()
         .name(name)
         .spawn(move || {
-            let span = tracing::info_span!("session", id = %spec.id, role = ?spec.role, workload = %spec.params.workload);
+            let span =
+                tracing::info_span!("session", id = %spec.id, role = ?spec.role, workload = %spec.params.workload);
             let _enter = span.enter();
             // A rdma_cm client's Run publishes no endpoint; its errors go to the result.
             let mut endpoint_tx = if run.is_some() { None } else { Some(endpoint_tx) };
@@ -545,15 +544,11 @@ fn run_side(
         (CmMode::RdmaCm, Role::Server) => cm_server(spec, workload, cancel, deadline, endpoint_tx),
         (CmMode::RdmaCm, Role::Client) => {
             let (peer, sink) = run.ok_or_else(|| {
-                SessionError::Setup(
-                    "rdma_cm clients are not prepared: call Run with the server endpoint".into(),
-                )
+                SessionError::Setup("rdma_cm clients are not prepared: call Run with the server endpoint".into())
             })?;
             cm_client(spec, workload, cancel, deadline, &peer, sink)
         }
-        (CmMode::Oob, role) => {
-            oob_side(spec, role, workload, cancel, deadline, cmd_rx, endpoint_tx)
-        }
+        (CmMode::Oob, role) => oob_side(spec, role, workload, cancel, deadline, cmd_rx, endpoint_tx),
     }
 }
 
@@ -618,9 +613,7 @@ fn wait_cm_event(
     let what = format!("{want:?}");
     loop {
         if cancel.load(Ordering::Relaxed) {
-            return Err(SessionError::Aborted(format!(
-                "while waiting for rdma_cm {what}"
-            )));
+            return Err(SessionError::Aborted(format!("while waiting for rdma_cm {what}")));
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -664,13 +657,7 @@ fn cm_server(
             qps: Vec::new(),
         }));
     }
-    let request = wait_cm_event(
-        &channel,
-        CmEventKind::ConnectRequest,
-        cancel,
-        deadline,
-        spec.timeout(),
-    )?;
+    let request = wait_cm_event(&channel, CmEventKind::ConnectRequest, cancel, deadline, spec.timeout())?;
     let id: CmId = request
         .new_id
         .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
@@ -679,13 +666,17 @@ fn cm_server(
         let link = Link::open(&link_config(&spec.params, device))?;
         let mut side = new_side(spec, link, cancel, deadline, None);
         side.port = id.port_num();
-        side.link
-            .modify_qp(&id.qp_attr(QueuePairState::Init)?, "INIT")?;
+        // A client that exposes a buffer too (write-lat's ping-pong) sends its blob.
+        if !request.private_data.is_empty() {
+            if let Ok(peer) = blob::decode(&request.private_data) {
+                side.peer = peer;
+            }
+        }
+        side.link.modify_qp(&id.qp_attr(QueuePairState::Init)?, "INIT")?;
         workload.prepare(&mut side)?;
         side.link
             .modify_qp(&id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
-        side.link
-            .modify_qp(&id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
+        side.link.modify_qp(&id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
         fill_local_gid(&mut side, ip, None);
         Ok(side)
     })();
@@ -696,10 +687,7 @@ fn cm_server(
             return Err(e);
         }
     };
-    let exposed = side
-        .exposed
-        .map(|b| side.link.remote_buf(b))
-        .unwrap_or_default();
+    let exposed = side.exposed.map(|b| side.link.remote_buf(b)).unwrap_or_default();
     let private = blob::encode(&exposed);
     id.accept(&ConnectParams {
         qp_num: side.link.qp_num(),
@@ -707,13 +695,7 @@ fn cm_server(
         initiator_depth: request.responder_resources.min(RD_ATOMIC),
         responder_resources: request.initiator_depth.min(RD_ATOMIC),
     })?;
-    wait_cm_event(
-        &channel,
-        CmEventKind::Established,
-        cancel,
-        deadline,
-        spec.timeout(),
-    )?;
+    wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
     tracing::info!(qpn = side.link.qp_num(), "connection established");
     side.start_clock();
     let result = workload.run(&mut side);
@@ -730,12 +712,10 @@ fn cm_client(
     mut sink: ProgressSink,
 ) -> Result<SideResult, SessionError> {
     let ip = spec.bind_ip()?;
-    let server_ip: IpAddr = peer.address.parse().map_err(|_| {
-        SessionError::Setup(format!(
-            "peer address {:?} is not an IP address",
-            peer.address
-        ))
-    })?;
+    let server_ip: IpAddr = peer
+        .address
+        .parse()
+        .map_err(|_| SessionError::Setup(format!("peer address {:?} is not an IP address", peer.address)))?;
     let port = u16::try_from(peer.port)
         .ok()
         .filter(|p| *p != 0)
@@ -745,21 +725,9 @@ fn cm_client(
     let id = channel.create_id()?;
     let step_timeout = Duration::from_secs(5).min(spec.timeout());
     id.resolve_addr(Some(SocketAddr::new(ip, 0)), dst, step_timeout)?;
-    wait_cm_event(
-        &channel,
-        CmEventKind::AddrResolved,
-        cancel,
-        deadline,
-        spec.timeout(),
-    )?;
+    wait_cm_event(&channel, CmEventKind::AddrResolved, cancel, deadline, spec.timeout())?;
     id.resolve_route(step_timeout)?;
-    wait_cm_event(
-        &channel,
-        CmEventKind::RouteResolved,
-        cancel,
-        deadline,
-        spec.timeout(),
-    )?;
+    wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
     let device = id.device_name()?;
     let link = Link::open(&link_config(&spec.params, device))?;
     sink(Progress {
@@ -769,27 +737,28 @@ fn cm_client(
     });
     let mut side = new_side(spec, link, cancel, deadline, Some(sink));
     side.port = id.port_num();
-    side.link
-        .modify_qp(&id.qp_attr(QueuePairState::Init)?, "INIT")?;
+    // Before connect, rdma_cm's INIT attributes grant no remote access; the
+    // client's QP takes the same flags as in oob mode, so a workload whose
+    // server writes back (write-lat) can. MRs still decide what is reachable.
+    let mut init = id.qp_attr(QueuePairState::Init)?;
+    init.setup_access_flags(
+        AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic,
+    );
+    side.link.modify_qp(&init, "INIT")?;
     workload.prepare(&mut side)?;
+    // Workloads where the server writes back (write-lat) expose a client buffer.
+    let client_blob = side.exposed.map(|b| blob::encode(&side.link.remote_buf(b)));
     id.connect(&ConnectParams {
         qp_num: side.link.qp_num(),
-        private_data: &[],
+        private_data: client_blob.as_ref().map_or(&[][..], |b| &b[..]),
         initiator_depth: RD_ATOMIC,
         responder_resources: RD_ATOMIC,
     })?;
-    let response = wait_cm_event(
-        &channel,
-        CmEventKind::ConnectResponse,
-        cancel,
-        deadline,
-        spec.timeout(),
-    )?;
+    let response = wait_cm_event(&channel, CmEventKind::ConnectResponse, cancel, deadline, spec.timeout())?;
     side.peer = blob::decode(&response.private_data).map_err(SessionError::Protocol)?;
     side.link
         .modify_qp(&id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
-    side.link
-        .modify_qp(&id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
+    side.link.modify_qp(&id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
     id.establish()?;
     fill_local_gid(&mut side, ip, None);
     apply_corrupt_rkey(&mut side);
@@ -814,10 +783,8 @@ fn apply_corrupt_rkey(side: &mut Side) {
     if side.params.corrupt_rkey {
         // rxe and mlx5 both compare the key byte: flipping it is always invalid.
         let bad = side.peer.rkey ^ 0xFF;
-        side.facts.insert(
-            "corrupt_rkey".into(),
-            format!("{:#x} -> {bad:#x}", side.peer.rkey),
-        );
+        side.facts
+            .insert("corrupt_rkey".into(), format!("{:#x} -> {bad:#x}", side.peer.rkey));
         side.peer.rkey = bad;
     }
 }
@@ -826,9 +793,7 @@ fn fill_local_gid(side: &mut Side, ip: IpAddr, index: Option<u32>) {
     let device = side.link.device().to_string();
     let found = match (ip, index) {
         (_, Some(i)) => crate::node_info::gid_at(&device, side.port, i).map(|g| (i, g)),
-        (IpAddr::V4(v4), None) => {
-            crate::node_info::find_ipv4_gid(v4, Some(&device)).map(|l| (l.index, l.gid))
-        }
+        (IpAddr::V4(v4), None) => crate::node_info::find_ipv4_gid(v4, Some(&device)).map(|l| (l.index, l.gid)),
         _ => None,
     };
     if let Some((i, gid)) = found {
@@ -852,20 +817,13 @@ fn oob_location(spec: &SessionSpec) -> Result<(String, u8, u32, [u8; 16]), Sessi
             None => match ip {
                 IpAddr::V4(v4) => crate::node_info::find_ipv4_gid(v4, None)
                     .map(|l| l.device)
-                    .ok_or_else(|| {
-                        SessionError::Setup(format!("no RDMA device has a RoCE v2 GID for {ip}"))
-                    })?,
-                IpAddr::V6(_) => {
-                    return Err(SessionError::Setup(
-                        "oob over IPv6 needs params.device".into(),
-                    ))
-                }
+                    .ok_or_else(|| SessionError::Setup(format!("no RDMA device has a RoCE v2 GID for {ip}")))?,
+                IpAddr::V6(_) => return Err(SessionError::Setup("oob over IPv6 needs params.device".into())),
             },
         };
         let index = spec.params.gid_index as u32;
-        let gid = crate::node_info::gid_at(&device, port, index).ok_or_else(|| {
-            SessionError::Setup(format!("{device} port {port} has no GID at index {index}"))
-        })?;
+        let gid = crate::node_info::gid_at(&device, port, index)
+            .ok_or_else(|| SessionError::Setup(format!("{device} port {port} has no GID at index {index}")))?;
         return Ok((device, port, index, gid));
     }
     let IpAddr::V4(v4) = ip else {
@@ -876,9 +834,7 @@ fn oob_location(spec: &SessionSpec) -> Result<(String, u8, u32, [u8; 16]), Sessi
     let loc = crate::node_info::find_ipv4_gid(v4, wanted_device).ok_or_else(|| {
         SessionError::Setup(format!(
             "no RDMA device{} has the RoCE v2 GID ::ffff:{v4} (is rxe set up on the data NIC?)",
-            wanted_device
-                .map(|d| format!(" named {d}"))
-                .unwrap_or_default()
+            wanted_device.map(|d| format!(" named {d}")).unwrap_or_default()
         ))
     })?;
     Ok((loc.device, loc.port, loc.index, loc.gid))
@@ -904,18 +860,12 @@ fn oob_side(
         .setup_pkey_index(0)
         .setup_port(port)
         .setup_access_flags(
-            AccessFlags::LocalWrite
-                | AccessFlags::RemoteWrite
-                | AccessFlags::RemoteRead
-                | AccessFlags::RemoteAtomic,
+            AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic,
         );
     side.link.modify_qp(&init, "INIT")?;
     workload.prepare(&mut side)?;
     let mtu = crate::verbs::link::port_active_mtu(side.link.context(), port).unwrap_or(1024);
-    let exposed = side
-        .exposed
-        .map(|b| side.link.remote_buf(b))
-        .unwrap_or_default();
+    let exposed = side.exposed.map(|b| side.link.remote_buf(b)).unwrap_or_default();
     let me = QpEndpoint {
         qpn: side.link.qp_num(),
         psn: side.psn,
@@ -935,27 +885,17 @@ fn oob_side(
     }
     // Wait for the peer's endpoint: Connect on the server, Run on the client.
     let (peer, reply) = loop {
-        side.check_alive(if role == Role::Server {
-            "Connect"
-        } else {
-            "Run"
-        })?;
+        side.check_alive(if role == Role::Server { "Connect" } else { "Run" })?;
         match cmd_rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Command::Connect(peer, reply)) if role == Role::Server => break (peer, Some(reply)),
             Ok(Command::Run(peer, sink)) if role == Role::Client => {
                 side.progress = Some(sink);
                 break (peer, None);
             }
-            Ok(_) => {
-                return Err(SessionError::Protocol(format!(
-                    "wrong command for a {role:?} session"
-                )))
-            }
+            Ok(_) => return Err(SessionError::Protocol(format!("wrong command for a {role:?} session"))),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(SessionError::Aborted(
-                    "session dropped by the service".into(),
-                ))
+                return Err(SessionError::Aborted("session dropped by the service".into()))
             }
         }
     };
@@ -987,15 +927,15 @@ fn oob_side(
 
 /// RTR and RTS with the peer's QP parameters.
 fn oob_connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), SessionError> {
-    let remote = peer.qps.first().ok_or_else(|| {
-        SessionError::Setup("peer endpoint has no QP (was it prepared with cm=OOB?)".into())
-    })?;
-    let dgid: [u8; 16] = remote.gid.as_slice().try_into().map_err(|_| {
-        SessionError::Setup(format!(
-            "peer GID is {} bytes, expected 16",
-            remote.gid.len()
-        ))
-    })?;
+    let remote = peer
+        .qps
+        .first()
+        .ok_or_else(|| SessionError::Setup("peer endpoint has no QP (was it prepared with cm=OOB?)".into()))?;
+    let dgid: [u8; 16] = remote
+        .gid
+        .as_slice()
+        .try_into()
+        .map_err(|_| SessionError::Setup(format!("peer GID is {} bytes, expected 16", remote.gid.len())))?;
     let mtu_bytes = if remote.mtu == 0 {
         local_mtu
     } else {
@@ -1009,13 +949,8 @@ fn oob_connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), S
         _ => Mtu::Mtu256,
     };
     let mut ah = AddressHandleAttribute::new();
-    ah.setup_port(side.port).setup_grh(
-        &Gid::from(std::net::Ipv6Addr::from(dgid)),
-        0,
-        side.sgid_index,
-        64,
-        0,
-    );
+    ah.setup_port(side.port)
+        .setup_grh(&Gid::from(std::net::Ipv6Addr::from(dgid)), 0, side.sgid_index, 64, 0);
     let mut rtr = QueuePairAttribute::new();
     rtr.setup_state(QueuePairState::ReadyToReceive)
         .setup_path_mtu(path_mtu)
@@ -1065,9 +1000,9 @@ mod tests {
             wr_id: 1,
             vendor_err: 0,
         };
-        assert!(e.to_string().starts_with(
-            "WRITE completion failed: IBV_WC_REM_ACCESS_ERR (remote access error), wr_id=0x1"
-        ));
+        assert!(e
+            .to_string()
+            .starts_with("WRITE completion failed: IBV_WC_REM_ACCESS_ERR (remote access error), wr_id=0x1"));
     }
 
     #[test]

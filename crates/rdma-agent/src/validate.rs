@@ -107,11 +107,7 @@ pub fn meminfo_field(name: &str) -> Option<u64> {
 }
 
 /// Checks `params` for a run of a workload in `supported`.
-pub fn validate(
-    params: &WorkloadParams,
-    supported: &[&str],
-    limits: &Limits,
-) -> Result<(), ValidationError> {
+pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) -> Result<(), ValidationError> {
     if params.workload.is_empty() {
         return Err(ValidationError::Missing { field: "workload" });
     }
@@ -138,21 +134,13 @@ pub fn validate(
         });
     }
     if params.iterations == 0
-        && !(params.duration_s.is_finite()
-            && params.duration_s > 0.0
-            && params.duration_s <= 86400.0)
+        && !(params.duration_s.is_finite() && params.duration_s > 0.0 && params.duration_s <= 86400.0)
     {
         return Err(ValidationError::BadDuration {
             duration_s: params.duration_s,
         });
     }
-    check_range(
-        "tx_depth",
-        params.tx_depth as i64,
-        0,
-        4096,
-        "0 (default) ..= 4096",
-    )?;
+    check_range("tx_depth", params.tx_depth as i64, 0, 4096, "0 (default) ..= 4096")?;
     check_range(
         "cq_moderation",
         params.cq_moderation as i64,
@@ -160,41 +148,11 @@ pub fn validate(
         4096,
         "0 (default) ..= 4096",
     )?;
-    check_range(
-        "post_list",
-        params.post_list as i64,
-        0,
-        1024,
-        "0 (default) ..= 1024",
-    )?;
-    check_range(
-        "inline_size",
-        params.inline_size as i64,
-        0,
-        1024,
-        "0 ..= 1024",
-    )?;
-    check_range(
-        "num_qps",
-        params.num_qps as i64,
-        0,
-        64,
-        "0 (default 1) ..= 64",
-    )?;
-    check_range(
-        "ib_port",
-        params.ib_port as i64,
-        0,
-        255,
-        "0 (default 1) ..= 255",
-    )?;
-    check_range(
-        "gid_index",
-        params.gid_index as i64,
-        -1,
-        255,
-        "-1 (auto) ..= 255",
-    )?;
+    check_range("post_list", params.post_list as i64, 0, 1024, "0 (default) ..= 1024")?;
+    check_range("inline_size", params.inline_size as i64, 0, 1024, "0 ..= 1024")?;
+    check_range("num_qps", params.num_qps as i64, 0, 64, "0 (default 1) ..= 64")?;
+    check_range("ib_port", params.ib_port as i64, 0, 255, "0 (default 1) ..= 255")?;
+    check_range("gid_index", params.gid_index as i64, -1, 255, "-1 (auto) ..= 255")?;
     check_range(
         "batches",
         params.batches as i64,
@@ -229,11 +187,7 @@ fn check_range(
     range: &'static str,
 ) -> Result<(), ValidationError> {
     if value < min || value > max {
-        return Err(ValidationError::FieldOutOfRange {
-            field,
-            value,
-            range,
-        });
+        return Err(ValidationError::FieldOutOfRange { field, value, range });
     }
     Ok(())
 }
@@ -264,10 +218,7 @@ mod tests {
     #[test]
     fn accepts_the_boundaries() {
         assert_eq!(validate(&params(1), NAMES, &limits()), Ok(()));
-        assert_eq!(
-            validate(&params(DEFAULT_MAX_SIZE), NAMES, &limits()),
-            Ok(())
-        );
+        assert_eq!(validate(&params(DEFAULT_MAX_SIZE), NAMES, &limits()), Ok(()));
         let mut p = params(8);
         p.iterations = MAX_ITERATIONS;
         assert_eq!(validate(&p, NAMES, &limits()), Ok(()));

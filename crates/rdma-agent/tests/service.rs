@@ -3,8 +3,7 @@
 
 use agent_proto::v1::agent_client::AgentClient;
 use agent_proto::v1::{
-    AbortRequest, CollectRequest, HealthRequest, NodeInfoRequest, PrepareRequest, Role, RunRequest,
-    WorkloadParams,
+    AbortRequest, CollectRequest, HealthRequest, NodeInfoRequest, PrepareRequest, Role, RunRequest, WorkloadParams,
 };
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
@@ -46,11 +45,7 @@ async fn health_reports_version_and_rss() {
 #[tokio::test]
 async fn node_info_works_without_rdma_devices() {
     let (mut client, _stop) = start().await;
-    let info = client
-        .node_info(NodeInfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let info = client.node_info(NodeInfoRequest {}).await.unwrap().into_inner();
     assert!(!info.kernel.is_empty());
     assert_eq!(info.agent_version, rdma_agent::AGENT_VERSION);
     assert!(info.cpus >= 1 && info.memory_total_bytes > 0);

@@ -196,10 +196,7 @@ fn test_malformed_files_give_located_messages_with_fixes() {
         };
         let mut wrong = Vec::new();
         if (*line, *column) != (c.line, c.column) {
-            wrong.push(format!(
-                "at {line}:{column}, expected {}:{}",
-                c.line, c.column
-            ));
+            wrong.push(format!("at {line}:{column}, expected {}:{}", c.line, c.column));
         }
         if !message.contains(c.message) {
             wrong.push(format!("message lacks {:?}", c.message));
@@ -207,9 +204,7 @@ fn test_malformed_files_give_located_messages_with_fixes() {
         if !fix.contains(c.fix) {
             wrong.push(format!("fix lacks {:?}", c.fix));
         }
-        if !shown.starts_with(&format!("labs.yaml:{line}:{column}: "))
-            || !shown.contains("\n  fix: ")
-        {
+        if !shown.starts_with(&format!("labs.yaml:{line}:{column}: ")) || !shown.contains("\n  fix: ") {
             wrong.push("display is not `labs.yaml:LINE:COL: ...\\n  fix: ...`".into());
         }
         if shown.contains(FRAME_START)
@@ -251,13 +246,8 @@ fn test_display_shape() {
 
 #[test]
 fn test_multi_line_fix_is_indented() {
-    let err = LabsFile::parse(Path::new("x.yaml"), "")
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("e.g.:\n         labs:\n           - name: local"),
-        "{err}"
-    );
+    let err = LabsFile::parse(Path::new("x.yaml"), "").unwrap_err().to_string();
+    assert!(err.contains("e.g.:\n         labs:\n           - name: local"), "{err}");
 }
 
 const TWO_LABS: &str = "\
@@ -349,10 +339,7 @@ fn test_addresses_fill_in_order_skipping_explicit_ones() {
     let nodes = quad.resolve_nodes();
     let addrs: Vec<String> = nodes.iter().map(|n| n.data_addr.to_string()).collect();
     // n1 and n3 are explicit (.2 and .1); n2 and n4 take the first free: .3, .4.
-    assert_eq!(
-        addrs,
-        ["192.168.7.2", "192.168.7.3", "192.168.7.1", "192.168.7.4"]
-    );
+    assert_eq!(addrs, ["192.168.7.2", "192.168.7.3", "192.168.7.1", "192.168.7.4"]);
     assert!(nodes.iter().all(|n| n.data_prefix == 29));
     assert_eq!(nodes[2].ssh_port, Some(2300));
     assert_eq!(nodes[3].memory_mib, 512);
@@ -374,9 +361,7 @@ fn test_unknown_lab_lists_names() {
     let f = LabsFile::parse(Path::new("labs.yaml"), TWO_LABS).unwrap();
     let err = f.select(Some("big")).unwrap_err();
     match &err {
-        ConfigError::UnknownLab {
-            name, available, ..
-        } => {
+        ConfigError::UnknownLab { name, available, .. } => {
             assert_eq!(name, "big");
             assert_eq!(available, &["local", "quad"]);
         }
@@ -387,26 +372,19 @@ fn test_unknown_lab_lists_names() {
         shown.contains("no lab named `big`; the labs in this file are: local, quad"),
         "{shown}"
     );
-    assert!(
-        shown.contains("fix: use --lab with one of: local, quad"),
-        "{shown}"
-    );
+    assert!(shown.contains("fix: use --lab with one of: local, quad"), "{shown}");
     let typo = f.select(Some("qaud")).unwrap_err().to_string();
     assert!(typo.contains("did you mean `--lab quad`?"), "{typo}");
 }
 
 #[test]
 fn test_missing_file_says_where_labctl_looks() {
-    let path =
-        std::env::temp_dir().join(format!("labctl-no-such-{}/labs.yaml", std::process::id()));
+    let path = std::env::temp_dir().join(format!("labctl-no-such-{}/labs.yaml", std::process::id()));
     let err = LabsFile::load(&path).unwrap_err();
     assert!(matches!(err, ConfigError::NotFound { .. }), "{err:?}");
     let shown = err.to_string();
     assert!(shown.contains("file not found"), "{shown}");
-    assert!(
-        shown.contains("./labs.yaml") && shown.contains("-f FILE"),
-        "{shown}"
-    );
+    assert!(shown.contains("./labs.yaml") && shown.contains("-f FILE"), "{shown}");
 }
 
 #[test]
@@ -420,10 +398,7 @@ fn test_load_reads_the_file_and_keeps_its_path() {
     )
     .unwrap();
     let err = LabsFile::load(&path).unwrap_err().to_string();
-    assert!(
-        err.starts_with(&format!("{}:5:15: ", path.display())),
-        "{err}"
-    );
+    assert!(err.starts_with(&format!("{}:5:15: ", path.display())), "{err}");
     std::fs::write(&path, TWO_LABS).unwrap();
     let f = LabsFile::load(&path).unwrap();
     assert_eq!(f.path, path);
@@ -499,10 +474,7 @@ fn test_resolved_nodes_serialize() {
 #[test]
 fn test_sixteen_nodes_are_fine() {
     let f = LabsFile::parse(Path::new("labs.yaml"), &lab_of(16)).unwrap();
-    assert_eq!(
-        f.labs[0].resolve_nodes()[15].data_addr,
-        Ipv4Addr::new(10, 77, 0, 16)
-    );
+    assert_eq!(f.labs[0].resolve_nodes()[15].data_addr, Ipv4Addr::new(10, 77, 0, 16));
 }
 
 #[test]
@@ -522,22 +494,14 @@ fn repo_file(rel: &str) -> PathBuf {
         .ancestors()
         .map(|d| d.join(rel))
         .find(|p| p.exists())
-        .or_else(|| {
-            start
-                .ancestors()
-                .find(|d| d.join("docs").is_dir())
-                .map(|d| d.join(rel))
-        })
+        .or_else(|| start.ancestors().find(|d| d.join("docs").is_dir()).map(|d| d.join(rel)))
         .unwrap_or_else(|| start.join("../..").join(rel))
 }
 
 #[test]
 fn test_shipped_schema_matches_the_model() {
     let path = repo_file("docs/labs.schema.json");
-    let want = format!(
-        "{}\n",
-        serde_json::to_string_pretty(&json_schema()).unwrap()
-    );
+    let want = format!("{}\n", serde_json::to_string_pretty(&json_schema()).unwrap());
     if std::env::var_os("LABCTL_BLESS").is_some_and(|v| v == "1") {
         std::fs::write(&path, &want).unwrap();
         return;
@@ -568,10 +532,7 @@ fn test_repo_labs_yaml_is_valid() {
     let local = f.select(None).unwrap();
     let names: Vec<&str> = local.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["server", "client"]);
-    assert_eq!(
-        (local.provider, local.fabric),
-        (ProviderKind::Qemu, Fabric::Rxe)
-    );
+    assert_eq!((local.provider, local.fabric), (ProviderKind::Qemu, Fabric::Rxe));
     let quad = f.select(Some("quad")).unwrap();
     let names: Vec<String> = quad.resolve_nodes().into_iter().map(|n| n.name).collect();
     assert_eq!(names, ["n1", "n2", "n3", "n4"]);
@@ -588,10 +549,7 @@ fn test_examples_in_the_reference_are_valid() {
         let block = block.split("```").next().unwrap();
         if block.lines().any(|l| l == "labs:") {
             if let Err(e) = LabsFile::parse(&path, block) {
-                panic!(
-                    "an example in {} does not parse:\n{block}\n{e}",
-                    path.display()
-                );
+                panic!("an example in {} does not parse:\n{block}\n{e}", path.display());
             }
             checked += 1;
         }

@@ -34,7 +34,9 @@ pub enum ProviderError {
         port: u16,
     },
     /// A node's machine stopped or never started.
-    #[error("node `{node}`: the VM is not running: {reason}\n--- last lines of its console ({console}) ---\n{console_tail}")]
+    #[error(
+        "node `{node}`: the VM is not running: {reason}\n--- last lines of its console ({console}) ---\n{console_tail}"
+    )]
     NodeDown {
         /// The node.
         node: String,

@@ -14,7 +14,11 @@ pub async fn run(args: &Args, _down: &DownArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let started = std::time::Instant::now();
     if lab.down(lock_wait()).await? {
-        println!("lab `{}` removed in {:.1}s", lab.spec.name, started.elapsed().as_secs_f64());
+        println!(
+            "lab `{}` removed in {:.1}s",
+            lab.spec.name,
+            started.elapsed().as_secs_f64()
+        );
     } else {
         println!("lab `{}` is not up; nothing to remove", lab.spec.name);
     }

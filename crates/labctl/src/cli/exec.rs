@@ -30,5 +30,10 @@ pub async fn run(args: &Args, exec: &ExecArgs) -> anyhow::Result<ExitCode> {
         })
         .await?;
     let _ = std::io::stdout().flush();
-    Ok(ExitCode::from(status.clamp(0, 255) as u8))
+    // -1: the command ended without a status (connection lost); like ssh, 255.
+    Ok(ExitCode::from(if (0..=255).contains(&status) {
+        status as u8
+    } else {
+        255
+    }))
 }

@@ -1,5 +1,6 @@
 //! Command-line arguments and dispatch: one file per verb.
 
+mod bench;
 mod down;
 mod exec;
 mod run;
@@ -20,7 +21,13 @@ use lab_core::lab::{Lab, LabError};
 #[command(name = "labctl", version, about, propagate_version = true)]
 pub struct Args {
     /// The labs file.
-    #[arg(short = 'f', long = "file", global = true, default_value = "labs.yaml", env = "LABCTL_FILE")]
+    #[arg(
+        short = 'f',
+        long = "file",
+        global = true,
+        default_value = "labs.yaml",
+        env = "LABCTL_FILE"
+    )]
     pub file: PathBuf,
     /// The lab to act on (default: the first in the file).
     #[arg(long, global = true, env = "LABCTL_LAB")]
@@ -48,6 +55,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Open an interactive shell on a node.
     Ssh(ssh::SshArgs),
+    /// Compare our workloads with perftest on the same two nodes (alternating, min/median/max).
+    Bench(bench::BenchArgs),
     /// Print the JSON schema of labs.yaml (for editors).
     Schema,
     /// Internal: the per-lab VM supervisor.
@@ -81,6 +90,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Exec(a) => exec::run(&args, a).await,
         Command::Run(a) => run::run(&args, a).await,
         Command::Ssh(a) => ssh::run(&args, a),
+        Command::Bench(a) => bench::run(&args, a).await,
         Command::Schema => schema::run(),
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
     }

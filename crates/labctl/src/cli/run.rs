@@ -133,18 +133,27 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
         client: run.client.clone(),
         timeout: Duration::from_secs(run.timeout),
     };
+    // Progress: on every phase change, and at most once a second within one.
     let quiet = run.json;
+    let mut last: Option<(String, f64)> = None;
     let record = run_workload(&lab, &opts, |p| {
-        if !quiet {
-            eprintln!(
-                "  {:>6.1}s {:<8} {} ops, {} bytes{}",
-                p.elapsed_s,
-                p.phase,
-                p.ops,
-                p.bytes,
-                if p.message.is_empty() { String::new() } else { format!(" - {}", p.message) }
-            );
+        let due = match &last {
+            Some((phase, at)) => *phase != p.phase || p.elapsed_s - at >= 1.0,
+            None => true,
+        };
+        if quiet || !due {
+            return;
         }
+        last = Some((p.phase.clone(), p.elapsed_s));
+        let detail = if p.message.is_empty() {
+            String::new()
+        } else {
+            format!(" - {}", p.message)
+        };
+        eprintln!(
+            "  {:>6.1}s {:<8} {} ops, {} bytes{detail}",
+            p.elapsed_s, p.phase, p.ops, p.bytes
+        );
     })
     .await?;
     if run.json {
@@ -152,7 +161,11 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_record(&record);
     }
-    Ok(if record.verified { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if record.verified {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 use lab_core::agent_proto::v1::CmMode as agent_proto_cm;
@@ -180,7 +193,10 @@ fn print_record(r: &RunRecord) {
         println!("  immediates  {:?} (server, in arrival order)", r.server.immediates);
     }
     if r.workload == "atomic" {
-        println!("  remote word {:#x} (final value read back)", r.client.atomic_final.max(r.server.atomic_final));
+        println!(
+            "  remote word {:#x} (final value read back)",
+            r.client.atomic_final.max(r.server.atomic_final)
+        );
     }
     println!(
         "  moved       {} bytes, {} ops in {:.3} s",
@@ -210,7 +226,10 @@ fn print_record(r: &RunRecord) {
         per_gib(r.cpu.client.per_gib_s)
     );
     if !r.sweep.is_empty() {
-        println!("  {:>10} {:>8} {:>12} {:>12} {:>10} {:>12}", "size", "iters", "avg MiB/s", "peak MiB/s", "Mpps", "typical us");
+        println!(
+            "  {:>10} {:>8} {:>12} {:>12} {:>10} {:>12}",
+            "size", "iters", "avg MiB/s", "peak MiB/s", "Mpps", "typical us"
+        );
         for s in &r.sweep {
             println!(
                 "  {:>10} {:>8} {:>12.2} {:>12.2} {:>10.6} {:>12.1}",

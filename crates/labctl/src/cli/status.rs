@@ -24,7 +24,11 @@ pub async fn run(args: &Args, status: &StatusArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_table(&report);
     }
-    let healthy = report.phase.is_some() && report.nodes.iter().all(|n| n.error.is_none());
+    let healthy = report.phase == Some(lab_core::state::Phase::Ready)
+        && report
+            .nodes
+            .iter()
+            .all(|n| n.error.is_none() && (report.fabric != "rxe" || n.rdma.iter().any(|p| p.state == "PORT_ACTIVE")));
     Ok(if healthy || report.phase.is_none() {
         ExitCode::SUCCESS
     } else {
@@ -49,8 +53,8 @@ pub fn print_table(s: &LabStatus) {
         s.created_at.as_deref().unwrap_or("-")
     );
     println!(
-        "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} {}",
-        "NODE", "VM", "SSH", "DATA", "AGENT", "RDMA", "MTU"
+        "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} MTU",
+        "NODE", "VM", "SSH", "DATA", "AGENT", "RDMA"
     );
     for n in &s.nodes {
         let vm = match &n.vm {
@@ -58,10 +62,9 @@ pub fn print_table(s: &LabStatus) {
             Liveness::Stopped(_) => "stopped",
         };
         let agent = n.agent.as_ref().map_or("-".to_string(), |a| format!("v{}", a.version));
-        let rdma = n
-            .rdma
-            .first()
-            .map_or("-".to_string(), |r| format!("{}/{} {} {}", r.device, r.port, r.netdev, short_state(&r.state)));
+        let rdma = n.rdma.first().map_or("-".to_string(), |r| {
+            format!("{}/{} {} {}", r.device, r.port, r.netdev, short_state(&r.state))
+        });
         let mtu = n.rdma.first().map_or("-".to_string(), |r| r.active_mtu.to_string());
         println!(
             "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} {}",

@@ -46,13 +46,20 @@ pub async fn run(args: &Args, up: &UpArgs) -> anyhow::Result<ExitCode> {
         lock_wait: lock_wait(),
     };
     let started = std::time::Instant::now();
-    // Ctrl-C or SIGTERM in the middle of `up` still removes what was created.
+    let was_up = matches!(lab.dir.load(), Ok(Some(s)) if s.phase == lab_core::state::Phase::Ready);
+    // Ctrl-C or SIGTERM in the middle of `up` removes what this `up` created;
+    // a lab that was already up, or one another labctl holds, is left alone.
     let outcome = tokio::select! {
         outcome = lab.up(&opts, reporter.as_ref()) => outcome?,
         signal = super::interrupted() => {
             drop(reporter);
-            eprintln!("labctl: {signal}; removing what `up` created");
-            lab.down(lock_wait()).await?;
+            if was_up {
+                eprintln!("labctl: {signal}; the lab was already up and is left as it was");
+            } else if lab.down(std::time::Duration::ZERO).await.is_ok() {
+                eprintln!("labctl: {signal}; removed what `up` created");
+            } else {
+                eprintln!("labctl: {signal}; another labctl holds the lab, left it alone");
+            }
             return Ok(ExitCode::from(130));
         }
     };
@@ -65,7 +72,11 @@ pub async fn run(args: &Args, up: &UpArgs) -> anyhow::Result<ExitCode> {
             UpOutcome::Created => "is up",
             UpOutcome::AlreadyUp => "was already up (verified)",
         };
-        println!("lab `{}` {verb} in {:.1}s", lab.spec.name, started.elapsed().as_secs_f64());
+        println!(
+            "lab `{}` {verb} in {:.1}s",
+            lab.spec.name,
+            started.elapsed().as_secs_f64()
+        );
         super::status::print_table(&status);
     }
     Ok(ExitCode::SUCCESS)

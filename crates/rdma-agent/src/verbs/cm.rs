@@ -45,9 +45,7 @@ pub enum CmError {
         len: usize,
     },
     /// The cm_id has no device yet (not bound to an RDMA address).
-    #[error(
-        "rdma_cm id is not bound to an RDMA device (is {0} an address on an RDMA-capable netdev?)"
-    )]
+    #[error("rdma_cm id is not bound to an RDMA device (is {0} an address on an RDMA-capable netdev?)")]
     NoDevice(String),
 }
 
@@ -182,11 +180,7 @@ impl EventChannel {
 
     /// The next event, waiting at most `timeout`; `expected` names what the
     /// caller waits for in the timeout message.
-    pub fn next_event(
-        self: &Arc<Self>,
-        timeout: Duration,
-        expected: &str,
-    ) -> Result<CmEvent, CmError> {
+    pub fn next_event(self: &Arc<Self>, timeout: Duration, expected: &str) -> Result<CmEvent, CmError> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let mut event: *mut sys::rdma_cm_event = std::ptr::null_mut();
@@ -212,13 +206,11 @@ impl EventChannel {
                 });
             }
             // Short slices so a cancelled session notices within ~100 ms.
-            super::wait_readable(self.fd(), left.min(Duration::from_millis(100))).map_err(
-                |source| CmError::Call {
-                    call: "poll",
-                    context: " on the rdma_cm channel".into(),
-                    source,
-                },
-            )?;
+            super::wait_readable(self.fd(), left.min(Duration::from_millis(100))).map_err(|source| CmError::Call {
+                call: "poll",
+                context: " on the rdma_cm channel".into(),
+                source,
+            })?;
         }
     }
 
@@ -238,20 +230,14 @@ impl EventChannel {
             kind,
             CmEventKind::ConnectRequest | CmEventKind::ConnectResponse | CmEventKind::Established
         ) || ev.event == sys::rdma_cm_event_type::RDMA_CM_EVENT_REJECTED;
-        let private_data =
-            if carries_conn_param && !conn.private_data.is_null() && conn.private_data_len > 0 {
-                // SAFETY: librdmacm guarantees private_data points at private_data_len
-                // bytes valid until the event is acked, which happens below.
-                unsafe {
-                    std::slice::from_raw_parts(
-                        conn.private_data as *const u8,
-                        conn.private_data_len as usize,
-                    )
-                }
+        let private_data = if carries_conn_param && !conn.private_data.is_null() && conn.private_data_len > 0 {
+            // SAFETY: librdmacm guarantees private_data points at private_data_len
+            // bytes valid until the event is acked, which happens below.
+            unsafe { std::slice::from_raw_parts(conn.private_data as *const u8, conn.private_data_len as usize) }
                 .to_vec()
-            } else {
-                Vec::new()
-            };
+        } else {
+            Vec::new()
+        };
         let new_id = if kind == CmEventKind::ConnectRequest {
             NonNull::new(ev.id).map(|raw| CmId {
                 raw,
@@ -265,11 +251,7 @@ impl EventChannel {
             name,
             status: ev.status,
             private_data,
-            initiator_depth: if carries_conn_param {
-                conn.initiator_depth
-            } else {
-                0
-            },
+            initiator_depth: if carries_conn_param { conn.initiator_depth } else { 0 },
             responder_resources: if carries_conn_param {
                 conn.responder_resources
             } else {
@@ -406,29 +388,15 @@ impl CmId {
         // SAFETY: `raw` is live; after bind, `src_addr_union` holds a sockaddr
         // whose family field tells which member is valid; both put the port
         // at the same offset, so reading `sin_port` via `src_sin` is valid.
-        let port = unsafe {
-            (*self.raw.as_ptr())
-                .route
-                .addr
-                .src_addr_union
-                .src_sin
-                .sin_port
-        };
+        let port = unsafe { (*self.raw.as_ptr()).route.addr.src_addr_union.src_sin.sin_port };
         u16::from_be(port)
     }
 
     /// Starts resolving `dst` (from `src` if given); ADDR_RESOLVED follows.
-    pub fn resolve_addr(
-        &self,
-        src: Option<SocketAddr>,
-        dst: SocketAddr,
-        timeout: Duration,
-    ) -> Result<(), CmError> {
+    pub fn resolve_addr(&self, src: Option<SocketAddr>, dst: SocketAddr, timeout: Duration) -> Result<(), CmError> {
         let mut src_sa = src.map(RawSockAddr::new);
         let mut dst_sa = RawSockAddr::new(dst);
-        let src_ptr = src_sa
-            .as_mut()
-            .map_or(std::ptr::null_mut(), |s| s.as_mut_ptr());
+        let src_ptr = src_sa.as_mut().map_or(std::ptr::null_mut(), |s| s.as_mut_ptr());
         // SAFETY: `raw` is live; the sockaddrs live until the call returns (librdmacm copies them).
         let rc = unsafe {
             sys::rdma_resolve_addr(
@@ -447,12 +415,8 @@ impl CmId {
     /// Starts resolving the route; ROUTE_RESOLVED follows.
     pub fn resolve_route(&self, timeout: Duration) -> Result<(), CmError> {
         // SAFETY: `raw` is live and address-resolved.
-        let rc = unsafe {
-            sys::rdma_resolve_route(
-                self.raw.as_ptr(),
-                timeout.as_millis().min(i32::MAX as u128) as i32,
-            )
-        };
+        let rc =
+            unsafe { sys::rdma_resolve_route(self.raw.as_ptr(), timeout.as_millis().min(i32::MAX as u128) as i32) };
         if rc != 0 {
             return Err(call_err("rdma_resolve_route", ""));
         }

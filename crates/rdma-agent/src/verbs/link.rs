@@ -300,12 +300,10 @@ struct AlignedMem {
 
 impl AlignedMem {
     fn new(len: usize) -> Result<AlignedMem, LinkError> {
-        let layout =
-            Layout::from_size_align(len.max(8), 4096).map_err(|e| verbs_err("buffer layout", e))?;
+        let layout = Layout::from_size_align(len.max(8), 4096).map_err(|e| verbs_err("buffer layout", e))?;
         // SAFETY: layout has non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr)
-            .ok_or_else(|| verbs_err(format!("allocating {len} B"), "out of memory"))?;
+        let ptr = NonNull::new(ptr).ok_or_else(|| verbs_err(format!("allocating {len} B"), "out of memory"))?;
         Ok(AlignedMem { ptr, layout })
     }
 }
@@ -401,8 +399,7 @@ impl Link {
         let ctx = open_device(&cfg.device)?;
         let pd = ctx.alloc_pd().map_err(|e| verbs_err("ibv_alloc_pd", e))?;
         let channel = if cfg.completion_channel {
-            let channel = CompletionChannel::new(&ctx)
-                .map_err(|e| verbs_err("ibv_create_comp_channel", e))?;
+            let channel = CompletionChannel::new(&ctx).map_err(|e| verbs_err("ibv_create_comp_channel", e))?;
             channel
                 .set_nonblocking(true)
                 .map_err(|e| verbs_err("completion channel O_NONBLOCK", e))?;
@@ -480,10 +477,7 @@ impl Link {
         let flags = match access {
             Access::Local => AccessFlags::LocalWrite,
             Access::Remote => {
-                AccessFlags::LocalWrite
-                    | AccessFlags::RemoteRead
-                    | AccessFlags::RemoteWrite
-                    | AccessFlags::RemoteAtomic
+                AccessFlags::LocalWrite | AccessFlags::RemoteRead | AccessFlags::RemoteWrite | AccessFlags::RemoteAtomic
             }
         };
         // SAFETY: `mem` is valid for `len` bytes and is kept alive (and not
@@ -507,6 +501,25 @@ impl Link {
         // and lives as long as `self`; the NIC writes only while the caller has
         // work outstanding, which the protocol of each workload rules out here.
         unsafe { std::slice::from_raw_parts(b.mem.ptr.as_ptr(), b.len) }
+    }
+
+    /// Reads one byte of a buffer that the peer may be writing right now
+    /// (RDMA WRITE into it), as perftest's write ping-pong polls its buffer's
+    /// last byte: a volatile read, then an acquire fence so the bytes the
+    /// same WRITE delivered before it are seen too.
+    pub fn read_byte_volatile(&self, id: BufId, offset: usize) -> u8 {
+        let b = &self.buffers[id.0];
+        assert!(
+            offset < b.len,
+            "offset {offset} outside buffer #{} of {} B",
+            id.0,
+            b.len
+        );
+        // SAFETY: `offset` is inside the live allocation (checked above); a
+        // volatile read of a u8 is valid while the NIC (kernel) writes it.
+        let v = unsafe { std::ptr::read_volatile(b.mem.ptr.as_ptr().add(offset)) };
+        std::sync::atomic::fence(Ordering::Acquire);
+        v
     }
 
     /// Writes a buffer (same caveat as [`Link::buffer`]).
@@ -618,12 +631,8 @@ impl Link {
                     (local, IBV_WR_ATOMIC_CMP_AND_SWP)
                 }
             };
-            if matches!(wr.op, SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. })
-                && local.len != 8
-            {
-                return Err(LinkError::BadWorkRequest(
-                    "atomic result slice must be 8 bytes".into(),
-                ));
+            if matches!(wr.op, SendOp::FetchAdd { .. } | SendOp::CompareSwap { .. }) && local.len != 8 {
+                return Err(LinkError::BadWorkRequest("atomic result slice must be 8 bytes".into()));
             }
             r.opcode = opcode;
             let mut flags = 0;
@@ -667,11 +676,7 @@ impl Link {
     }
 
     /// Builds a list of receive work requests; wr_id of entry i is `first_wr_id + i`.
-    pub fn recv_chain(
-        &self,
-        slices: &[LocalSlice],
-        first_wr_id: u64,
-    ) -> Result<RecvChain, LinkError> {
+    pub fn recv_chain(&self, slices: &[LocalSlice], first_wr_id: u64) -> Result<RecvChain, LinkError> {
         let mut sges = Vec::with_capacity(slices.len());
         let mut raw = Vec::with_capacity(slices.len());
         for (i, s) in slices.iter().enumerate() {
@@ -705,9 +710,7 @@ impl Link {
     /// Posts the whole send chain with one ibv_post_send.
     pub fn post_send(&mut self, chain: &mut SendChain) -> Result<(), LinkError> {
         if chain.link_id != self.id {
-            return Err(LinkError::BadWorkRequest(
-                "send chain built for another link".into(),
-            ));
+            return Err(LinkError::BadWorkRequest("send chain built for another link".into()));
         }
         if chain.wrs.is_empty() {
             return Ok(());
@@ -716,8 +719,7 @@ impl Link {
         // SAFETY: the chain was built by this link (checked above): every sge
         // points into one of our registered buffers, which outlive the QP; the
         // list is linked within the chain's own boxed slice.
-        let rc =
-            unsafe { sys::ibv_post_send(self.qp.qp().as_ptr(), chain.wrs.as_mut_ptr(), &mut bad) };
+        let rc = unsafe { sys::ibv_post_send(self.qp.qp().as_ptr(), chain.wrs.as_mut_ptr(), &mut bad) };
         if rc != 0 {
             return Err(LinkError::Post {
                 call: "ibv_post_send",
@@ -730,9 +732,7 @@ impl Link {
     /// Posts receive request `i` of `chain` alone.
     pub fn post_recv_one(&mut self, chain: &mut RecvChain, i: usize) -> Result<(), LinkError> {
         if chain.link_id != self.id {
-            return Err(LinkError::BadWorkRequest(
-                "recv chain built for another link".into(),
-            ));
+            return Err(LinkError::BadWorkRequest("recv chain built for another link".into()));
         }
         let wr = chain
             .wrs
@@ -798,22 +798,16 @@ impl Link {
         // SAFETY: the CQ is live and was created on this channel.
         let rc = unsafe { sys::ibv_req_notify_cq(self.cq.cq().as_ptr(), 0) };
         if rc != 0 {
-            return Err(verbs_err(
-                "ibv_req_notify_cq",
-                std::io::Error::from_raw_os_error(rc),
-            ));
+            return Err(verbs_err("ibv_req_notify_cq", std::io::Error::from_raw_os_error(rc)));
         }
         use std::os::fd::AsRawFd;
-        if !super::wait_readable(channel.as_raw_fd(), timeout)
-            .map_err(|e| verbs_err("poll(completion channel)", e))?
-        {
+        if !super::wait_readable(channel.as_raw_fd(), timeout).map_err(|e| verbs_err("poll(completion channel)", e))? {
             return Ok(false);
         }
         let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();
         let mut ctx: *mut libc::c_void = std::ptr::null_mut();
         // SAFETY: the channel is live and non-blocking; out pointers are valid.
-        let rc =
-            unsafe { sys::ibv_get_cq_event(channel.comp_channel().as_ptr(), &mut cq, &mut ctx) };
+        let rc = unsafe { sys::ibv_get_cq_event(channel.comp_channel().as_ptr(), &mut cq, &mut ctx) };
         if rc == 0 && !cq.is_null() {
             // SAFETY: acking the one event just received, on the CQ it named
             // (ours: it is the only CQ on this channel).

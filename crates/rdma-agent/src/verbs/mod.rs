@@ -14,8 +14,7 @@ use std::time::Duration;
 
 pub use cm::{CmError, CmEvent, CmEventKind, CmId, EventChannel};
 pub use link::{
-    Access, BufId, Completion, Link, LinkConfig, LinkError, LocalSlice, RecvChain, RemoteBuf,
-    SendChain, SendOp, SendWr,
+    Access, BufId, Completion, Link, LinkConfig, LinkError, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr,
 };
 
 /// The calling thread's user and system CPU seconds (RUSAGE_THREAD).
@@ -105,10 +104,7 @@ mod tests {
 
     #[test]
     fn names_remote_access_error() {
-        assert_eq!(
-            wc_status_name(10),
-            ("IBV_WC_REM_ACCESS_ERR", "remote access error")
-        );
+        assert_eq!(wc_status_name(10), ("IBV_WC_REM_ACCESS_ERR", "remote access error"));
         assert_eq!(wc_status_name(5).0, "IBV_WC_WR_FLUSH_ERR");
         assert_eq!(wc_status_name(999).0, "IBV_WC_UNKNOWN");
     }

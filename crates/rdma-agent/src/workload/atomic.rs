@@ -98,12 +98,10 @@ impl Workload for Atomic {
         }
         let after_adds = v0.wrapping_add(iters);
         // A CAS that must succeed, then one that must fail (stale compare).
-        for (n, (compare, swap, expect_old)) in [
-            (after_adds, swapped(seed), after_adds),
-            (after_adds, 0, swapped(seed)),
-        ]
-        .into_iter()
-        .enumerate()
+        for (n, (compare, swap, expect_old)) in
+            [(after_adds, swapped(seed), after_adds), (after_adds, 0, swapped(seed))]
+                .into_iter()
+                .enumerate()
         {
             let mut cas = side.link.send_chain(&[SendWr {
                 wr_id: OpKind::CompareSwap.wr_id(n as u64),
@@ -140,10 +138,7 @@ impl Workload for Atomic {
         side.next_completion("the READ of the final value")?;
         let fin = read_word(side, res);
         if fin != swapped(seed) {
-            problems.push(format!(
-                "final value {fin:#x}, expected {:#x}",
-                swapped(seed)
-            ));
+            problems.push(format!("final value {fin:#x}, expected {:#x}", swapped(seed)));
         }
         side.send_done()?;
         let elapsed = side.elapsed();
@@ -151,12 +146,7 @@ impl Workload for Atomic {
         result.atomic_final = fin;
         result.ops = iters + 3;
         result.bytes = 8 * result.ops;
-        result.bw = Some(crate::metrics::bandwidth(
-            result.bytes,
-            result.ops,
-            elapsed,
-            &[],
-        ));
+        result.bw = Some(crate::metrics::bandwidth(result.bytes, result.ops, elapsed, &[]));
         verdict(
             &mut result,
             if problems.is_empty() {

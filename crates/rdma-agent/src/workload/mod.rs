@@ -98,11 +98,7 @@ pub fn lookup(name: &str) -> Result<&'static dyn Workload, ValidationError> {
 
 /// Send/receive queue depth for a run.
 pub fn queue_depth(params: &WorkloadParams) -> u32 {
-    let tx = if params.tx_depth == 0 {
-        128
-    } else {
-        params.tx_depth
-    };
+    let tx = if params.tx_depth == 0 { 128 } else { params.tx_depth };
     // write-imm needs one receive per batch, plus the notification and done.
     tx.max(params.batches + 4).max(16)
 }
@@ -175,14 +171,8 @@ mod tests {
         for name in names() {
             assert_eq!(lookup(name).unwrap().name(), name);
         }
-        let err = lookup("bogus")
-            .err()
-            .expect("bogus is not registered")
-            .to_string();
-        assert!(
-            err.contains("write-read") && err.contains("atomic"),
-            "{err}"
-        );
+        let err = lookup("bogus").err().expect("bogus is not registered").to_string();
+        assert!(err.contains("write-read") && err.contains("atomic"), "{err}");
     }
 
     #[test]

@@ -5,11 +5,23 @@
 //! `inline_size`, for `iterations` operations or `duration_s` seconds, and
 //! optionally swept over sizes 2 B .. max_size. Nothing allocates in the loop.
 //!
-//! Latency: send-lat is a SEND ping-pong (RTT/2, as ib_send_lat); write-,
-//! read- and atomic-lat time one outstanding operation to its completion.
-//! Bytes are still verified where it is cheap: the server checks the pattern
-//! the client wrote (write), the client checks what it read (read), the
-//! server checks the atomic word's final value, and send messages are checked.
+//! Latency, measured as perftest measures it:
+//! - send-lat: a SEND ping-pong, RTT/2 (ib_send_lat).
+//! - write-lat: a WRITE ping-pong (ib_write_lat): the client writes `size`
+//!   bytes whose last byte is a counter into the server's buffer; the server
+//!   polls that byte and, when it changes, WRITEs back into the client's
+//!   exposed buffer (its blob travels in the connect private data, or in the
+//!   oob endpoint); the client polls its own last byte. Each side waits for
+//!   its own WRITE's completion too (every WRITE is signaled, as perftest's),
+//!   and a sample is the post-to-echo round trip / 2. Sizes of a sweep are
+//!   separated by the client's done message; the server echoes until it sees it.
+//! - read-lat, atomic-lat: one outstanding operation, post to completion
+//!   (ib_read_lat and ib_atomic_lat time the same).
+//!
+//! Bytes are still verified where it is cheap, always outside the timed loop:
+//! the server checks the pattern the client wrote (write), the client checks
+//! what it read (read) and what the server wrote back (write-lat), the server
+//! checks the atomic word's final value, and send messages are checked.
 
 use std::time::{Duration, Instant};
 
@@ -85,11 +97,7 @@ impl Workload for Perf {
                 }
                 side.exposed = Some(exposed);
                 // Receives for SENDs (and the done message), reposted as they complete.
-                let slots = if self.op == PerfOp::Send {
-                    RECV_RING
-                } else {
-                    1
-                };
+                let slots = if self.op == PerfOp::Send { RECV_RING } else { 1 };
                 let rx = side.link.add_buffer(len * slots, Access::Local)?;
                 let slices: Vec<LocalSlice> = (0..slots)
                     .map(|s| LocalSlice {
@@ -104,6 +112,12 @@ impl Workload for Perf {
                 side.bufs = vec![rx];
                 if self.op == PerfOp::Send && self.latency {
                     side.bufs.push(side.link.add_buffer(len, Access::Local)?);
+                }
+                if self.write_ping_pong() {
+                    // The echo's source: a pattern of its own, the counter in the last byte.
+                    let src = side.link.add_buffer(len, Access::Local)?;
+                    echo_pattern(side).fill(side.link.buffer_mut(src), 0);
+                    side.bufs.push(src);
                 }
                 Ok(())
             }
@@ -127,6 +141,12 @@ impl Workload for Perf {
                     side.link.post_recv_one(&mut chain, 0)?;
                     side.recvs = Some(chain);
                 }
+                if self.write_ping_pong() {
+                    // The server WRITEs its echo here; its blob goes to the server.
+                    let rx = side.link.add_buffer(len, Access::Remote)?;
+                    side.bufs.push(rx);
+                    side.exposed = Some(rx);
+                }
                 Ok(())
             }
         }
@@ -139,7 +159,11 @@ impl Workload for Perf {
         let mut sweep = Vec::new();
         let mut problems = Vec::new();
         let (mut total_bytes, mut total_ops) = (0u64, 0u64);
-        for size in sizes(side, self.op) {
+        for (n, size) in sizes(side, self.op).into_iter().enumerate() {
+            if n > 0 && self.write_ping_pong() {
+                // The server echoes until the done message; one per size.
+                side.send_done()?;
+            }
             side.progress("run", total_bytes, total_ops, format!("size {size} B"));
             let point = if self.latency {
                 self.measure_latency(side, size as usize, &mut problems)?
@@ -160,17 +184,14 @@ impl Workload for Perf {
         if side.params.all_sizes {
             result.sweep = sweep;
         }
-        result
-            .facts
-            .insert("tx_depth".into(), tx_depth(side).to_string());
+        result.facts.insert("tx_depth".into(), tx_depth(side).to_string());
         result
             .facts
             .insert("cq_moderation".into(), cq_moderation(side).to_string());
-        result
-            .facts
-            .insert("post_list".into(), post_list(side).to_string());
+        result.facts.insert("post_list".into(), post_list(side).to_string());
         let checked = match self.op {
             PerfOp::Read => "client checked the bytes it read",
+            PerfOp::Write if self.latency => "client checked every echo the server wrote back",
             _ => "the server checks the bytes/final value",
         };
         verdict(
@@ -181,7 +202,7 @@ impl Workload for Perf {
                 Err(problems.join("; "))
             },
         );
-        if self.op != PerfOp::Read && problems.is_empty() {
+        if self.op != PerfOp::Read && !self.write_ping_pong() && problems.is_empty() {
             // Only the server's check counts for these.
             result.verified = false;
             result.checked = false;
@@ -222,7 +243,38 @@ fn planned_iterations(side: &Side) -> Option<u64> {
     }
 }
 
+/// The counter carried in the last byte of write-lat's i-th message (never 0,
+/// the value of untouched memory).
+fn tag(i: u64) -> u8 {
+    (i % 255) as u8 + 1
+}
+
+/// What the server writes back in write-lat.
+fn echo_pattern(side: &Side) -> crate::pattern::Pattern {
+    pattern(&side.params).derive(0xEC40)
+}
+
+/// Checks a write-lat message: the pattern up to the last byte, the counter in it.
+fn check_ping(buf: &[u8], size: usize, pat: &crate::pattern::Pattern, last_tag: u8, what: &str) -> Result<(), String> {
+    if size > 1 {
+        pat.verify(&buf[..size - 1], 0)
+            .map_err(|m| format!("{what} at {size} B: {m}"))?;
+    }
+    if buf[size - 1] != last_tag {
+        return Err(format!(
+            "{what} at {size} B: last byte {:#04x}, expected the counter {last_tag:#04x}",
+            buf[size - 1]
+        ));
+    }
+    Ok(())
+}
+
 impl Perf {
+    /// write-lat: a WRITE ping-pong, as ib_write_lat.
+    fn write_ping_pong(&self) -> bool {
+        self.op == PerfOp::Write && self.latency
+    }
+
     fn op_wr(&self, side: &Side, local: LocalSlice, wr_id: u64, signaled: bool) -> SendWr {
         let (addr, rkey) = (side.peer.addr, side.peer.rkey);
         let op = match self.op {
@@ -277,9 +329,7 @@ impl Perf {
             offset: 0,
             len: size,
         };
-        let wrs: Vec<SendWr> = (0..list)
-            .map(|_| self.op_wr(side, local, 0, false))
-            .collect();
+        let wrs: Vec<SendWr> = (0..list).map(|_| self.op_wr(side, local, 0, false)).collect();
         let mut chain = side.link.send_chain(&wrs)?;
         let planned = planned_iterations(side);
         let stop_at = Instant::now() + Duration::from_secs_f64(side.params.duration_s.max(0.0));
@@ -288,19 +338,15 @@ impl Perf {
         let start = Instant::now();
         loop {
             let remaining = planned.map(|n| n.saturating_sub(posted));
-            let finished_posting = remaining == Some(0)
-                || (planned.is_none() && Instant::now() >= stop_at && posted > 0);
+            let finished_posting =
+                remaining == Some(0) || (planned.is_none() && Instant::now() >= stop_at && posted > 0);
             if finished_posting && completed == posted {
                 break;
             }
             let in_flight = (posted - completed) as usize;
-            if !finished_posting
-                && in_flight + list <= depth
-                && remaining.is_none_or(|r| r >= list as u64)
-            {
+            if !finished_posting && in_flight + list <= depth && remaining.is_none_or(|r| r >= list as u64) {
                 posts += 1;
-                let last_post = remaining == Some(list as u64)
-                    || (planned.is_none() && Instant::now() >= stop_at);
+                let last_post = remaining == Some(list as u64) || (planned.is_none() && Instant::now() >= stop_at);
                 let signaled = posts % every as u64 == 0 || last_post;
                 chain.set_signaled(list - 1, signaled);
                 chain.set_wr_id(list - 1, self.kind().wr_id(posted + list as u64));
@@ -354,21 +400,182 @@ impl Perf {
         })
     }
 
+    /// Client of write-lat: WRITE with the counter in the last byte, wait for
+    /// its completion and for the server's echo in our buffer; RTT / 2.
+    fn measure_write_ping_pong(
+        &self,
+        side: &mut Side,
+        size: usize,
+        problems: &mut Vec<String>,
+    ) -> Result<SizePoint, SessionError> {
+        let (src, rx) = (side.bufs[0], side.bufs[1]);
+        let local = LocalSlice {
+            buf: src,
+            offset: 0,
+            len: size,
+        };
+        let mut chain = side
+            .link
+            .send_chain(&[self.op_wr(side, local, self.kind().wr_id(0), true)])?;
+        let planned = planned_iterations(side);
+        let stop_at = Instant::now() + Duration::from_secs_f64(side.params.duration_s.max(0.0));
+        let mut samples = Vec::with_capacity(planned.unwrap_or(100_000).min(10_000_000) as usize);
+        let mut i = 0u64;
+        while planned.map_or(Instant::now() < stop_at || i == 0, |n| i < n) {
+            let t = tag(i);
+            side.link.buffer_mut(src)[size - 1] = t;
+            chain.set_wr_id(0, self.kind().wr_id(i));
+            let t0 = Instant::now();
+            side.link.post_send(&mut chain)?;
+            side.next_completion("the write-lat WRITE's completion")?;
+            let mut spins = 0u32;
+            while side.link.read_byte_volatile(rx, size - 1) != t {
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(64) {
+                    side.check_alive("the server's write-lat echo")?;
+                }
+                // One vCPU under emulation: let rxe's kernel work run.
+                std::thread::yield_now();
+            }
+            if samples.len() < samples.capacity() {
+                samples.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
+            }
+            i += 1;
+        }
+        if i > 0 {
+            if let Err(m) = check_ping(side.link.buffer(rx), size, &echo_pattern(side), tag(i - 1), "echo") {
+                problems.push(m);
+            }
+        }
+        // The counter byte goes back to the pattern for the next (larger) size.
+        let restore = pattern(&side.params).byte_at(size as u64 - 1);
+        side.link.buffer_mut(src)[size - 1] = restore;
+        Ok(SizePoint {
+            size: size as u64,
+            iterations: i,
+            bw: None,
+            lat: Some(latency(&mut samples)),
+        })
+    }
+
+    /// Server of write-lat, one size: echo every ping until the client's done.
+    /// Returns the pings echoed and the verdict on the last one.
+    fn echo_writes(&self, side: &mut Side, size: usize) -> Result<(u64, Result<(), String>), SessionError> {
+        let exposed = side.exposed.expect("prepared");
+        let src = side.bufs[1];
+        let local = LocalSlice {
+            buf: src,
+            offset: 0,
+            len: size,
+        };
+        let mut chain = side
+            .link
+            .send_chain(&[self.op_wr(side, local, self.kind().wr_id(0), true)])?;
+        let mut echoed = 0u64;
+        let mut spins = 0u32;
+        let mut done = false;
+        while !done {
+            if side.link.read_byte_volatile(exposed, size - 1) == tag(echoed) {
+                // A done message before the byte changed means the client
+                // moved on to the next size: that byte is not a ping.
+                if let Some(c) = side.try_completion()? {
+                    if Side::is_done(&c) {
+                        break;
+                    }
+                }
+                side.link.buffer_mut(src)[size - 1] = tag(echoed);
+                chain.set_wr_id(0, self.kind().wr_id(echoed));
+                side.link.post_send(&mut chain)?;
+                loop {
+                    let c = side.next_completion("the write-lat echo's completion")?;
+                    if Side::is_done(&c) {
+                        // The client saw the echo and stopped before our ACK came back.
+                        done = true;
+                    } else {
+                        break;
+                    }
+                }
+                echoed += 1;
+                continue;
+            }
+            if let Some(c) = side.try_completion()? {
+                if Side::is_done(&c) {
+                    break;
+                }
+                continue;
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                side.check_alive("the client's write-lat ping or done")?;
+            }
+            std::thread::yield_now();
+        }
+        let restore = echo_pattern(side).byte_at(size as u64 - 1);
+        side.link.buffer_mut(src)[size - 1] = restore;
+        let verdict = if echoed == 0 {
+            Ok(())
+        } else {
+            check_ping(
+                side.link.buffer(exposed),
+                size,
+                &pattern(&side.params),
+                tag(echoed - 1),
+                "ping",
+            )
+        };
+        Ok((echoed, verdict))
+    }
+
+    fn serve_write_ping_pong(&self, side: &mut Side) -> Result<SideResult, SessionError> {
+        let mut recvs = side.recvs.take().expect("prepared");
+        let (mut pings, mut bytes) = (0u64, 0u64);
+        let mut problems = Vec::new();
+        for size in sizes(side, self.op) {
+            let size = size as usize;
+            let (echoed, verdict) = self.echo_writes(side, size)?;
+            pings += echoed;
+            bytes += echoed * size as u64;
+            if let Err(m) = verdict {
+                problems.push(m);
+            }
+            // The done receive is reposted for the next size's done.
+            side.link.post_recv_one(&mut recvs, 0)?;
+        }
+        side.recvs = Some(recvs);
+        let mut result = side.base_result();
+        result.ops = pings;
+        result.bytes = bytes;
+        verdict(
+            &mut result,
+            if problems.is_empty() {
+                Ok(format!(
+                    "echoed {pings} pings; each size's last ping held the client's pattern and counter"
+                ))
+            } else {
+                Err(problems.join("; "))
+            },
+        );
+        Ok(result)
+    }
+
     fn measure_latency(
         &self,
         side: &mut Side,
         size: usize,
         problems: &mut Vec<String>,
     ) -> Result<SizePoint, SessionError> {
+        if self.write_ping_pong() {
+            return self.measure_write_ping_pong(side, size, problems);
+        }
         let buf = side.bufs[0];
         let local = LocalSlice {
             buf,
             offset: 0,
             len: size,
         };
-        let mut chain =
-            side.link
-                .send_chain(&[self.op_wr(side, local, self.kind().wr_id(0), true)])?;
+        let mut chain = side
+            .link
+            .send_chain(&[self.op_wr(side, local, self.kind().wr_id(0), true)])?;
         let planned = planned_iterations(side);
         let stop_at = Instant::now() + Duration::from_secs_f64(side.params.duration_s.max(0.0));
         let mut samples = Vec::with_capacity(planned.unwrap_or(100_000).min(10_000_000) as usize);
@@ -421,6 +628,9 @@ impl Perf {
     }
 
     fn serve(&self, side: &mut Side) -> Result<SideResult, SessionError> {
+        if self.write_ping_pong() {
+            return self.serve_write_ping_pong(side);
+        }
         let len = buffer_len(side, self.op);
         let rx = side.bufs[0];
         let mut recvs = side.recvs.take().expect("prepared");
@@ -455,9 +665,7 @@ impl Perf {
             received += 1;
             let n = c.byte_len as usize;
             if problem.is_none() && self.op == PerfOp::Send {
-                if let Err(m) = pattern(&side.params)
-                    .verify(&side.link.buffer(rx)[slot * len..slot * len + n], 0)
-                {
+                if let Err(m) = pattern(&side.params).verify(&side.link.buffer(rx)[slot * len..slot * len + n], 0) {
                     problem = Some(format!("message {received} ({n} B): {m}"));
                 }
             }
@@ -510,10 +718,40 @@ impl Perf {
         let mut result = side.base_result();
         result.ops = received;
         if self.op == PerfOp::Atomic {
-            result.atomic_final =
-                u64::from_ne_bytes(side.link.buffer(exposed)[..8].try_into().expect("8 bytes"));
+            result.atomic_final = u64::from_ne_bytes(side.link.buffer(exposed)[..8].try_into().expect("8 bytes"));
         }
         verdict(&mut result, outcome);
         Ok(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pattern::Pattern;
+
+    #[test]
+    fn write_lat_counter_is_never_zero_and_wraps() {
+        assert_eq!(tag(0), 1);
+        assert_eq!(tag(254), 255);
+        assert_eq!(tag(255), 1);
+        assert!((0..10_000).all(|i| tag(i) != 0));
+    }
+
+    #[test]
+    fn write_lat_check_wants_pattern_then_counter() {
+        let pat = Pattern::new(7);
+        let mut buf = vec![0u8; 16];
+        pat.fill(&mut buf, 0);
+        buf[7] = tag(41);
+        assert_eq!(check_ping(&buf, 8, &pat, tag(41), "ping"), Ok(()));
+        let err = check_ping(&buf, 8, &pat, tag(42), "ping").unwrap_err();
+        assert!(err.contains("last byte") && err.contains("at 8 B"), "{err}");
+        buf[3] ^= 0xFF;
+        assert!(check_ping(&buf, 8, &pat, tag(41), "ping")
+            .unwrap_err()
+            .contains("offset 3"));
+        // One byte: the counter alone.
+        assert_eq!(check_ping(&[tag(0)], 1, &pat, tag(0), "ping"), Ok(()));
     }
 }

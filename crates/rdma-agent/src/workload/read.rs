@@ -85,20 +85,11 @@ impl Workload for Read {
         let mut result = side.base_result();
         result.bytes = len as u64 * iters;
         result.ops = iters;
-        result.bw = Some(crate::metrics::bandwidth(
-            result.bytes,
-            result.ops,
-            elapsed,
-            &[],
-        ));
+        result.bw = Some(crate::metrics::bandwidth(result.bytes, result.ops, elapsed, &[]));
         verdict(
             &mut result,
             mismatch.map_or_else(
-                || {
-                    Ok(format!(
-                        "{iters} x READ {len} B: all bytes match the server's pattern"
-                    ))
-                },
+                || Ok(format!("{iters} x READ {len} B: all bytes match the server's pattern")),
                 Err,
             ),
         );

@@ -107,10 +107,7 @@ fn serve(side: &mut Side) -> Result<SideResult, SessionError> {
         let data = &side.link.buffer(rx)[slot * len..(slot + 1) * len];
         if mismatch.is_none() {
             if c.byte_len as usize != len {
-                mismatch = Some(format!(
-                    "message {received} has {} B, expected {len} B",
-                    c.byte_len
-                ));
+                mismatch = Some(format!("message {received} has {} B, expected {len} B", c.byte_len));
             } else if let Err(m) = p.derive(received).verify(data, 0) {
                 mismatch = Some(format!("message {received}: {m}"));
             }
@@ -132,23 +129,14 @@ fn serve(side: &mut Side) -> Result<SideResult, SessionError> {
         &mut result,
         match mismatch {
             Some(m) => Err(m),
-            None if received != expected => {
-                Err(format!("received {received} messages, expected {expected}"))
-            }
-            None => Ok(format!(
-                "{received} messages of {len} B received in order and verified"
-            )),
+            None if received != expected => Err(format!("received {received} messages, expected {expected}")),
+            None => Ok(format!("{received} messages of {len} B received in order and verified")),
         },
     );
     Ok(result)
 }
 
-fn slot_chain(
-    side: &Side,
-    buf: crate::verbs::BufId,
-    slot: usize,
-    len: usize,
-) -> Result<SendChain, SessionError> {
+fn slot_chain(side: &Side, buf: crate::verbs::BufId, slot: usize, len: usize) -> Result<SendChain, SessionError> {
     Ok(side.link.send_chain(&[SendWr {
         wr_id: OpKind::Send.wr_id(0),
         op: SendOp::Send {
@@ -179,10 +167,8 @@ fn stream(side: &mut Side) -> Result<SideResult, SessionError> {
             in_flight -= 1;
         }
         let slot = (i % slots as u64) as usize;
-        p.derive(i).fill(
-            &mut side.link.buffer_mut(tx)[slot * len..(slot + 1) * len],
-            0,
-        );
+        p.derive(i)
+            .fill(&mut side.link.buffer_mut(tx)[slot * len..(slot + 1) * len], 0);
         chains[slot].set_wr_id(0, OpKind::Send.wr_id(i));
         side.link.post_send(&mut chains[slot])?;
         in_flight += 1;
@@ -250,11 +236,7 @@ fn ping_pong(side: &mut Side) -> Result<SideResult, SessionError> {
     verdict(
         &mut result,
         mismatch.map_or_else(
-            || {
-                Ok(format!(
-                    "{iters} echoes of {len} B verified (latency = RTT/2)"
-                ))
-            },
+            || Ok(format!("{iters} echoes of {len} B verified (latency = RTT/2)")),
             Err,
         ),
     );

@@ -41,10 +41,9 @@ impl Workload for WriteImm {
                     offset: 0,
                     len: 0,
                 };
-                let mut chain = side.link.recv_chain(
-                    &vec![empty; batches(side) as usize + 2],
-                    OpKind::Recv.wr_id(0),
-                )?;
+                let mut chain = side
+                    .link
+                    .recv_chain(&vec![empty; batches(side) as usize + 2], OpKind::Recv.wr_id(0))?;
                 side.link.post_recv_all(&mut chain)?;
                 side.recvs = Some(chain);
                 Ok(())
@@ -147,12 +146,7 @@ impl Workload for WriteImm {
         result.immediates = sent;
         result.bytes = len as u64 * u64::from(n);
         result.ops = u64::from(n) + 1;
-        result.bw = Some(crate::metrics::bandwidth(
-            result.bytes,
-            result.ops,
-            elapsed,
-            &[],
-        ));
+        result.bw = Some(crate::metrics::bandwidth(result.bytes, result.ops, elapsed, &[]));
         result.verify_detail = "the server verifies data and immediates".into();
         Ok(result)
     }

@@ -54,11 +54,7 @@ impl Workload for WriteRead {
             )));
         }
         let (src, dst) = (side.bufs[0], side.bufs[1]);
-        let whole = |buf| LocalSlice {
-            buf,
-            offset: 0,
-            len,
-        };
+        let whole = |buf| LocalSlice { buf, offset: 0, len };
         let mut write = side.link.send_chain(&[SendWr {
             wr_id: OpKind::Write.wr_id(0),
             op: SendOp::Write {
@@ -102,16 +98,9 @@ impl Workload for WriteRead {
         let mut result = side.base_result();
         result.bytes = 2 * len as u64 * iters;
         result.ops = 2 * iters;
-        result.bw = Some(crate::metrics::bandwidth(
-            result.bytes,
-            result.ops,
-            elapsed,
-            &[],
-        ));
+        result.bw = Some(crate::metrics::bandwidth(result.bytes, result.ops, elapsed, &[]));
         let outcome = match mismatch {
-            None => Ok(format!(
-                "{iters} x WRITE {len} B then READ back: all bytes match"
-            )),
+            None => Ok(format!("{iters} x WRITE {len} B then READ back: all bytes match")),
             Some(m) => Err(m),
         };
         verdict(&mut result, outcome);

@@ -61,12 +61,16 @@ pub struct AccelChoice {
 /// `kvm_intel` or `kvm_amd` loaded.
 pub fn choose_accel(requested: Accel) -> AccelChoice {
     let env = std::env::var("LABCTL_ACCEL").ok();
-    let requested = match env.as_deref() {
-        Some("kvm") => Accel::Kvm,
-        Some("tcg") => Accel::Tcg,
-        _ => requested,
+    let (requested, source) = match env.as_deref() {
+        Some("kvm") => (Accel::Kvm, "LABCTL_ACCEL"),
+        Some("tcg") => (Accel::Tcg, "LABCTL_ACCEL"),
+        Some("auto") => (Accel::Auto, "LABCTL_ACCEL"),
+        Some(other) => {
+            tracing::warn!(value = other, "LABCTL_ACCEL must be kvm, tcg or auto; using labs.yaml");
+            (requested, "labs.yaml")
+        }
+        None => (requested, "labs.yaml"),
     };
-    let source = if env.is_some() { "LABCTL_ACCEL" } else { "labs.yaml" };
     match requested {
         Accel::Kvm => AccelChoice {
             accel: "kvm",
@@ -158,7 +162,11 @@ fn identity_cpio(
         ("etc/hosts", 0o100644, hosts),
         ("etc/hostname", 0o100644, format!("{}\n", node.name)),
         ("root/.ssh", 0o040700, String::new()),
-        ("root/.ssh/authorized_keys", 0o100600, format!("{}\n", authorized_key.trim())),
+        (
+            "root/.ssh/authorized_keys",
+            0o100600,
+            format!("{}\n", authorized_key.trim()),
+        ),
     ];
     let mut out = Vec::new();
     for (ino, (name, mode, content)) in files.iter().enumerate() {
@@ -197,10 +205,22 @@ fn is_lab_process(pid: u32, dir: &Path) -> bool {
     let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
     };
-    let needle = dir.as_os_str().as_encoded_bytes();
+    // The directory must be a whole path prefix: lab `e2e` is not lab `e2e2`.
+    let dir = dir.as_os_str().as_encoded_bytes();
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
-    !zombie && cmdline.windows(needle.len()).any(|w| w == needle)
+    let zombie = stat
+        .rsplit(')')
+        .next()
+        .is_some_and(|rest| rest.trim_start().starts_with('Z'));
+    !zombie && mentions_dir(&cmdline, dir)
+}
+
+/// Whether `cmdline` (NUL-separated) names `dir` or a path inside it.
+fn mentions_dir(cmdline: &[u8], dir: &[u8]) -> bool {
+    cmdline
+        .windows(dir.len() + 1)
+        .any(|w| w[..dir.len()] == *dir && matches!(w[dir.len()], b'/' | 0 | b','))
+        || cmdline.ends_with(dir)
 }
 
 /// Every live process whose command line mentions the lab directory.
@@ -303,7 +323,11 @@ impl Provider for QemuProvider {
             });
         }
         let plan_path = dir.root().join(PLAN_FILE);
-        crate::state::write_atomic(&plan_path, &serde_json::to_vec_pretty(&plan).expect("plan serialises"), 0o600)?;
+        crate::state::write_atomic(
+            &plan_path,
+            &serde_json::to_vec_pretty(&plan).expect("plan serialises"),
+            0o600,
+        )?;
         let _ = fs::remove_file(dir.root().join(REPORT_FILE));
 
         let report = step(reporter, "lab", "start VMs", start_supervisor(dir)).await?;
@@ -407,10 +431,7 @@ async fn start_supervisor(dir: &LabDir) -> Result<SupervisorReport, ProviderErro
         if let Ok(Some(status)) = child.try_wait() {
             return Err(ProviderError::Io {
                 context: "the lab supervisor".into(),
-                source: std::io::Error::other(format!(
-                    "exited early ({status}): {}",
-                    tail_lines(&log_path, 10)
-                )),
+                source: std::io::Error::other(format!("exited early ({status}): {}", tail_lines(&log_path, 10))),
             });
         }
         if started.elapsed() > Duration::from_secs(20) {
@@ -472,6 +493,20 @@ mod tests {
     }
 
     #[test]
+    fn test_lab_processes_match_whole_directories_only() {
+        let dir = b"/s/e2e";
+        assert!(mentions_dir(b"labctl\0__supervise\0/s/e2e\0", dir));
+        assert!(mentions_dir(b"qemu\0-initrd\0/s/e2e/nodes/a/initrd\0", dir));
+        assert!(mentions_dir(
+            b"qemu\0-chardev\0file,id=console,path=/s/e2e/a.console.log\0",
+            dir
+        ));
+        assert!(mentions_dir(b"labctl\0__supervise\0/s/e2e", dir));
+        assert!(!mentions_dir(b"labctl\0__supervise\0/s/e2e2\0", dir));
+        assert!(!mentions_dir(b"qemu\0-initrd\0/s/e2e2/nodes/a/initrd\0", dir));
+    }
+
+    #[test]
     fn test_macs_are_unique_and_locally_administered() {
         let mut seen = std::collections::HashSet::new();
         for i in 0..16 {
@@ -484,7 +519,14 @@ mod tests {
     #[test]
     fn test_identity_archive_carries_name_address_and_key() {
         let nodes = vec![node(0, "server"), node(1, "client")];
-        let archive = identity_cpio(&nodes[1], &nodes, "52:54:00:00:02:01", "52:54:00:01:02:02", "ssh-ed25519 AAAA test").unwrap();
+        let archive = identity_cpio(
+            &nodes[1],
+            &nodes,
+            "52:54:00:00:02:01",
+            "52:54:00:01:02:02",
+            "ssh-ed25519 AAAA test",
+        )
+        .unwrap();
         let mut reader = std::io::Cursor::new(archive);
         let mut files = std::collections::HashMap::new();
         loop {

@@ -163,7 +163,10 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
         let child = match child {
             Ok(child) => child,
             Err(e) => {
-                let _ = fs::write(exit_file(dir, &vm.name), format!("could not start {}: {e}", vm.qemu.display()));
+                let _ = fs::write(
+                    exit_file(dir, &vm.name),
+                    format!("could not start {}: {e}", vm.qemu.display()),
+                );
                 continue;
             }
         };

@@ -98,7 +98,11 @@ fn destinations(fabric: &Mutex<Fabric>, ingress: u64, frame: &[u8]) -> Vec<mpsc:
     if src[0] & 1 == 0 {
         f.macs.insert(src, ingress);
     }
-    let known = if dst[0] & 1 == 0 { f.macs.get(&dst).copied() } else { None };
+    let known = if dst[0] & 1 == 0 {
+        f.macs.get(&dst).copied()
+    } else {
+        None
+    };
     match known {
         Some(port) if port == ingress => Vec::new(),
         Some(port) => f.ports.get(&port).cloned().into_iter().collect(),

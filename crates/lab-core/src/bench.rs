@@ -1,0 +1,922 @@
+//! `labctl bench`: our workloads against perftest on the same two nodes.
+//!
+//! Each pair runs a reference tool (`ib_write_bw`, ...) and the matching
+//! workload of ours (`write-bw`, ...) with the same message size, iteration
+//! count, TX depth and CQ moderation over the same link, alternating
+//! reference, ours, reference, ours ... for `rounds` rounds so that drift in
+//! a noisy machine lands on both. Per pair it reports min, median and max of
+//! the headline metric of each side, the ratio of the medians (ours /
+//! reference) and CPU seconds per GiB moved.
+//!
+//! perftest runs through [`Lab::exec`]: the server side first (its exec is
+//! one future of a join), the client once the server says it waits for a
+//! connection; both under `timeout` on the node and with `-F` (no CPU
+//! frequency check). perftest's "MB/sec" is MiB/s (2^20 bytes, checked from
+//! its message rate), the same unit as our `bw_avg_mib_s`.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_proto::v1::NodeInfoRequest;
+use serde::Serialize;
+
+use crate::lab::{Lab, LabError};
+use crate::run::{default_params, run_workload, RunError, RunOptions, RunRecord};
+use crate::state::{now_rfc3339, write_atomic, LabState};
+
+/// Version of the bench record (`--json` and saved results).
+pub const BENCH_SCHEMA: u32 = 1;
+
+/// Which pairs to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Suite {
+    /// write-bw, read-bw, write-lat, atomic-bw.
+    Quick,
+    /// Quick plus send-bw, read-lat, send-lat.
+    Full,
+}
+
+/// What a pair's headline number is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Average bandwidth, MiB/s (perftest "BW average[MB/sec]"). Higher is better.
+    BwAvgMibS,
+    /// Message rate, millions of messages per second. Higher is better.
+    MsgRateMpps,
+    /// Median latency, µs (perftest "t_typical"). Lower is better.
+    LatTypicalUs,
+}
+
+impl Metric {
+    /// The unit as printed.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::BwAvgMibS => "MiB/s",
+            Metric::MsgRateMpps => "Mpps",
+            Metric::LatTypicalUs => "us",
+        }
+    }
+
+    /// Whether a larger value is better.
+    pub fn higher_is_better(self) -> bool {
+        self != Metric::LatTypicalUs
+    }
+}
+
+/// One comparison: a perftest tool against one of our workloads.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairSpec {
+    /// Our workload ("write-bw").
+    pub workload: &'static str,
+    /// The perftest binary ("ib_write_bw").
+    pub tool: &'static str,
+    /// Message size, bytes (both sides).
+    pub size: u64,
+    /// Iterations (both sides).
+    pub iterations: u64,
+    /// TX depth and CQ moderation (bandwidth tests; both sides). None: latency.
+    pub depth: Option<(u32, u32)>,
+    /// The headline number.
+    pub metric: Metric,
+    /// What issue 3 asks of ours / reference, on the median; None: no target.
+    pub target: Option<f64>,
+}
+
+/// The pairs of a suite, sized for an emulated lab (a few MB/s, ms latency).
+pub fn suite(s: Suite) -> Vec<PairSpec> {
+    let bw = |workload, tool, target| PairSpec {
+        workload,
+        tool,
+        size: 65536,
+        iterations: 300,
+        depth: Some((128, 16)),
+        metric: Metric::BwAvgMibS,
+        target,
+    };
+    let lat = |workload, tool, size, target| PairSpec {
+        workload,
+        tool,
+        size,
+        iterations: 200,
+        depth: None,
+        metric: Metric::LatTypicalUs,
+        target,
+    };
+    let mut pairs = vec![
+        bw("write-bw", "ib_write_bw", Some(1.10)),
+        bw("read-bw", "ib_read_bw", Some(1.0)),
+        lat("write-lat", "ib_write_lat", 2, Some(1.0)),
+        PairSpec {
+            workload: "atomic-bw",
+            tool: "ib_atomic_bw",
+            size: 8,
+            iterations: 500,
+            depth: Some((128, 16)),
+            metric: Metric::MsgRateMpps,
+            target: None,
+        },
+    ];
+    if s == Suite::Full {
+        pairs.push(bw("send-bw", "ib_send_bw", None));
+        pairs.push(lat("read-lat", "ib_read_lat", 2, None));
+        pairs.push(lat("send-lat", "ib_send_lat", 2, None));
+    }
+    pairs
+}
+
+/// What to run, where.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// The suite.
+    pub suite: Suite,
+    /// Rounds of (reference, ours) per pair.
+    pub rounds: u32,
+    /// The passive node.
+    pub server: String,
+    /// The active node.
+    pub client: String,
+    /// Overrides every pair's iteration count.
+    pub iterations: Option<u64>,
+    /// Per-run timeout.
+    pub timeout: Duration,
+    /// Only these workloads (empty: the whole suite).
+    pub only: Vec<String>,
+}
+
+/// Errors of a bench as a whole (single samples fail into the record).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The lab is not usable.
+    #[error(transparent)]
+    Lab(#[from] LabError),
+    /// Facts about the nodes could not be read.
+    #[error("{0}")]
+    Setup(String),
+    /// The record could not be saved.
+    #[error("saving the bench: {0}")]
+    Save(String),
+}
+
+/// perftest's result table, parsed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PerftestResult {
+    /// Message size.
+    pub bytes: u64,
+    /// Iterations.
+    pub iterations: u64,
+    /// Bandwidth tests: peak and average MiB/s, message rate Mpps.
+    pub bw_peak_mib_s: Option<f64>,
+    /// Average MiB/s.
+    pub bw_avg_mib_s: Option<f64>,
+    /// Mpps.
+    pub msg_rate_mpps: Option<f64>,
+    /// Latency tests: t_min, t_max, t_typical, t_avg, t_stdev, p99, p99.9 (µs).
+    pub lat_min_us: Option<f64>,
+    /// t_max.
+    pub lat_max_us: Option<f64>,
+    /// t_typical (the median).
+    pub lat_typical_us: Option<f64>,
+    /// t_avg.
+    pub lat_avg_us: Option<f64>,
+    /// t_stdev.
+    pub lat_stdev_us: Option<f64>,
+    /// 99% percentile.
+    pub lat_p99_us: Option<f64>,
+    /// 99.9% percentile.
+    pub lat_p999_us: Option<f64>,
+    /// Header facts: "TX depth", "CQ Moderation", "Max inline data", "Mtu", ...
+    pub header: std::collections::BTreeMap<String, String>,
+    /// CPU seconds (user, system) of perftest's process, from the shell's
+    /// `times` (the whole process: setup and TCP exchange included).
+    pub cpu_user_s: Option<f64>,
+    /// System seconds.
+    pub cpu_system_s: Option<f64>,
+}
+
+fn numbers(line: &str) -> Option<Vec<f64>> {
+    let v: Result<Vec<f64>, _> = line.split_whitespace().map(str::parse::<f64>).collect();
+    v.ok().filter(|v| !v.is_empty())
+}
+
+/// `0m1.601s` → 1.601.
+fn parse_times_field(s: &str) -> Option<f64> {
+    let s = s.strip_suffix('s')?;
+    let (m, sec) = s.split_once('m')?;
+    Some(m.parse::<f64>().ok()? * 60.0 + sec.parse::<f64>().ok()?)
+}
+
+/// Parses one perftest side's output (with the shell's `times` appended).
+pub fn parse_perftest(output: &str) -> Result<PerftestResult, String> {
+    let lines: Vec<&str> = output.lines().collect();
+    let mut r = PerftestResult::default();
+    for line in &lines {
+        // " TX depth        : 128" and "Dual-port : OFF\t\tDevice : rxe0".
+        for part in line.split('\t').filter(|p| !p.trim().is_empty()) {
+            if let Some((k, v)) = part.split_once(" : ").or_else(|| part.split_once(": ")) {
+                let (k, v) = (k.trim(), v.trim());
+                if !k.is_empty() && !k.starts_with('#') && !k.contains("address") && k.len() < 40 {
+                    r.header.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+    }
+    let header_at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("#bytes"))
+        .ok_or_else(|| {
+            format!(
+                "no result table (\"#bytes ...\") in perftest output:\n{}",
+                tail(output, 12)
+            )
+        })?;
+    let header = lines[header_at];
+    let row = lines[header_at + 1..]
+        .iter()
+        .find_map(|l| numbers(l))
+        .ok_or_else(|| format!("no result row under perftest's table header:\n{}", tail(output, 12)))?;
+    let col = |i: usize| row.get(i).copied();
+    r.bytes = col(0).unwrap_or_default() as u64;
+    r.iterations = col(1).unwrap_or_default() as u64;
+    if header.contains("t_typical") {
+        if row.len() < 7 {
+            return Err(format!(
+                "latency row has {} columns, expected at least 7: {row:?}",
+                row.len()
+            ));
+        }
+        r.lat_min_us = col(2);
+        r.lat_max_us = col(3);
+        r.lat_typical_us = col(4);
+        r.lat_avg_us = col(5);
+        r.lat_stdev_us = col(6);
+        r.lat_p99_us = col(7);
+        r.lat_p999_us = col(8);
+    } else if header.contains("BW average") {
+        if !header.contains("[MB/sec]") {
+            return Err(format!(
+                "perftest reported bandwidth in another unit than MB/sec (--report_gbits?): {}",
+                header.trim()
+            ));
+        }
+        if row.len() < 5 {
+            return Err(format!("bandwidth row has {} columns, expected 5: {row:?}", row.len()));
+        }
+        r.bw_peak_mib_s = col(2);
+        r.bw_avg_mib_s = col(3);
+        r.msg_rate_mpps = col(4);
+    } else {
+        return Err(format!("unknown perftest table header: {}", header.trim()));
+    }
+    // dash's `times`: the shell's line, then its children's (perftest's).
+    let times: Vec<(f64, f64)> = lines
+        .iter()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let (u, s) = (it.next()?, it.next()?);
+            if it.next().is_some() {
+                return None;
+            }
+            Some((parse_times_field(u)?, parse_times_field(s)?))
+        })
+        .collect();
+    if times.len() >= 2 {
+        let (u, s) = times[times.len() - 1];
+        r.cpu_user_s = Some(u);
+        r.cpu_system_s = Some(s);
+    }
+    Ok(r)
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// One measurement of one side.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// The round (0-based).
+    pub round: u32,
+    /// The headline metric; None when the run failed.
+    pub value: Option<f64>,
+    /// Peak bandwidth, MiB/s (bandwidth pairs).
+    pub peak_mib_s: Option<f64>,
+    /// CPU seconds (user + system) per GiB moved, client side.
+    pub cpu_client_s_per_gib: Option<f64>,
+    /// CPU seconds (user + system) per GiB moved, both sides.
+    pub cpu_total_s_per_gib: Option<f64>,
+    /// Ours: the bytes were verified (perftest: null, it does not check).
+    pub verified: Option<bool>,
+    /// Ours: the run's id (its record is saved next to this one).
+    pub run_id: Option<String>,
+    /// Why the run failed.
+    pub error: Option<String>,
+    /// perftest: both sides' parsed output (client first).
+    pub perftest: Option<[PerftestResult; 2]>,
+}
+
+/// min, median, max of the samples that succeeded.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// Smallest.
+    pub min: Option<f64>,
+    /// Median.
+    pub median: Option<f64>,
+    /// Largest.
+    pub max: Option<f64>,
+    /// Successful samples.
+    pub n: usize,
+}
+
+impl Stats {
+    /// Stats of the values present.
+    pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Stats {
+        let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
+        v.sort_by(f64::total_cmp);
+        if v.is_empty() {
+            return Stats::default();
+        }
+        let mid = v.len() / 2;
+        let median = if v.len() % 2 == 1 {
+            v[mid]
+        } else {
+            (v[mid - 1] + v[mid]) / 2.0
+        };
+        Stats {
+            min: v.first().copied(),
+            median: Some(median),
+            max: v.last().copied(),
+            n: v.len(),
+        }
+    }
+}
+
+/// One tool's side of a pair.
+#[derive(Debug, Clone, Serialize)]
+pub struct SideStats {
+    /// "ib_write_bw" or "write-bw".
+    pub tool: String,
+    /// The command (perftest) or parameters (ours).
+    pub command: String,
+    /// The headline metric.
+    pub stats: Stats,
+    /// CPU per GiB, client side, over the samples.
+    pub cpu_client_s_per_gib: Stats,
+    /// CPU per GiB, both sides, over the samples.
+    pub cpu_total_s_per_gib: Stats,
+    /// Every sample, in the order run.
+    pub samples: Vec<Sample>,
+}
+
+/// One pair's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairRecord {
+    /// What was compared.
+    pub spec: PairSpec,
+    /// Unit of the metric.
+    pub unit: &'static str,
+    /// "higher" or "lower".
+    pub better: &'static str,
+    /// perftest.
+    pub reference: SideStats,
+    /// Ours.
+    pub ours: SideStats,
+    /// Median of ours / median of the reference.
+    pub ratio: Option<f64>,
+    /// Whether the ratio meets the target (≥ target for higher-is-better
+    /// metrics, ≤ for latency); None without a target or a ratio.
+    pub meets_target: Option<bool>,
+    /// Median CPU per GiB (both sides) of ours / the reference's.
+    pub cpu_ratio: Option<f64>,
+}
+
+/// Everything about one bench: what `--json` prints and what is saved.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRecord {
+    /// [`BENCH_SCHEMA`].
+    pub schema: u32,
+    /// Unique id.
+    pub id: String,
+    /// The lab.
+    pub lab: String,
+    /// The suite.
+    pub suite: Suite,
+    /// Rounds per pair.
+    pub rounds: u32,
+    /// The passive node and its data address.
+    pub server: String,
+    /// The active node.
+    pub client: String,
+    /// `ib_write_bw --version` on the client.
+    pub perftest_version: String,
+    /// RDMA device and GID index used by perftest on (server, client).
+    pub perftest_device: [(String, u32); 2],
+    /// Start time, RFC 3339.
+    pub started_at: String,
+    /// Wall time, seconds.
+    pub duration_s: f64,
+    /// The pairs.
+    pub pairs: Vec<PairRecord>,
+    /// Where it was saved.
+    pub saved_to: Option<String>,
+}
+
+/// Progress of a bench, for the command line.
+#[derive(Debug, Clone)]
+pub enum BenchEvent<'a> {
+    /// A run starts.
+    Start {
+        /// The pair's workload.
+        pair: &'a str,
+        /// The tool about to run.
+        tool: &'a str,
+        /// The round.
+        round: u32,
+    },
+    /// A run ended.
+    Done {
+        /// The tool.
+        tool: &'a str,
+        /// Its sample.
+        sample: &'a Sample,
+    },
+}
+
+/// The RDMA device and GID index that carry `addr` as a RoCE v2 GID on `node`.
+async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<(String, u32, Ipv4Addr), BenchError> {
+    let ns = lab.node_state(state, node)?.clone();
+    let session = Arc::new(lab.connect(state, node).await?);
+    let mut client = crate::agent::connect(session.clone(), ns.agent_port)
+        .await
+        .map_err(LabError::from)?;
+    let info = client
+        .node_info(NodeInfoRequest {})
+        .await
+        .map_err(|s| BenchError::Setup(format!("node `{node}`: NodeInfo: {s}")))?
+        .into_inner();
+    session.close().await;
+    let wanted = ns.data_addr.to_ipv6_mapped();
+    for dev in &info.devices {
+        for port in &dev.ports {
+            for gid in &port.gids {
+                if gid.gid_type == "RoCE v2" && gid.gid.parse::<std::net::Ipv6Addr>().ok() == Some(wanted) {
+                    return Ok((dev.name.clone(), gid.index, ns.data_addr));
+                }
+            }
+        }
+    }
+    Err(BenchError::Setup(format!(
+        "node `{node}`: no RDMA device has the RoCE v2 GID of its data address {}",
+        ns.data_addr
+    )))
+}
+
+/// The perftest command line on one side (`peer` only on the client).
+fn perftest_command(spec: &PairSpec, device: &str, gid: u32, port: u16, peer: Option<Ipv4Addr>) -> String {
+    let mut cmd = format!("{} -d {device} -x {gid} -p {port} -n {} -F", spec.tool, spec.iterations);
+    if spec.metric != Metric::MsgRateMpps {
+        cmd.push_str(&format!(" -s {}", spec.size));
+    }
+    if let Some((tx, cq)) = spec.depth {
+        cmd.push_str(&format!(" -t {tx} -Q {cq}"));
+    }
+    if let Some(peer) = peer {
+        cmd.push_str(&format!(" {peer}"));
+    }
+    cmd
+}
+
+/// Runs a shell command under `timeout` with line-buffered stdout and the
+/// CPU `times` appended; returns (exit status, output).
+fn wrapped(cmd: &str, timeout_s: u64) -> String {
+    format!("timeout {timeout_s} stdbuf -oL {cmd} 2>&1; rc=$?; times; exit $rc")
+}
+
+fn gib(bytes: f64) -> f64 {
+    bytes / (1u64 << 30) as f64
+}
+
+async fn run_perftest(
+    lab: &Lab,
+    opts: &BenchOptions,
+    spec: &PairSpec,
+    dev: &[(String, u32, Ipv4Addr); 2],
+    port: u16,
+    round: u32,
+) -> Sample {
+    let mut sample = Sample {
+        round,
+        value: None,
+        peak_mib_s: None,
+        cpu_client_s_per_gib: None,
+        cpu_total_s_per_gib: None,
+        verified: None,
+        run_id: None,
+        error: None,
+        perftest: None,
+    };
+    let timeout_s = opts.timeout.as_secs().max(10);
+    let server_cmd = wrapped(&perftest_command(spec, &dev[0].0, dev[0].1, port, None), timeout_s);
+    let client_cmd = wrapped(
+        &perftest_command(spec, &dev[1].0, dev[1].1, port, Some(dev[0].2)),
+        timeout_s,
+    );
+    let ready = tokio::sync::Notify::new();
+    let (mut server_out, mut client_out) = (Vec::new(), Vec::new());
+    let server = lab.exec(&opts.server, &server_cmd, |_, data| {
+        server_out.extend_from_slice(data);
+        if String::from_utf8_lossy(&server_out).contains("Waiting for client") {
+            ready.notify_one();
+        }
+    });
+    let client = async {
+        // perftest's server says when it listens; do not wait forever for the line.
+        let _ = tokio::time::timeout(Duration::from_secs(20), ready.notified()).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        lab.exec(&opts.client, &client_cmd, |_, data| client_out.extend_from_slice(data))
+            .await
+    };
+    let (server_rc, client_rc) = tokio::join!(server, client);
+    let server_text = String::from_utf8_lossy(&server_out).into_owned();
+    let client_text = String::from_utf8_lossy(&client_out).into_owned();
+    let failed = |who: &str, rc: Result<i32, LabError>, text: &str| match rc {
+        Ok(0) => None,
+        Ok(code) => Some(format!("{who} exited {code}:\n{}", tail(text, 8))),
+        Err(e) => Some(format!("{who}: {e}")),
+    };
+    if let Some(e) = failed("perftest client", client_rc, &client_text)
+        .or_else(|| failed("perftest server", server_rc, &server_text))
+    {
+        sample.error = Some(e);
+        return sample;
+    }
+    let (c, s) = match (parse_perftest(&client_text), parse_perftest(&server_text)) {
+        (Ok(c), Ok(s)) => (c, s),
+        (Err(e), _) | (_, Err(e)) => {
+            sample.error = Some(e);
+            return sample;
+        }
+    };
+    sample.value = match spec.metric {
+        Metric::BwAvgMibS => c.bw_avg_mib_s,
+        Metric::MsgRateMpps => c.msg_rate_mpps,
+        Metric::LatTypicalUs => c.lat_typical_us,
+    };
+    sample.peak_mib_s = c.bw_peak_mib_s;
+    let moved = gib((c.bytes * c.iterations) as f64);
+    let cpu = |r: &PerftestResult| Some(r.cpu_user_s? + r.cpu_system_s?);
+    if moved > 0.0 {
+        sample.cpu_client_s_per_gib = cpu(&c).map(|x| x / moved);
+        sample.cpu_total_s_per_gib = cpu(&c).zip(cpu(&s)).map(|(a, b)| (a + b) / moved);
+    }
+    sample.perftest = Some([c, s]);
+    sample
+}
+
+async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -> (Sample, String) {
+    let mut params = default_params(spec.workload);
+    params.size = spec.size;
+    params.iterations = spec.iterations;
+    if let Some((tx, cq)) = spec.depth {
+        params.tx_depth = tx;
+        params.cq_moderation = cq;
+    }
+    let described = format!(
+        "{} size {} iterations {} tx_depth {} cq_moderation {} (rdma_cm, poll)",
+        spec.workload, params.size, params.iterations, params.tx_depth, params.cq_moderation
+    );
+    let run = RunOptions {
+        params,
+        server: opts.server.clone(),
+        client: opts.client.clone(),
+        timeout: opts.timeout,
+    };
+    let mut sample = Sample {
+        round,
+        value: None,
+        peak_mib_s: None,
+        cpu_client_s_per_gib: None,
+        cpu_total_s_per_gib: None,
+        verified: None,
+        run_id: None,
+        error: None,
+        perftest: None,
+    };
+    match run_workload(lab, &run, |_| {}).await {
+        Ok(r) => fill_ours(&mut sample, spec, &r),
+        Err(e) => sample.error = Some(e.to_string()),
+    }
+    (sample, described)
+}
+
+fn fill_ours(sample: &mut Sample, spec: &PairSpec, r: &RunRecord) {
+    sample.value = Some(match spec.metric {
+        Metric::BwAvgMibS => r.bw_avg_mib_s,
+        Metric::MsgRateMpps => r.msg_rate_mpps,
+        Metric::LatTypicalUs => r.lat_us.typical,
+    });
+    if spec.metric == Metric::BwAvgMibS {
+        sample.peak_mib_s = Some(r.bw_peak_mib_s);
+    }
+    sample.verified = Some(r.verified);
+    sample.run_id = Some(r.id.clone());
+    let moved = gib((r.client.bytes.max(r.server.bytes)) as f64);
+    if moved > 0.0 {
+        let c = r.cpu.client.user_s + r.cpu.client.system_s;
+        let s = r.cpu.server.user_s + r.cpu.server.system_s;
+        sample.cpu_client_s_per_gib = Some(c / moved);
+        sample.cpu_total_s_per_gib = Some((c + s) / moved);
+    }
+    if !r.verified {
+        sample.error = Some(format!(
+            "not verified: client: {}; server: {}",
+            r.client.verify_detail, r.server.verify_detail
+        ));
+    }
+}
+
+fn side_stats(tool: &str, command: String, samples: Vec<Sample>) -> SideStats {
+    SideStats {
+        tool: tool.to_string(),
+        command,
+        stats: Stats::of(samples.iter().map(|s| s.value)),
+        cpu_client_s_per_gib: Stats::of(samples.iter().map(|s| s.cpu_client_s_per_gib)),
+        cpu_total_s_per_gib: Stats::of(samples.iter().map(|s| s.cpu_total_s_per_gib)),
+        samples,
+    }
+}
+
+/// The pair's ratio and verdict.
+pub fn judge(spec: &PairSpec, reference: &Stats, ours: &Stats) -> (Option<f64>, Option<bool>) {
+    let ratio = match (ours.median, reference.median) {
+        (Some(o), Some(r)) if r > 0.0 => Some(o / r),
+        _ => None,
+    };
+    let meets = match (ratio, spec.target) {
+        (Some(ratio), Some(t)) if spec.metric.higher_is_better() => Some(ratio >= t),
+        (Some(ratio), Some(t)) => Some(ratio <= t),
+        _ => None,
+    };
+    (ratio, meets)
+}
+
+/// Runs the suite and saves its record under the lab's results directory.
+pub async fn run_bench(
+    lab: &Lab,
+    opts: &BenchOptions,
+    mut on_event: impl FnMut(BenchEvent<'_>),
+) -> Result<BenchRecord, BenchError> {
+    let state = lab.state()?;
+    let started_at = now_rfc3339();
+    let started = Instant::now();
+    let (server_dev, client_dev) =
+        futures::try_join!(roce_gid(lab, &state, &opts.server), roce_gid(lab, &state, &opts.client))?;
+    let mut version = Vec::new();
+    let _ = lab
+        .exec(&opts.client, "ib_write_bw --version 2>&1", |_, d| {
+            version.extend_from_slice(d)
+        })
+        .await;
+    let perftest_version = String::from_utf8_lossy(&version)
+        .lines()
+        .find_map(|l| l.strip_prefix("Version:").map(|v| v.trim().to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let devs = [server_dev, client_dev];
+    let mut pairs = Vec::new();
+    // A fresh TCP port per perftest run: a server left over by a failed
+    // run (it exits on its own `timeout`) cannot take the next one's port.
+    let mut port: u16 = 18515 + (rand::random::<u16>() % 200) * 16;
+    for spec in suite(opts.suite)
+        .into_iter()
+        .filter(|s| opts.only.is_empty() || opts.only.iter().any(|o| o == s.workload))
+    {
+        let mut spec = spec;
+        if let Some(n) = opts.iterations {
+            spec.iterations = n;
+        }
+        let (mut reference, mut ours) = (Vec::new(), Vec::new());
+        let mut ours_cmd = String::new();
+        for round in 0..opts.rounds.max(1) {
+            on_event(BenchEvent::Start {
+                pair: spec.workload,
+                tool: spec.tool,
+                round,
+            });
+            port = port.wrapping_add(1).max(18515);
+            let s = run_perftest(lab, opts, &spec, &devs, port, round).await;
+            on_event(BenchEvent::Done {
+                tool: spec.tool,
+                sample: &s,
+            });
+            reference.push(s);
+            on_event(BenchEvent::Start {
+                pair: spec.workload,
+                tool: spec.workload,
+                round,
+            });
+            let (s, described) = run_ours(lab, opts, &spec, round).await;
+            ours_cmd = described;
+            on_event(BenchEvent::Done {
+                tool: spec.workload,
+                sample: &s,
+            });
+            ours.push(s);
+        }
+        let ref_cmd = perftest_command(&spec, &devs[1].0, devs[1].1, 0, Some(devs[0].2)).replace(" -p 0", "");
+        let reference = side_stats(spec.tool, ref_cmd, reference);
+        let ours = side_stats(spec.workload, ours_cmd, ours);
+        let (ratio, meets_target) = judge(&spec, &reference.stats, &ours.stats);
+        let cpu_ratio = match (ours.cpu_total_s_per_gib.median, reference.cpu_total_s_per_gib.median) {
+            (Some(o), Some(r)) if r > 0.0 => Some(o / r),
+            _ => None,
+        };
+        pairs.push(PairRecord {
+            unit: spec.metric.unit(),
+            better: if spec.metric.higher_is_better() {
+                "higher"
+            } else {
+                "lower"
+            },
+            spec,
+            reference,
+            ours,
+            ratio,
+            meets_target,
+            cpu_ratio,
+        });
+    }
+    let mut record = BenchRecord {
+        schema: BENCH_SCHEMA,
+        id: format!("{:016x}", rand::random::<u64>()),
+        lab: lab.spec.name.clone(),
+        suite: opts.suite,
+        rounds: opts.rounds.max(1),
+        server: opts.server.clone(),
+        client: opts.client.clone(),
+        perftest_version,
+        perftest_device: [(devs[0].0.clone(), devs[0].1), (devs[1].0.clone(), devs[1].1)],
+        started_at,
+        duration_s: started.elapsed().as_secs_f64(),
+        pairs,
+        saved_to: None,
+    };
+    record.saved_to = Some(save(lab, &record)?.display().to_string());
+    Ok(record)
+}
+
+/// Every sample ran, and every run of ours verified its bytes.
+pub fn all_ok(record: &BenchRecord) -> bool {
+    record.pairs.iter().all(|p| {
+        p.reference.samples.iter().all(|s| s.error.is_none())
+            && p.ours
+                .samples
+                .iter()
+                .all(|s| s.error.is_none() && s.verified == Some(true))
+    })
+}
+
+/// Saves `record` as `<lab>/results/<time>-bench-<suite>-<id>.json`.
+fn save(lab: &Lab, record: &BenchRecord) -> Result<PathBuf, BenchError> {
+    let dir = lab.dir.results_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Save(format!("{}: {e}", dir.display())))?;
+    let stamp: String = record
+        .started_at
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    let suite = match record.suite {
+        Suite::Quick => "quick",
+        Suite::Full => "full",
+    };
+    let path = dir.join(format!("{stamp}-bench-{suite}-{}.json", record.id));
+    let json = serde_json::to_vec_pretty(record).expect("record serialises");
+    write_atomic(&path, &json, 0o644).map_err(|e| BenchError::Save(e.to_string()))?;
+    Ok(path)
+}
+
+impl From<RunError> for BenchError {
+    fn from(e: RunError) -> Self {
+        BenchError::Setup(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Real output captured on the e2e lab (two TCG VMs, rxe0, perftest 6.06),
+    // with dash's `times` appended as `labctl bench` runs it.
+    const WRITE_BW: &str = include_str!("bench/fixtures/ib_write_bw.client.txt");
+    const WRITE_BW_SERVER: &str = include_str!("bench/fixtures/ib_write_bw.server.txt");
+    const READ_BW: &str = include_str!("bench/fixtures/ib_read_bw.client.txt");
+    const SEND_BW: &str = include_str!("bench/fixtures/ib_send_bw.client.txt");
+    const ATOMIC_BW: &str = include_str!("bench/fixtures/ib_atomic_bw.client.txt");
+    const WRITE_LAT: &str = include_str!("bench/fixtures/ib_write_lat.client.txt");
+    const READ_LAT: &str = include_str!("bench/fixtures/ib_read_lat.client.txt");
+    const SEND_LAT: &str = include_str!("bench/fixtures/ib_send_lat.client.txt");
+    const ATOMIC_LAT: &str = include_str!("bench/fixtures/ib_atomic_lat.client.txt");
+
+    #[test]
+    fn test_parses_write_bw_table_header_and_times() {
+        let r = parse_perftest(WRITE_BW).unwrap();
+        assert_eq!((r.bytes, r.iterations), (65536, 300));
+        assert_eq!(r.bw_peak_mib_s, Some(6.96));
+        assert_eq!(r.bw_avg_mib_s, Some(6.80));
+        assert_eq!(r.msg_rate_mpps, Some(0.000109));
+        assert_eq!(r.lat_typical_us, None);
+        assert_eq!(r.header.get("TX depth").map(String::as_str), Some("128"));
+        assert_eq!(r.header.get("CQ Moderation").map(String::as_str), Some("16"));
+        assert_eq!(r.header.get("Device").map(String::as_str), Some("rxe0"));
+        assert_eq!(r.cpu_user_s, Some(1.798));
+        assert_eq!(r.cpu_system_s, Some(0.776));
+        // perftest's MB/sec is MiB/s: the message rate times 64 KiB says so.
+        let from_rate = r.msg_rate_mpps.unwrap() * 1e6 * 65536.0 / (1u64 << 20) as f64;
+        assert!((from_rate - r.bw_avg_mib_s.unwrap()).abs() < 0.05, "{from_rate}");
+        let s = parse_perftest(WRITE_BW_SERVER).unwrap();
+        assert_eq!(s.bw_avg_mib_s, Some(6.80));
+        assert!(s.cpu_user_s.is_some());
+    }
+
+    #[test]
+    fn test_parses_every_bw_tool() {
+        let r = parse_perftest(READ_BW).unwrap();
+        assert_eq!((r.bw_peak_mib_s, r.bw_avg_mib_s), (Some(8.76), Some(8.18)));
+        assert_eq!(r.header.get("Outstand reads").map(String::as_str), Some("128"));
+        let r = parse_perftest(SEND_BW).unwrap();
+        assert_eq!(r.bw_avg_mib_s, Some(5.63));
+        let r = parse_perftest(ATOMIC_BW).unwrap();
+        assert_eq!((r.bytes, r.iterations), (8, 500));
+        assert_eq!(r.msg_rate_mpps, Some(0.004264));
+    }
+
+    #[test]
+    fn test_parses_every_lat_tool() {
+        let r = parse_perftest(WRITE_LAT).unwrap();
+        assert_eq!((r.bytes, r.iterations), (2, 200));
+        assert_eq!(r.lat_min_us, Some(461.79));
+        assert_eq!(r.lat_max_us, Some(9189.51));
+        assert_eq!(r.lat_typical_us, Some(2700.31));
+        assert_eq!(r.lat_avg_us, Some(3149.13));
+        assert_eq!(r.lat_stdev_us, Some(1913.29));
+        assert_eq!(r.lat_p99_us, Some(8621.38));
+        assert_eq!(r.lat_p999_us, Some(9189.51));
+        assert_eq!(r.bw_avg_mib_s, None);
+        assert_eq!(r.header.get("TX depth").map(String::as_str), Some("1"));
+        assert_eq!(parse_perftest(READ_LAT).unwrap().lat_typical_us, Some(936.24));
+        assert_eq!(parse_perftest(SEND_LAT).unwrap().lat_typical_us, Some(3991.90));
+        let a = parse_perftest(ATOMIC_LAT).unwrap();
+        assert_eq!((a.bytes, a.lat_typical_us), (8, Some(725.58)));
+    }
+
+    #[test]
+    fn test_rejects_output_without_a_table_or_in_gbits() {
+        let err = parse_perftest(
+            " Couldn't connect to 10.77.0.1:18515\nUnable to open file descriptor for socket connection",
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("no result table") && err.contains("Couldn't connect"),
+            "{err}"
+        );
+        let gbits = WRITE_BW.replace(
+            "BW peak[MB/sec]    BW average[MB/sec]",
+            "BW peak[Gb/sec]    BW average[Gb/sec]",
+        );
+        assert!(parse_perftest(&gbits).unwrap_err().contains("MB/sec"));
+        let cut = WRITE_BW.split("65536      300").next().unwrap();
+        assert!(parse_perftest(cut).unwrap_err().contains("no result row"));
+    }
+
+    #[test]
+    fn test_stats_and_ratio_directions() {
+        let s = Stats::of([Some(3.0), None, Some(1.0), Some(2.0)]);
+        assert_eq!((s.min, s.median, s.max, s.n), (Some(1.0), Some(2.0), Some(3.0), 3));
+        assert_eq!(Stats::of([Some(1.0), Some(2.0)]).median, Some(1.5));
+        assert_eq!(Stats::of([None]).median, None);
+        let pairs = suite(Suite::Quick);
+        let bw = &pairs[0];
+        let (r, ok) = judge(bw, &Stats::of([Some(10.0)]), &Stats::of([Some(11.5)]));
+        assert_eq!((r, ok), (Some(1.15), Some(true)));
+        let lat = pairs.iter().find(|p| p.workload == "write-lat").unwrap();
+        let (r, ok) = judge(lat, &Stats::of([Some(100.0)]), &Stats::of([Some(120.0)]));
+        assert_eq!((r, ok), (Some(1.2), Some(false)));
+        assert_eq!(suite(Suite::Full).len(), 7);
+    }
+
+    #[test]
+    fn test_perftest_commands_match_our_parameters() {
+        let pairs = suite(Suite::Quick);
+        let cmd = perftest_command(&pairs[0], "rxe0", 1, 18600, Some(Ipv4Addr::new(10, 77, 0, 1)));
+        assert_eq!(
+            cmd,
+            "ib_write_bw -d rxe0 -x 1 -p 18600 -n 300 -F -s 65536 -t 128 -Q 16 10.77.0.1"
+        );
+        let atomic = pairs.iter().find(|p| p.workload == "atomic-bw").unwrap();
+        assert!(!perftest_command(atomic, "rxe0", 1, 1, None).contains("-s "));
+        assert!(wrapped("ib_write_lat -s 2", 120).starts_with("timeout 120 stdbuf -oL ib_write_lat"));
+    }
+}

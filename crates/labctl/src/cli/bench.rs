@@ -1,0 +1,176 @@
+//! `labctl bench`: our workloads against perftest on the same two nodes,
+//! alternating reference and ours; prints a table (or `--json`) and saves
+//! the record under the lab's results directory.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args as ClapArgs, ValueEnum};
+use lab_core::bench::{all_ok, run_bench, BenchEvent, BenchOptions, BenchRecord, Stats, Suite};
+
+use super::{open_lab, Args};
+
+/// Which pairs to run.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SuiteArg {
+    /// write-bw, read-bw, write-lat, atomic-bw against ib_write_bw, ib_read_bw, ib_write_lat, ib_atomic_bw.
+    Quick,
+    /// quick plus send-bw, read-lat, send-lat.
+    Full,
+}
+
+/// Options of `bench`.
+#[derive(Debug, ClapArgs)]
+pub struct BenchArgs {
+    /// The suite.
+    #[arg(long, value_enum, default_value = "quick")]
+    pub suite: SuiteArg,
+    /// Rounds of (perftest, ours) per pair; reported as min / median / max.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// The passive node.
+    #[arg(long, default_value = "server")]
+    pub server: String,
+    /// The active node.
+    #[arg(long, default_value = "client")]
+    pub client: String,
+    /// Override every pair's iteration count (both tools).
+    #[arg(short = 'n', long)]
+    pub iterations: Option<u64>,
+    /// Only these workloads of the suite (repeatable: --only write-bw --only write-lat).
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Seconds before one run is given up.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// Print the record as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: &Args, bench: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let lab = open_lab(args)?;
+    let opts = BenchOptions {
+        suite: match bench.suite {
+            SuiteArg::Quick => Suite::Quick,
+            SuiteArg::Full => Suite::Full,
+        },
+        rounds: bench.rounds.max(1),
+        server: bench.server.clone(),
+        client: bench.client.clone(),
+        iterations: bench.iterations,
+        timeout: Duration::from_secs(bench.timeout),
+        only: bench.only.clone(),
+    };
+    let quiet = bench.json;
+    let record = run_bench(&lab, &opts, |event| {
+        if quiet {
+            return;
+        }
+        match event {
+            BenchEvent::Start { pair, tool, round } => {
+                eprint!("  {pair:<10} round {} {tool:<13} ... ", round + 1);
+            }
+            BenchEvent::Done { sample, .. } => match (&sample.error, sample.value) {
+                (Some(e), _) => eprintln!("FAILED: {}", e.lines().next().unwrap_or_default()),
+                (None, Some(v)) => eprintln!("{v:.4}"),
+                (None, None) => eprintln!("no value"),
+            },
+        }
+    })
+    .await?;
+    if bench.json {
+        println!("{}", serde_json::to_string_pretty(&record)?);
+    } else {
+        print_table(&record);
+    }
+    Ok(if all_ok(&record) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn num(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v.abs() >= 100.0 => format!("{v:.1}"),
+        Some(v) if v.abs() >= 1.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.6}"),
+    }
+}
+
+fn mmm(s: &Stats) -> String {
+    format!("{} / {} / {}", num(s.min), num(s.median), num(s.max))
+}
+
+fn print_table(r: &BenchRecord) {
+    println!(
+        "bench `{}` suite on lab `{}`: {} -> {}, {} rounds (perftest {}, alternating perftest, ours)",
+        match r.suite {
+            Suite::Quick => "quick",
+            Suite::Full => "full",
+        },
+        r.lab,
+        r.client,
+        r.server,
+        r.rounds,
+        r.perftest_version
+    );
+    println!(
+        "  {:<10} {:<13} {:<7} {:>30} {:>30} {:>7} {:>8} {:>6} {:>12} {:>12}",
+        "workload",
+        "reference",
+        "unit",
+        "perftest min / median / max",
+        "ours min / median / max",
+        "ratio",
+        "target",
+        "met",
+        "cpu s/GiB pt",
+        "cpu s/GiB us"
+    );
+    for p in &r.pairs {
+        let target = match p.spec.target {
+            Some(t) if p.better == "higher" => format!(">= {t:.2}"),
+            Some(t) => format!("<= {t:.2}"),
+            None => "-".into(),
+        };
+        let met = match p.meets_target {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        println!(
+            "  {:<10} {:<13} {:<7} {:>30} {:>30} {:>7} {:>8} {:>6} {:>12} {:>12}",
+            p.spec.workload,
+            p.spec.tool,
+            p.unit,
+            mmm(&p.reference.stats),
+            mmm(&p.ours.stats),
+            p.ratio.map_or("-".into(), |x| format!("{x:.3}")),
+            target,
+            met,
+            num(p.reference.cpu_total_s_per_gib.median),
+            num(p.ours.cpu_total_s_per_gib.median),
+        );
+    }
+    println!("  ratio = ours median / perftest median; bandwidth and Mpps: higher is better, latency (t_typical, RTT/2 for write-lat): lower is better");
+    println!("  cpu = user + system seconds of both sides per GiB moved (median); perftest's is its whole process, ours the timed run");
+    for p in &r.pairs {
+        for (tool, s) in p
+            .reference
+            .samples
+            .iter()
+            .map(|s| (&p.spec.tool, s))
+            .chain(p.ours.samples.iter().map(|s| (&p.spec.workload, s)))
+        {
+            if let Some(e) = &s.error {
+                println!("  {tool} round {}: {}", s.round + 1, e.replace('\n', "\n      "));
+            }
+        }
+    }
+    if let Some(path) = &r.saved_to {
+        println!("  saved       {path}");
+    }
+}

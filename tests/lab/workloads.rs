@@ -1,0 +1,325 @@
+//! `labctl run` on the real lab: every workload moves bytes over rxe and
+//! verifies them, in both connection modes where they apply; the negative
+//! cases fail fast with the right error and leave the agents usable.
+
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Failed, Trial};
+use serde_json::Value;
+
+use crate::util::{check, Labctl};
+
+pub fn trials(lab: &Labctl) -> Vec<Trial> {
+    let mut trials = Vec::new();
+    for workload in ["write-read", "write-imm", "send-recv", "read", "atomic"] {
+        for cm in ["rdma-cm", "oob"] {
+            let lab = lab.clone();
+            let name = format!(
+                "test_{}_verifies_over_{}",
+                workload.replace('-', "_"),
+                cm.replace('-', "_")
+            );
+            trials.push(Trial::test(name, move || basic_workload(&lab, workload, cm)));
+        }
+    }
+    let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
+        let lab = lab.clone();
+        Trial::test(name, move || f(&lab))
+    };
+    trials.extend([
+        t(
+            "test_bw_family_reports_bandwidth_and_verifies",
+            test_bw_family_reports_bandwidth_and_verifies,
+        ),
+        t(
+            "test_lat_family_reports_latency_percentiles",
+            test_lat_family_reports_latency_percentiles,
+        ),
+        t(
+            "test_size_sweep_reports_every_power_of_two",
+            test_size_sweep_reports_every_power_of_two,
+        ),
+        t(
+            "test_send_recv_ping_pong_with_completion_events",
+            test_send_recv_ping_pong_with_completion_events,
+        ),
+        t(
+            "test_run_is_saved_with_params_and_node_info",
+            test_run_is_saved_with_params_and_node_info,
+        ),
+        t(
+            "test_wrong_rkey_fails_with_remote_access_error",
+            test_wrong_rkey_fails_with_remote_access_error,
+        ),
+        t(
+            "test_size_beyond_the_limit_is_invalid_argument",
+            test_size_beyond_the_limit_is_invalid_argument,
+        ),
+        t(
+            "test_client_agent_killed_mid_run_is_reported",
+            test_client_agent_killed_mid_run_is_reported,
+        ),
+    ]);
+    trials
+}
+
+/// Runs `labctl run ARGS --json` and returns the record.
+fn run_json(lab: &Labctl, args: &[&str]) -> Result<Value, Failed> {
+    let mut full = vec!["run"];
+    full.extend_from_slice(args);
+    full.push("--json");
+    let run = lab.run(&full);
+    if run.code != 0 {
+        return Err(format!(
+            "labctl {} exited {}:\n{}{}",
+            full.join(" "),
+            run.code,
+            run.stdout,
+            run.stderr
+        )
+        .into());
+    }
+    run.json()
+}
+
+fn verified(r: &Value) -> Result<(), Failed> {
+    check(r["verified"] == true, || {
+        format!(
+            "not verified: server {} / client {}",
+            r["server"]["verify_detail"], r["client"]["verify_detail"]
+        )
+    })?;
+    check(r["schema"] == 1, || format!("schema: {}", r["schema"]))
+}
+
+fn basic_workload(lab: &Labctl, workload: &str, cm: &str) -> Result<(), Failed> {
+    let r = run_json(lab, &[workload, "--cm", cm])?;
+    verified(&r)?;
+    let expected_cm = if cm == "oob" { "oob" } else { "rdma_cm" };
+    check(r["params"]["cm"] == expected_cm, || format!("cm {}", r["params"]["cm"]))?;
+    match workload {
+        "write-read" => {
+            // Both sides check: the client reads back, the server its own buffer.
+            check(r["client"]["checked"] == true && r["server"]["checked"] == true, || {
+                format!("a side did not check: {} / {}", r["client"], r["server"])
+            })?;
+            check(r["client"]["bytes"].as_u64() >= Some(2 * 4096 * 16), || {
+                format!("bytes {}", r["client"]["bytes"])
+            })?;
+            if cm == "rdma-cm" {
+                let facts = &r["client"]["facts"];
+                check(
+                    facts.as_object().is_some_and(|f| f.keys().any(|k| k.contains("rkey"))),
+                    || format!("client never saw the capability blob: {facts}"),
+                )?;
+            }
+        }
+        "write-imm" => {
+            // Batch ids 0..batches arrive in order, then one more: the
+            // zero-length WRITE_WITH_IMM that is a pure notification.
+            let imms: Vec<u64> = r["server"]["immediates"]
+                .as_array()
+                .ok_or("no immediates")?
+                .iter()
+                .filter_map(Value::as_u64)
+                .collect();
+            let batches = r["params"]["batches"].as_u64().unwrap_or(0);
+            check(imms == (0..=batches).collect::<Vec<_>>(), || {
+                format!("immediates {imms:?} for {batches} batches")
+            })?;
+        }
+        "atomic" => {
+            check(r["server"]["checked"] == true || r["client"]["checked"] == true, || {
+                "nobody checked the word".into()
+            })?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Failed> {
+    for (workload, extra) in [
+        ("write-bw", vec!["-n", "60"]),
+        ("read-bw", vec!["-n", "60"]),
+        ("send-bw", vec!["-n", "60"]),
+        ("atomic-bw", vec!["-n", "100", "--cm", "oob"]),
+    ] {
+        let mut args = vec![workload];
+        args.extend(extra);
+        let r = run_json(lab, &args)?;
+        verified(&r).map_err(|e| format!("{workload}: {}", e.message().unwrap_or_default()))?;
+        let (avg, peak, rate) = (
+            r["bw_avg_mib_s"].as_f64().unwrap_or(0.0),
+            r["bw_peak_mib_s"].as_f64().unwrap_or(0.0),
+            r["msg_rate_mpps"].as_f64().unwrap_or(0.0),
+        );
+        check(avg > 0.0 && rate > 0.0 && peak >= avg * 0.99, || {
+            format!("{workload}: avg {avg} peak {peak} rate {rate}")
+        })?;
+        // Units are consistent: Gb/s = MiB/s * 2^20 * 8 / 1e9.
+        let gbps = r["bw_avg_gbps"].as_f64().unwrap_or(0.0);
+        check(
+            (gbps - avg * 1_048_576.0 * 8.0 / 1e9).abs() < 1e-6 + gbps * 1e-3,
+            || format!("{workload}: {gbps} Gb/s vs {avg} MiB/s"),
+        )?;
+    }
+    Ok(())
+}
+
+fn test_lat_family_reports_latency_percentiles(lab: &Labctl) -> Result<(), Failed> {
+    for workload in ["write-lat", "read-lat", "send-lat", "atomic-lat"] {
+        let r = run_json(lab, &[workload, "-n", "40", "--cm", "oob"])?;
+        let l = &r["lat_us"];
+        let f = |k: &str| l[k].as_f64().unwrap_or(-1.0);
+        check(l["samples"].as_u64() >= Some(40), || {
+            format!("{workload}: samples {}", l["samples"])
+        })?;
+        check(
+            f("min") > 0.0
+                && f("min") <= f("typical")
+                && f("typical") <= f("p99")
+                && f("p99") <= f("p999")
+                && f("p999") <= f("max"),
+            || format!("{workload}: percentiles out of order: {l}"),
+        )?;
+    }
+    Ok(())
+}
+
+fn test_size_sweep_reports_every_power_of_two(lab: &Labctl) -> Result<(), Failed> {
+    let r = run_json(lab, &["write-bw", "--all-sizes", "--max-size", "16384", "-n", "20"])?;
+    let sizes: Vec<u64> = r["sweep"]
+        .as_array()
+        .ok_or("no sweep")?
+        .iter()
+        .filter_map(|p| p["size"].as_u64())
+        .collect();
+    let want: Vec<u64> = (1..=14).map(|k| 1u64 << k).collect();
+    check(sizes == want, || format!("sweep sizes {sizes:?}"))?;
+    verified(&r)
+}
+
+fn test_send_recv_ping_pong_with_completion_events(lab: &Labctl) -> Result<(), Failed> {
+    let r = run_json(
+        lab,
+        &[
+            "send-recv",
+            "--ping-pong",
+            "--completion",
+            "event",
+            "-n",
+            "10",
+            "-s",
+            "64",
+        ],
+    )?;
+    verified(&r)?;
+    check(
+        r["params"]["completion"] == "event" && r["params"]["ping_pong"] == true,
+        || format!("params {}", r["params"]),
+    )?;
+    check(r["lat_us"]["samples"].as_u64() >= Some(10), || {
+        format!("lat {}", r["lat_us"])
+    })
+}
+
+fn test_run_is_saved_with_params_and_node_info(lab: &Labctl) -> Result<(), Failed> {
+    let r = run_json(lab, &["read", "-s", "8192", "-n", "2", "--seed", "7"])?;
+    let path = r["saved_to"].as_str().ok_or("not saved")?;
+    let saved: Value = serde_json::from_slice(&std::fs::read(path)?)?;
+    check(
+        saved["id"] == r["id"] && saved["params"]["seed"] == 7 && saved["params"]["size"] == 8192,
+        || format!("saved record differs: {saved}"),
+    )?;
+    for side in ["server", "client"] {
+        let node = &saved["nodes"][side];
+        check(node["kernel"].as_str().is_some_and(|k| k.starts_with("6.")), || {
+            format!("{side}: {node}")
+        })?;
+        check(node["rdma"][0]["state"] == "PORT_ACTIVE", || {
+            format!("{side}: {}", node["rdma"])
+        })?;
+    }
+    for key in [
+        "started_at",
+        "duration_s",
+        "cpu",
+        "lat_us",
+        "bw_avg_gbps",
+        "msg_rate_mpps",
+    ] {
+        check(!saved[key].is_null(), || format!("{key} missing"))?;
+    }
+    Ok(())
+}
+
+fn test_wrong_rkey_fails_with_remote_access_error(lab: &Labctl) -> Result<(), Failed> {
+    for cm in ["rdma-cm", "oob"] {
+        let started = Instant::now();
+        let run = lab.run(&["run", "write-read", "--corrupt-rkey", "--cm", cm, "--timeout", "60"]);
+        check(run.code != 0, || {
+            format!("{cm}: a corrupted rkey verified?\n{}", run.stdout)
+        })?;
+        check(run.stderr.contains("IBV_WC_REM_ACCESS_ERR"), || {
+            format!("{cm}: message: {}", run.stderr)
+        })?;
+        check(run.stderr.contains("node `client`"), || {
+            format!("{cm}: the failing node is not named: {}", run.stderr)
+        })?;
+        check(started.elapsed() < Duration::from_secs(45), || {
+            format!("{cm}: took {:?}", started.elapsed())
+        })?;
+    }
+    // Neither agent is wedged: the next run works.
+    verified(&run_json(lab, &["write-read"])?)
+}
+
+fn test_size_beyond_the_limit_is_invalid_argument(lab: &Labctl) -> Result<(), Failed> {
+    let run = lab.run(&["run", "write-read", "--size", "17179869184"]);
+    check(run.code != 0, || "a 16 GiB buffer was accepted".into())?;
+    check(
+        run.stderr.contains("InvalidArgument") && run.stderr.contains("size"),
+        || format!("message: {}", run.stderr),
+    )?;
+    let zero = lab.run(&["run", "write-bw", "-n", "0"]);
+    check(zero.code != 0 && zero.stderr.contains("InvalidArgument"), || {
+        format!("-n 0: {}", zero.stderr)
+    })
+}
+
+fn test_client_agent_killed_mid_run_is_reported(lab: &Labctl) -> Result<(), Failed> {
+    let started = Instant::now();
+    let child = lab
+        .command()
+        .args(["run", "write-bw", "-D", "40", "--timeout", "60"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    std::thread::sleep(Duration::from_secs(8));
+    lab.run(&["exec", "client", "--", "pkill -9 -x rdma-agent"]).ok()?;
+    let out = child.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(!out.status.success(), || {
+        "the run succeeded although its client agent was killed".into()
+    })?;
+    check(stderr.contains("node `client`"), || {
+        format!("the node is not named: {stderr}")
+    })?;
+    check(started.elapsed() < Duration::from_secs(90), || {
+        format!("reported after {:?}", started.elapsed())
+    })?;
+    // The supervisor brings the agent back; the lab is usable again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = lab.run(&["status", "--json"]);
+        if s.code == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("agent not back: {}", s.stdout).into());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    verified(&run_json(lab, &["write-read"])?)
+}
