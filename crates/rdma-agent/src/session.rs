@@ -44,8 +44,19 @@ use crate::workload::{self, Workload};
 pub const DONE_IMM: u32 = 0xFFFF_FFFF;
 /// Session timeout when params.timeout_ms is 0.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Outstanding READ/atomic requests per QP we ask for.
-const RD_ATOMIC: u8 = 16;
+/// Outstanding READ/atomic requests per QP we ask for at most (perftest's
+/// default `--outs` is 128; rxe allows 128), capped by the device.
+const RD_ATOMIC_MAX: u8 = 128;
+/// What we ask for when the device cannot be queried.
+const RD_ATOMIC_FALLBACK: u8 = 16;
+
+/// Outstanding READ/atomic requests per QP for this link's device.
+fn rd_atomic(link: &Link) -> u8 {
+    match link.context().query_device() {
+        Ok(attr) => attr.max_qp_rd_atom().clamp(1, i32::from(RD_ATOMIC_MAX)) as u8,
+        Err(_) => RD_ATOMIC_FALLBACK,
+    }
+}
 
 /// Why a session failed.
 #[derive(Debug, thiserror::Error)]
@@ -692,8 +703,8 @@ fn cm_server(
     id.accept(&ConnectParams {
         qp_num: side.link.qp_num(),
         private_data: &private,
-        initiator_depth: request.responder_resources.min(RD_ATOMIC),
-        responder_resources: request.initiator_depth.min(RD_ATOMIC),
+        initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
+        responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
     })?;
     wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
     tracing::info!(qpn = side.link.qp_num(), "connection established");
@@ -751,8 +762,8 @@ fn cm_client(
     id.connect(&ConnectParams {
         qp_num: side.link.qp_num(),
         private_data: client_blob.as_ref().map_or(&[][..], |b| &b[..]),
-        initiator_depth: RD_ATOMIC,
-        responder_resources: RD_ATOMIC,
+        initiator_depth: rd_atomic(&side.link),
+        responder_resources: rd_atomic(&side.link),
     })?;
     let response = wait_cm_event(&channel, CmEventKind::ConnectResponse, cancel, deadline, spec.timeout())?;
     side.peer = blob::decode(&response.private_data).map_err(SessionError::Protocol)?;
@@ -956,7 +967,7 @@ fn oob_connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), S
         .setup_path_mtu(path_mtu)
         .setup_dest_qp_num(remote.qpn)
         .setup_rq_psn(remote.psn)
-        .setup_max_dest_read_atomic(RD_ATOMIC)
+        .setup_max_dest_read_atomic(rd_atomic(&side.link))
         .setup_min_rnr_timer(12)
         .setup_address_vector(&ah);
     side.link.modify_qp(&rtr, "RTR")?;
@@ -966,7 +977,7 @@ fn oob_connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), S
         .setup_timeout(14)
         .setup_retry_cnt(7)
         .setup_rnr_retry(7)
-        .setup_max_read_atomic(RD_ATOMIC);
+        .setup_max_read_atomic(rd_atomic(&side.link));
     side.link.modify_qp(&rts, "RTS")?;
     side.peer = RemoteBuf {
         addr: remote.addr,
