@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::lab::{Lab, LabError};
 use crate::run::{default_params, run_workload, RunError, RunOptions, RunRecord};
 use crate::state::{now_rfc3339, write_atomic, LabState};
+use crate::text::last_lines;
 
 /// Version of the bench record (`--json` and saved results).
 pub const BENCH_SCHEMA: u32 = 1;
@@ -230,14 +231,16 @@ pub fn parse_perftest(output: &str) -> Result<PerftestResult, String> {
         .ok_or_else(|| {
             format!(
                 "no result table (\"#bytes ...\") in perftest output:\n{}",
-                tail(output, 12)
+                last_lines(output, 12)
             )
         })?;
     let header = lines[header_at];
-    let row = lines[header_at + 1..]
-        .iter()
-        .find_map(|l| numbers(l))
-        .ok_or_else(|| format!("no result row under perftest's table header:\n{}", tail(output, 12)))?;
+    let row = lines[header_at + 1..].iter().find_map(|l| numbers(l)).ok_or_else(|| {
+        format!(
+            "no result row under perftest's table header:\n{}",
+            last_lines(output, 12)
+        )
+    })?;
     let col = |i: usize| row.get(i).copied();
     r.bytes = col(0).unwrap_or_default() as u64;
     r.iterations = col(1).unwrap_or_default() as u64;
@@ -289,11 +292,6 @@ pub fn parse_perftest(output: &str) -> Result<PerftestResult, String> {
         r.cpu_system_s = Some(s);
     }
     Ok(r)
-}
-
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// One measurement of one side.
@@ -545,7 +543,7 @@ async fn run_perftest(
     let client_text = String::from_utf8_lossy(&client_out).into_owned();
     let failed = |who: &str, rc: Result<i32, LabError>, text: &str| match rc {
         Ok(0) => None,
-        Ok(code) => Some(format!("{who} exited {code}:\n{}", tail(text, 8))),
+        Ok(code) => Some(format!("{who} exited {code}:\n{}", last_lines(text, 8))),
         Err(e) => Some(format!("{who}: {e}")),
     };
     if let Some(e) = failed("perftest client", client_rc, &client_text)

@@ -193,7 +193,7 @@ pub async fn ensure(cache: &Path, progress: &(dyn Fn(&str) + Sync)) -> Result<No
         let _ = fs::remove_dir_all(&work);
         return Err(ImageError::BuildFailed {
             status: status.code().map_or_else(|| "signal".into(), |c| c.to_string()),
-            tail: tail_lines(&log_path, 15),
+            tail: crate::text::file_tail(&log_path, 15),
             log: log_path,
         });
     }
@@ -203,14 +203,6 @@ pub async fn ensure(cache: &Path, progress: &(dyn Fn(&str) + Sync)) -> Result<No
     let _ = fs::remove_dir_all(&work);
     drop(lock);
     Ok(cached(cache).expect("image just built"))
-}
-
-/// The last `n` lines of a text file, for error messages.
-pub fn tail_lines(path: &Path, n: usize) -> String {
-    let text = fs::read(path).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// Finds `tool` on PATH.

@@ -273,7 +273,7 @@ impl Lab {
                             Some(path) => LabError::WithConsole {
                                 node: name.clone(),
                                 error: Box::new(error),
-                                tail: crate::image::tail_lines(&path, 15),
+                                tail: crate::text::file_tail(&path, 15),
                                 path: path.display().to_string(),
                             },
                             None => LabError::Provision(error),

@@ -32,3 +32,4 @@ pub mod provision;
 pub mod run;
 pub mod ssh;
 pub mod state;
+pub mod text;

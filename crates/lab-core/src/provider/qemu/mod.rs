@@ -23,10 +23,11 @@ use nix::unistd::Pid;
 
 use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, REPORT_FILE};
 use super::{Provider, ProviderError};
-use crate::image::{self, tail_lines, which};
+use crate::image::{self, which};
 use crate::model::{Accel, LabSpec, ProviderKind, ResolvedNode};
 use crate::progress::{step, Reporter};
 use crate::state::{LabDir, LabState, NodeState};
+use crate::text::file_tail;
 
 /// The QEMU binary labctl runs.
 pub const QEMU: &str = "qemu-system-x86_64";
@@ -349,13 +350,13 @@ impl Provider for QemuProvider {
         let console = dir.console_log(node);
         let down = |reason: String| ProviderError::NodeDown {
             node: node.to_string(),
-            console_tail: tail_lines(&console, 20),
+            console_tail: file_tail(&console, 20),
             console: console.display().to_string(),
             reason,
         };
         if let Ok(why) = fs::read_to_string(exit_file(dir.root(), node)) {
             let qemu_log = dir.node_dir(node).join("qemu.log");
-            let qemu_said = tail_lines(&qemu_log, 5);
+            let qemu_said = file_tail(&qemu_log, 5);
             return Err(down(if qemu_said.trim().is_empty() {
                 why
             } else {
@@ -431,14 +432,14 @@ async fn start_supervisor(dir: &LabDir) -> Result<SupervisorReport, ProviderErro
         if let Ok(Some(status)) = child.try_wait() {
             return Err(ProviderError::Io {
                 context: "the lab supervisor".into(),
-                source: std::io::Error::other(format!("exited early ({status}): {}", tail_lines(&log_path, 10))),
+                source: std::io::Error::other(format!("exited early ({status}): {}", file_tail(&log_path, 10))),
             });
         }
         if started.elapsed() > Duration::from_secs(20) {
             let _ = child.kill();
             return Err(ProviderError::Io {
                 context: "the lab supervisor".into(),
-                source: std::io::Error::other(format!("did not report within 20 s: {}", tail_lines(&log_path, 10))),
+                source: std::io::Error::other(format!("did not report within 20 s: {}", file_tail(&log_path, 10))),
             });
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
