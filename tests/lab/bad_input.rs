@@ -38,6 +38,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_vm_that_does_not_boot_shows_its_console",
             test_vm_that_does_not_boot_shows_its_console,
         ),
+        t(
+            "test_second_up_on_a_busy_lab_fails_clearly",
+            test_second_up_on_a_busy_lab_fails_clearly,
+        ),
     ]
 }
 
@@ -162,4 +166,34 @@ fn test_vm_that_does_not_boot_shows_its_console(lab: &Labctl) -> Result<(), Fail
         "up waited for the SSH timeout instead of noticing the VM exit".into()
     })?;
     nothing_left(&lab, "no-boot")
+}
+
+fn test_second_up_on_a_busy_lab_fails_clearly(lab: &Labctl) -> Result<(), Failed> {
+    // The first `up` holds the lab's lock while its (non-booting) VM fails;
+    // a second `up` meanwhile waits LABCTL_LOCK_WAIT seconds, then names the holder.
+    let path = labs_file(
+        "busy.yaml",
+        "labs:\n  - name: busy\n    nodes:\n      - name: tiny\n        memory: 256MiB\n",
+    );
+    let lab = with_file(lab, path);
+    let first = lab
+        .command()
+        .arg("up")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let first_pid = first.id();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let second = lab.command().arg("up").env("LABCTL_LOCK_WAIT", "1").output()?;
+    let first = first.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    check(!second.status.success(), || "the second up succeeded".into())?;
+    check(
+        stderr.contains(&format!(
+            "lab `busy` is busy: another labctl (pid {first_pid}) is working on it"
+        )),
+        || format!("message: {stderr}"),
+    )?;
+    check(!first.status.success(), || "the non-booting lab came up?".into())?;
+    nothing_left(&lab, "busy")
 }
