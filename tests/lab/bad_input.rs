@@ -39,6 +39,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             test_vm_that_does_not_boot_shows_its_console,
         ),
         t(
+            "test_missing_mmdebstrap_says_what_to_install",
+            test_missing_mmdebstrap_says_what_to_install,
+        ),
+        t(
             "test_second_up_on_a_busy_lab_fails_clearly",
             test_second_up_on_a_busy_lab_fails_clearly,
         ),
@@ -196,4 +200,34 @@ fn test_second_up_on_a_busy_lab_fails_clearly(lab: &Labctl) -> Result<(), Failed
     )?;
     check(!first.status.success(), || "the non-booting lab came up?".into())?;
     nothing_left(&lab, "busy")
+}
+
+fn test_missing_mmdebstrap_says_what_to_install(lab: &Labctl) -> Result<(), Failed> {
+    // An empty image cache and a PATH with QEMU but without mmdebstrap: the
+    // image cannot be built, and up says what to install.
+    let path = labs_file(
+        "no-mmdebstrap.yaml",
+        "labs:\n  - name: no-mmdebstrap\n    nodes:\n      - name: a\n",
+    );
+    let lab = with_file(lab, path);
+    let bin = bin_dir().join("lab-tests-input").join("qemu-only-bin");
+    let cache = bin_dir().join("lab-tests-input").join("empty-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::create_dir_all(&bin)?;
+    let qemu = bin.join("qemu-system-x86_64");
+    let _ = std::fs::remove_file(&qemu);
+    std::os::unix::fs::symlink("/usr/bin/qemu-system-x86_64", &qemu)?;
+    let out = lab
+        .command()
+        .arg("up")
+        .env("PATH", &bin)
+        .env("LABCTL_CACHE_DIR", &cache)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(!out.status.success(), || "up succeeded without mmdebstrap".into())?;
+    check(
+        stderr.contains("`mmdebstrap` is not installed") && stderr.contains("apt-get install -y mmdebstrap"),
+        || format!("message: {stderr}"),
+    )?;
+    nothing_left(&lab, "no-mmdebstrap")
 }

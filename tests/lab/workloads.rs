@@ -143,6 +143,10 @@ fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Fai
         ("write-bw", vec!["-n", "60"]),
         ("read-bw", vec!["-n", "60"]),
         ("send-bw", vec!["-n", "60"]),
+        ("atomic-bw", vec!["-n", "100"]),
+        ("write-bw", vec!["-n", "60", "--cm", "oob"]),
+        ("read-bw", vec!["-n", "60", "--cm", "oob"]),
+        ("send-bw", vec!["-n", "60", "--cm", "oob"]),
         ("atomic-bw", vec!["-n", "100", "--cm", "oob"]),
     ] {
         let mut args = vec![workload];
@@ -168,8 +172,9 @@ fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Fai
 }
 
 fn test_lat_family_reports_latency_percentiles(lab: &Labctl) -> Result<(), Failed> {
-    for workload in ["write-lat", "read-lat", "send-lat", "atomic-lat"] {
-        let r = run_json(lab, &[workload, "-n", "40", "--cm", "oob"])?;
+    let workloads = ["write-lat", "read-lat", "send-lat", "atomic-lat"];
+    for (workload, cm) in workloads.iter().flat_map(|w| [(*w, "rdma-cm"), (*w, "oob")]) {
+        let r = run_json(lab, &[workload, "-n", "40", "--cm", cm])?;
         let l = &r["lat_us"];
         let f = |k: &str| l[k].as_f64().unwrap_or(-1.0);
         check(l["samples"].as_u64() >= Some(40), || {

@@ -51,8 +51,8 @@ pub struct RunArgs {
     /// Sweep sizes 2 B .. --max-size in powers of two.
     #[arg(short = 'a', long)]
     pub all_sizes: bool,
-    /// Largest size of a sweep.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Largest size of a sweep (lower it on emulated labs: every size runs --iterations times).
+    #[arg(long, default_value_t = 8 << 20)]
     pub max_size: u64,
     /// Outstanding work requests per QP.
     #[arg(short = 't', long)]
