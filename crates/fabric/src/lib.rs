@@ -1,0 +1,38 @@
+//! A safe wrapper over libfabric for RDM endpoints, RMA writes with immediate
+//! data and the `fabric-write` workload (the AWS EFA data path, runnable on any
+//! host through `tcp;ofi_rxm`).
+//!
+//! # Layout
+//! - [`info`] — `fi_getinfo` hints ([`Hints`]) and the provider's answer ([`Info`]).
+//! - [`endpoint`] — [`Endpoint`] owns fabric, domain, CQ, AV, endpoint and MRs;
+//!   posts sends, receives and `fi_writemsg`, absorbs `-FI_EAGAIN`, drives progress
+//!   from the CQ poll and reports completion errors with the provider's message.
+//! - [`write`] — the `fabric-write` protocol (CONNECT, RandomFill, MT19937-64 pages,
+//!   immediate data on the final write, verification).
+//! - [`error`] — [`FabricError`].
+//!
+//! All `unsafe` of the data path lives here and in `fabric-sys`.
+//!
+//! ```no_run
+//! use fabric::{Access, Endpoint, Hints};
+//! let info = Hints::new().provider("tcp;ofi_rxm").node("127.0.0.1").get()?;
+//! let mut ep = Endpoint::open(info)?;
+//! let mr = ep.register(1 << 20, Access::Remote)?;
+//! println!("{} at {:?}, MR {:?}", ep.provider(), ep.address()?, ep.remote_mr(mr)?);
+//! # Ok::<(), fabric::FabricError>(())
+//! ```
+
+#![warn(missing_docs)]
+
+/// The RDM endpoint and everything it owns.
+pub mod endpoint;
+/// Errors.
+pub mod error;
+/// Provider discovery.
+pub mod info;
+/// The fabric-write protocol.
+pub mod write;
+
+pub use endpoint::{Access, Endpoint, MrHandle, OpId, PeerAddr, RemoteMr};
+pub use error::{FabricError, Result};
+pub use info::{providers, Hints, Info};
