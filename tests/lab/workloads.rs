@@ -59,6 +59,14 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_client_agent_killed_mid_run_is_reported",
             test_client_agent_killed_mid_run_is_reported,
         ),
+        t(
+            "test_fabric_write_verifies_over_tcp_rxm_on_the_data_nic",
+            test_fabric_write_verifies_over_tcp_rxm_on_the_data_nic,
+        ),
+        t(
+            "test_fabric_write_verifies_over_rxe_with_verbs_rxd",
+            test_fabric_write_verifies_over_rxe_with_verbs_rxd,
+        ),
     ]);
     trials
 }
@@ -327,4 +335,65 @@ fn test_client_agent_killed_mid_run_is_reported(lab: &Labctl) -> Result<(), Fail
         std::thread::sleep(Duration::from_secs(1));
     }
     verified(&run_json(lab, &["write-read"])?)
+}
+
+/// fabric-write with `provider` (None: the lab's default), checked end to end:
+/// the client verified every page, the record names the provider, and the
+/// server wrote what the client counted.
+fn fabric_write(lab: &Labctl, provider: Option<&str>, expected: &str) -> Result<Value, Failed> {
+    let mut args = vec!["fabric-write"];
+    if let Some(p) = provider {
+        args.extend(["--provider", p]);
+    }
+    let r = run_json(lab, &args)?;
+    verified(&r)?;
+    check(r["params"]["provider"] == expected, || {
+        format!("params.provider {}", r["params"]["provider"])
+    })?;
+    check(
+        r["client"]["checked"] == true && r["server"]["checked"] == false,
+        || format!("checks: client {} / server {}", r["client"], r["server"]),
+    )?;
+    let (pages, size) = (r["params"]["iterations"].as_u64(), r["params"]["size"].as_u64());
+    check(pages == Some(64) && size == Some(65536), || {
+        format!("params {}", r["params"])
+    })?;
+    for side in ["client", "server"] {
+        check(r[side]["bytes"].as_u64() == Some(64 * 65536), || {
+            format!("{side} bytes {}", r[side]["bytes"])
+        })?;
+        check(r[side]["facts"]["provider"] == expected, || {
+            format!("{side} facts {}", r[side]["facts"])
+        })?;
+    }
+    check(r["bw_avg_mib_s"].as_f64().unwrap_or(0.0) > 0.0, || {
+        format!("bandwidth {}", r["bw_avg_mib_s"])
+    })?;
+    check(
+        r["server"]["facts"]["immediate"] == r["client"]["facts"]["immediate"],
+        || format!("immediates differ: {} / {}", r["server"]["facts"], r["client"]["facts"]),
+    )?;
+    Ok(r)
+}
+
+fn test_fabric_write_verifies_over_tcp_rxm_on_the_data_nic(lab: &Labctl) -> Result<(), Failed> {
+    let r = fabric_write(lab, Some("tcp;ofi_rxm"), "tcp;ofi_rxm")?;
+    // Bound to the data NIC: the endpoints' addresses are on the lab link
+    // (e2e.yaml keeps the default data_network, 10.77.0.0/24), not the management NIC.
+    for side in ["server", "client"] {
+        let addr = r[side]["facts"]["fabric_addr"].as_str().unwrap_or_default();
+        check(addr.contains("10.77.0."), || {
+            format!("{side} fabric address {addr} is not on the data network")
+        })?;
+    }
+    Ok(())
+}
+
+fn test_fabric_write_verifies_over_rxe_with_verbs_rxd(lab: &Labctl) -> Result<(), Failed> {
+    // The e2e lab's fabric is rxe, whose default provider is verbs;ofi_rxd.
+    let r = fabric_write(lab, None, "verbs;ofi_rxd")?;
+    let domain = r["client"]["facts"]["domain"].as_str().unwrap_or_default();
+    check(domain.contains("rxe"), || {
+        format!("domain {domain} is not the rxe device")
+    })
 }

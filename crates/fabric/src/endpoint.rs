@@ -10,6 +10,8 @@ use std::alloc::{self, Layout};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::ptr::{self, addr_of_mut};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric_sys as sys;
@@ -162,6 +164,7 @@ pub struct Endpoint {
     remote_writes: VecDeque<u64>,
     async_errors: VecDeque<FabricError>,
     write_flags: u64,
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 // SAFETY: every libfabric object here is owned exclusively by this value and only
@@ -215,6 +218,7 @@ impl Endpoint {
             remote_writes: VecDeque::new(),
             async_errors: VecDeque::new(),
             write_flags: sys::FI_DELIVERY_COMPLETE as u64,
+            cancel: None,
         };
         let raw = e.info.raw();
         // SAFETY: `raw` is a valid fi_info owned by e.info; each out-pointer is a field of
@@ -847,6 +851,9 @@ impl Endpoint {
             if let Some(v) = ready(self) {
                 return Ok(v);
             }
+            if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(FabricError::Cancelled { what: what() });
+            }
             if start.elapsed() > timeout {
                 return Err(FabricError::Timeout {
                     waited: timeout,
@@ -902,6 +909,13 @@ impl Endpoint {
     /// reports a wrong-key write as a success.
     pub fn set_delivery_complete(&mut self, on: bool) {
         self.write_flags = if on { sys::FI_DELIVERY_COMPLETE as u64 } else { 0 };
+    }
+
+    /// A flag every wait checks: once it is set, waits end with
+    /// [`FabricError::Cancelled`] (so another thread can abort a run within one
+    /// CQ poll; dropping the endpoint then frees everything).
+    pub fn set_cancel(&mut self, flag: Arc<AtomicBool>) {
+        self.cancel = Some(flag);
     }
 
     /// Operations posted or parked and not yet completed (receives included).

@@ -55,6 +55,12 @@ pub enum FabricError {
         /// What was awaited.
         what: String,
     },
+    /// The cancel flag given to `Endpoint::set_cancel` was set during a wait.
+    #[error("cancelled while waiting for {what}")]
+    Cancelled {
+        /// What was awaited.
+        what: String,
+    },
     /// A value the caller passed cannot be used.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -382,26 +382,41 @@ impl Server {
     /// Waits for CONNECT and inserts the client's address.
     pub fn accept(&mut self, ep: &mut Endpoint, timeout: Duration) -> Result<Connect, WriteError> {
         match Message::decode(&ep.recv_message(timeout)?)? {
-            Message::Connect(c) => {
-                let peer = ep.insert_peer(&c.address)?;
-                self.client = Some((peer, c.mrs.clone()));
-                Ok(c)
-            }
+            Message::Connect(c) => self.accept_connect(ep, c),
             other => Err(WriteError::Protocol(format!("expected CONNECT, got {other:?}"))),
         }
     }
 
+    /// Takes a CONNECT received by the caller: inserts the client's address.
+    pub fn accept_connect(&mut self, ep: &mut Endpoint, c: Connect) -> Result<Connect, WriteError> {
+        let peer = ep.insert_peer(&c.address)?;
+        self.client = Some((peer, c.mrs.clone()));
+        Ok(c)
+    }
+
     /// Waits for one RandomFill and writes its pages.
     pub fn serve(&mut self, ep: &mut Endpoint, timeout: Duration) -> Result<ServeReport, WriteError> {
+        if self.client.is_none() {
+            return Err(WriteError::Protocol("RandomFill before CONNECT".into()));
+        }
+        match Message::decode(&ep.recv_message(timeout)?)? {
+            Message::RandomFill(r) => self.serve_request(ep, &r, timeout),
+            other => Err(WriteError::Protocol(format!("expected RandomFill, got {other:?}"))),
+        }
+    }
+
+    /// Writes the pages of a RandomFill received by the caller.
+    pub fn serve_request(
+        &mut self,
+        ep: &mut Endpoint,
+        req: &RandomFill,
+        timeout: Duration,
+    ) -> Result<ServeReport, WriteError> {
         let (peer, mrs) = self
             .client
             .clone()
             .ok_or_else(|| WriteError::Protocol("RandomFill before CONNECT".into()))?;
-        let req = match Message::decode(&ep.recv_message(timeout)?)? {
-            Message::RandomFill(r) => r,
-            other => return Err(WriteError::Protocol(format!("expected RandomFill, got {other:?}"))),
-        };
-        check_pages(&req, &mrs.iter().map(|m| m.size).collect::<Vec<_>>())?;
+        check_pages(req, &mrs.iter().map(|m| m.size).collect::<Vec<_>>())?;
         let page_size = req.page_size as usize;
         let per_batch = ep.mr_len(self.staging)? / page_size;
         if per_batch == 0 {

@@ -131,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
             params: Some(params.clone()),
             peer: server_ep,
             bind_addr: a.client_addr.clone(),
+            fabric_peer: None,
         })
         .await;
     let mut client_outcome = Err(anyhow::anyhow!("no result"));

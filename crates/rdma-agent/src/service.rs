@@ -18,6 +18,7 @@ use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use crate::fabric_session;
 use crate::session::{self, Command, SessionError, SessionHandle, SessionSpec};
 use crate::validate::{self, Limits, ValidationError};
 
@@ -112,6 +113,9 @@ impl AgentService {
         check_session_id(&req.session_id)?;
         let params = check_params(req.params.as_ref())?;
         let role = Role::try_from(req.role).map_err(|_| SessionError::Setup(format!("unknown role {}", req.role)))?;
+        if fabric_session::is_fabric(&params.workload) {
+            return self.prepare_fabric(req, params, role).await;
+        }
         if role == Role::Client && params.cm() == CmMode::RdmaCm {
             return Err(SessionError::Setup(
                 "rdma_cm clients need no Prepare: call Run with the server's endpoint".into(),
@@ -146,7 +150,44 @@ impl AgentService {
         };
         Ok(PrepareReply {
             endpoint: Some(endpoint),
+            fabric: None,
         })
+    }
+
+    /// Prepare of a libfabric server (see [`fabric_session`]).
+    async fn prepare_fabric(
+        &self,
+        req: PrepareRequest,
+        params: WorkloadParams,
+        role: Role,
+    ) -> Result<PrepareReply, SessionError> {
+        let spec = SessionSpec {
+            id: req.session_id.clone(),
+            params,
+            role,
+            bind_addr: req.bind_addr,
+        };
+        let timeout = spec.timeout();
+        let (handle, ready) = fabric_session::spawn(spec, None)?;
+        self.insert(&req.session_id, handle)?;
+        let outcome = tokio::time::timeout(timeout, ready).await;
+        match outcome {
+            Ok(Ok(Ok((endpoint, fabric)))) => Ok(PrepareReply {
+                endpoint: Some(endpoint),
+                fabric: Some(fabric),
+            }),
+            other => {
+                self.remove(&req.session_id);
+                Err(match other {
+                    Ok(Ok(Err(e))) => e,
+                    Ok(Err(_)) => SessionError::Setup("session thread ended before it was ready".into()),
+                    _ => SessionError::Timeout {
+                        what: "the session to be ready".into(),
+                        after: timeout,
+                    },
+                })
+            }
+        }
     }
 
     async fn connect_inner(&self, req: ConnectRequest) -> Result<ConnectReply, SessionError> {
@@ -196,7 +237,21 @@ impl AgentService {
                 event: Some(run_event::Event::Progress(p)),
             }));
         });
-        let result_rx = if params.cm() == CmMode::Oob {
+        let result_rx = if fabric_session::is_fabric(&params.workload) {
+            let fabric_peer = req
+                .fabric_peer
+                .ok_or(SessionError::Invalid(ValidationError::Missing { field: "fabric_peer" }))?;
+            let spec = SessionSpec {
+                id: req.session_id.clone(),
+                params,
+                role: Role::Client,
+                bind_addr: req.bind_addr,
+            };
+            let (mut handle, _ready) = fabric_session::spawn(spec, Some((fabric_peer, sink)))?;
+            let result = handle.result.take().expect("fresh handle");
+            self.insert(&req.session_id, handle)?;
+            result
+        } else if params.cm() == CmMode::Oob {
             let mut sessions = self.sessions.lock().expect("session table poisoned");
             let handle = sessions.get_mut(&req.session_id).ok_or_else(|| {
                 SessionError::Setup(format!(

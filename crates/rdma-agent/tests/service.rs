@@ -95,6 +95,7 @@ async fn bad_sizes_and_missing_fields_are_invalid_argument() {
             params: None,
             peer: None,
             bind_addr: String::new(),
+            fabric_peer: None,
         })
         .await
         .unwrap_err();

@@ -90,6 +90,10 @@ pub struct RunArgs {
     /// Negative test: the client uses a corrupted rkey (expect IBV_WC_REM_ACCESS_ERR).
     #[arg(long)]
     pub corrupt_rkey: bool,
+    /// fabric-* workloads: the libfabric provider ("tcp;ofi_rxm", "verbs;ofi_rxd", "efa", ...).
+    /// Default: from the lab's fabric (rxe: verbs;ofi_rxd, none: tcp;ofi_rxm, efa: efa).
+    #[arg(long)]
+    pub provider: Option<String>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -127,6 +131,15 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
     params.batches = run.batches.unwrap_or(params.batches);
     params.seed = run.seed;
     params.corrupt_rkey = run.corrupt_rkey;
+    if let Some(provider) = &run.provider {
+        if !lab_core::run::is_fabric(&run.workload) {
+            anyhow::bail!(
+                "--provider applies to the libfabric workloads (fabric-*), not to {}",
+                run.workload
+            );
+        }
+        params.provider = provider.clone();
+    }
     let opts = RunOptions {
         params,
         server: run.server.clone(),
@@ -178,10 +191,16 @@ fn print_record(r: &RunRecord) {
     } else {
         format!("{} B for {} s", p.size, p.duration_s)
     };
-    println!(
-        "{} on lab `{}`: {} -> {} ({}, {}, {})",
-        r.workload, r.lab, r.client.node, r.server.node, p.cm, p.completion, amount
-    );
+    match &p.provider {
+        Some(provider) => println!(
+            "{} on lab `{}`: {} -> {} (libfabric {provider}, {} pages of {} B)",
+            r.workload, r.lab, r.server.node, r.client.node, p.iterations, p.size
+        ),
+        None => println!(
+            "{} on lab `{}`: {} -> {} ({}, {}, {})",
+            r.workload, r.lab, r.client.node, r.server.node, p.cm, p.completion, amount
+        ),
+    }
     let verdict = if r.verified { "yes" } else { "NO" };
     println!("  verified    {verdict}");
     for side in [&r.client, &r.server] {

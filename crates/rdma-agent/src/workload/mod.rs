@@ -79,9 +79,14 @@ static REGISTRY: &[&dyn Workload] = &[
     },
 ];
 
-/// The names of every registered workload.
+/// The names of every workload the agent runs: the verbs registry, then the
+/// libfabric ones ([`crate::fabric_session::WORKLOADS`], dispatched by the service).
 pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(|w| w.name()).collect()
+    REGISTRY
+        .iter()
+        .map(|w| w.name())
+        .chain(crate::fabric_session::WORKLOADS.iter().copied())
+        .collect()
 }
 
 /// The workload called `name`, or InvalidArgument-worthy error listing the supported names.
@@ -169,10 +174,16 @@ mod tests {
     #[test]
     fn registry_finds_each_name_and_rejects_others() {
         for name in names() {
+            if crate::fabric_session::is_fabric(name) {
+                continue;
+            }
             assert_eq!(lookup(name).unwrap().name(), name);
         }
         let err = lookup("bogus").err().expect("bogus is not registered").to_string();
-        assert!(err.contains("write-read") && err.contains("atomic"), "{err}");
+        assert!(
+            err.contains("write-read") && err.contains("atomic") && err.contains("fabric-write"),
+            "{err}"
+        );
     }
 
     #[test]
