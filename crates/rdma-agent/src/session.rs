@@ -180,6 +180,8 @@ pub struct Side {
     cancel: Arc<AtomicBool>,
     progress: Option<ProgressSink>,
     pending: VecDeque<Completion>,
+    passive: bool,
+    spin_polls: bool,
     start: Instant,
     cpu_start: CpuTimes,
     done_chain: Option<SendChain>,
@@ -190,9 +192,25 @@ pub struct Side {
 }
 
 impl Side {
-    /// Whether completions are awaited on a completion channel.
+    /// Whether completions are awaited on a completion channel: when the
+    /// run asks for event mode, or when this side is passive (see
+    /// [`Side::set_passive`]) and its link has a channel (servers always do).
     pub fn event_mode(&self) -> bool {
-        self.link.has_completion_channel()
+        self.link.has_completion_channel() && (self.passive || self.params.completion() == CompletionMode::Event)
+    }
+
+    /// Polling waits spin without `sched_yield` between empty polls (as
+    /// perftest's bandwidth loops do) instead of yielding (the default).
+    pub fn set_spin_polls(&mut self, spin: bool) {
+        self.spin_polls = spin;
+    }
+
+    /// Marks this side passive: it does no data-path work and only waits for
+    /// a rare completion (the server of a one-sided run waits for the done
+    /// message), so it sleeps on the completion channel instead of polling,
+    /// as perftest's server sleeps on its socket.
+    pub fn set_passive(&mut self, passive: bool) {
+        self.passive = passive;
     }
 
     /// Restarts the clock and CPU counters (after connection setup).
@@ -248,6 +266,7 @@ impl Side {
     pub fn next_completion(&mut self, what: &str) -> Result<Completion, SessionError> {
         let mut scratch = [Completion::default(); 16];
         let mut spins: u32 = 0;
+        let mut armed = false;
         loop {
             if let Some(c) = self.pending.pop_front() {
                 if c.status != 0 {
@@ -271,13 +290,26 @@ impl Side {
                 self.pending.extend(scratch[..n].iter().copied());
                 continue;
             }
+            if self.event_mode() {
+                self.check_alive(what)?;
+                if !armed {
+                    // Arm, then poll once more: a completion that arrived
+                    // before the arming raises no event.
+                    self.link.arm_cq()?;
+                    armed = true;
+                    continue;
+                }
+                let left = self.deadline.saturating_duration_since(Instant::now());
+                self.link.wait_cq_event(left.min(Duration::from_millis(100)))?;
+                armed = false;
+                continue;
+            }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(64) {
                 self.check_alive(what)?;
             }
-            if self.event_mode() {
-                let left = self.deadline.saturating_duration_since(Instant::now());
-                self.link.wait_cq_event(left.min(Duration::from_millis(100)))?;
+            if self.spin_polls {
+                std::hint::spin_loop();
             } else {
                 // One vCPU under emulation: let rxe's kernel work run.
                 std::thread::yield_now();
@@ -563,14 +595,15 @@ fn run_side(
     }
 }
 
-fn link_config(params: &WorkloadParams, device: String) -> LinkConfig {
+fn link_config(params: &WorkloadParams, role: Role, device: String) -> LinkConfig {
     let depth = workload::queue_depth(params);
     LinkConfig {
         device,
         max_send_wr: depth,
         max_recv_wr: depth,
         max_inline: params.inline_size,
-        completion_channel: params.completion() == CompletionMode::Event,
+        // Servers always get a channel: a passive server sleeps on it.
+        completion_channel: params.completion() == CompletionMode::Event || role == Role::Server,
     }
 }
 
@@ -595,6 +628,8 @@ fn new_side(
         cancel: Arc::clone(cancel),
         progress,
         pending: VecDeque::with_capacity(64),
+        passive: false,
+        spin_polls: false,
         start: Instant::now(),
         cpu_start: CpuTimes::thread_now(),
         done_chain: None,
@@ -674,7 +709,7 @@ fn cm_server(
         .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
     let setup = (|| -> Result<Side, SessionError> {
         let device = id.device_name()?;
-        let link = Link::open(&link_config(&spec.params, device))?;
+        let link = Link::open(&link_config(&spec.params, spec.role, device))?;
         let mut side = new_side(spec, link, cancel, deadline, None);
         side.port = id.port_num();
         // A client that exposes a buffer too (write-lat's ping-pong) sends its blob.
@@ -740,7 +775,7 @@ fn cm_client(
     id.resolve_route(step_timeout)?;
     wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
     let device = id.device_name()?;
-    let link = Link::open(&link_config(&spec.params, device))?;
+    let link = Link::open(&link_config(&spec.params, spec.role, device))?;
     sink(Progress {
         phase: "connect".into(),
         message: format!("connecting to {dst} via {}", link.device()),
@@ -861,7 +896,7 @@ fn oob_side(
     endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
 ) -> Result<SideResult, SessionError> {
     let (device, port, sgid_index, gid) = oob_location(spec)?;
-    let link = Link::open(&link_config(&spec.params, device))?;
+    let link = Link::open(&link_config(&spec.params, spec.role, device))?;
     let mut side = new_side(spec, link, cancel, deadline, None);
     side.port = port;
     side.sgid_index = sgid_index as u8;

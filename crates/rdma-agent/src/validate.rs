@@ -150,7 +150,14 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
     )?;
     check_range("post_list", params.post_list as i64, 0, 1024, "0 (default) ..= 1024")?;
     check_range("inline_size", params.inline_size as i64, 0, 1024, "0 ..= 1024")?;
-    check_range("num_qps", params.num_qps as i64, 0, 64, "0 (default 1) ..= 64")?;
+    // One QP per session: refuse more rather than run one and report it as many.
+    check_range(
+        "num_qps",
+        params.num_qps as i64,
+        0,
+        1,
+        "0 or 1 (one QP per session; several QPs are not implemented)",
+    )?;
     check_range("ib_port", params.ib_port as i64, 0, 255, "0 (default 1) ..= 255")?;
     check_range("gid_index", params.gid_index as i64, -1, 255, "-1 (auto) ..= 255")?;
     check_range(
@@ -299,6 +306,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("gid_index"));
+        let mut p = params(8);
+        p.num_qps = 2;
+        assert!(validate(&p, NAMES, &limits())
+            .unwrap_err()
+            .to_string()
+            .contains("num_qps 2 is out of range"));
         let mut p = params(8);
         p.tx_depth = 8;
         p.cq_moderation = 16;

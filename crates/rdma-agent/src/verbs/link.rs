@@ -787,19 +787,30 @@ impl Link {
         Ok(n as usize)
     }
 
-    /// Event mode: arms the CQ and sleeps until a completion event or `timeout`.
-    /// Returns false on timeout. Callers poll again after it returns, since a
-    /// completion may arrive between their last poll and the arming.
+    /// Event mode, step 1: asks for an event on the next completion. Callers
+    /// poll the CQ once more after arming (a completion may have arrived
+    /// between their last poll and the arming, and raises no event), and only
+    /// then [`Link::wait_cq_event`]. Without a channel this does nothing.
+    pub fn arm_cq(&mut self) -> Result<(), LinkError> {
+        if self.channel.is_none() {
+            return Ok(());
+        }
+        // SAFETY: the CQ is live and was created on this link's channel.
+        let rc = unsafe { sys::ibv_req_notify_cq(self.cq.cq().as_ptr(), 0) };
+        if rc != 0 {
+            return Err(verbs_err("ibv_req_notify_cq", std::io::Error::from_raw_os_error(rc)));
+        }
+        Ok(())
+    }
+
+    /// Event mode, step 2: sleeps until the armed CQ raises its event or
+    /// `timeout` passes, and acknowledges the event. Returns false on timeout.
+    /// Without a channel it yields once and returns true.
     pub fn wait_cq_event(&mut self, timeout: Duration) -> Result<bool, LinkError> {
         let Some(channel) = self.channel.clone() else {
             std::thread::yield_now();
             return Ok(true);
         };
-        // SAFETY: the CQ is live and was created on this channel.
-        let rc = unsafe { sys::ibv_req_notify_cq(self.cq.cq().as_ptr(), 0) };
-        if rc != 0 {
-            return Err(verbs_err("ibv_req_notify_cq", std::io::Error::from_raw_os_error(rc)));
-        }
         use std::os::fd::AsRawFd;
         if !super::wait_readable(channel.as_raw_fd(), timeout).map_err(|e| verbs_err("poll(completion channel)", e))? {
             return Ok(false);
@@ -816,7 +827,8 @@ impl Link {
         Ok(true)
     }
 
-    /// Whether this link sleeps on a completion channel.
+    /// Whether this link has a completion channel (servers always do; a side
+    /// sleeps on it in event mode, or when it is passive).
     pub fn has_completion_channel(&self) -> bool {
         self.channel.is_some()
     }
