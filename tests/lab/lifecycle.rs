@@ -248,6 +248,12 @@ fn test_down_removes_every_process_and_file(lab: &Labctl) -> Result<(), Failed> 
     let run = lab.run(&["down"]).ok()?;
     let took = started.elapsed();
     check(run.stdout.contains("removed"), || format!("down said: {}", run.stdout))?;
+    // The runs the suite saved outlive the lab.
+    let results = lab.state_base.join(".results").join("e2e");
+    let saved = std::fs::read_dir(&results).map(|d| d.count()).unwrap_or(0);
+    check(saved > 0, || {
+        format!("no saved runs in {} after down", results.display())
+    })?;
     let left = processes_mentioning(&dir_text);
     check(left.is_empty(), || format!("processes left after down: {left:?}"))?;
     check(!dir.exists(), || format!("{} still exists", dir.display()))?;

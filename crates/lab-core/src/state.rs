@@ -125,9 +125,15 @@ impl LabDir {
         self.root.join("nodes").join(node)
     }
 
-    /// Saved workload results.
+    /// Saved runs and benches: `<state base>/.results/<lab>/`, beside the
+    /// lab's directory rather than in it, so `down` keeps a lab's history.
+    /// (Lab names start with a letter or digit, so `.results` is never a lab.)
     pub fn results_dir(&self) -> PathBuf {
-        self.root.join("results")
+        self.root
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(".results")
+            .join(&self.lab)
     }
 
     /// Loads `state.json`, or `None` when the lab has no state.
@@ -438,5 +444,12 @@ mod tests {
             assert_eq!(dir.root(), Path::new("/srv/labs/.labctl/pair"));
         }
         assert_eq!(dir.console_log("server"), dir.root().join("server.console.log"));
+        // Results outlive the lab: they are not inside the directory `down` removes.
+        assert!(
+            !dir.results_dir().starts_with(dir.root()),
+            "{}",
+            dir.results_dir().display()
+        );
+        assert!(dir.results_dir().ends_with(".results/pair"));
     }
 }
