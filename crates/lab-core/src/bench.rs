@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use crate::lab::{Lab, LabError};
 use crate::run::{default_params, run_workload, RunError, RunOptions, RunRecord};
-use crate::state::{now_rfc3339, write_atomic, LabState};
+use crate::state::{now_rfc3339, LabState};
 use crate::text::last_lines;
 
 /// Version of the bench record (`--json` and saved results).
@@ -777,23 +777,16 @@ pub fn all_ok(record: &BenchRecord) -> bool {
     })
 }
 
-/// Saves `record` as `<lab>/results/<time>-bench-<suite>-<id>.json`.
+/// Saves `record` among the lab's results as `<time>-bench-<suite>-<id>.json`.
 fn save(lab: &Lab, record: &BenchRecord) -> Result<PathBuf, BenchError> {
-    let dir = lab.dir.results_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| BenchError::Save(format!("{}: {e}", dir.display())))?;
-    let stamp: String = record
-        .started_at
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
     let suite = match record.suite {
         Suite::Quick => "quick",
         Suite::Full => "full",
     };
-    let path = dir.join(format!("{stamp}-bench-{suite}-{}.json", record.id));
     let json = serde_json::to_vec_pretty(record).expect("record serialises");
-    write_atomic(&path, &json, 0o644).map_err(|e| BenchError::Save(e.to_string()))?;
-    Ok(path)
+    lab.dir
+        .save_result(&record.started_at, &format!("bench-{suite}-{}", record.id), &json)
+        .map_err(|e| BenchError::Save(e.to_string()))
 }
 
 impl From<RunError> for BenchError {

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::agent::{self, AgentError, Client};
 use crate::lab::{rdma_ports, Lab, LabError, RdmaDeviceStatus};
-use crate::state::{now_rfc3339, write_atomic, NodeState};
+use crate::state::{now_rfc3339, NodeState};
 
 /// Version of the run record (`--json` and saved results).
 pub const RUN_SCHEMA: u32 = 1;
@@ -662,19 +662,12 @@ async fn drive(
     Ok((server_result, client_result))
 }
 
-/// Saves `record` as `<lab>/results/<time>-<workload>-<id>.json`.
+/// Saves `record` among the lab's results.
 fn save(lab: &Lab, record: &RunRecord) -> Result<PathBuf, RunError> {
-    let dir = lab.dir.results_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| RunError::Save(format!("{}: {e}", dir.display())))?;
-    let stamp: String = record
-        .started_at
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    let path = dir.join(format!("{stamp}-{}-{}.json", record.workload, record.id));
     let json = serde_json::to_vec_pretty(record).expect("record serialises");
-    write_atomic(&path, &json, 0o644).map_err(|e| RunError::Save(e.to_string()))?;
-    Ok(path)
+    lab.dir
+        .save_result(&record.started_at, &format!("{}-{}", record.workload, record.id), &json)
+        .map_err(|e| RunError::Save(e.to_string()))
 }
 
 #[cfg(test)]

@@ -136,6 +136,17 @@ impl LabDir {
             .join(&self.lab)
     }
 
+    /// Writes a run's or bench's JSON record as
+    /// `<results dir>/<started_at, digits only>-<name>.json`; returns its path.
+    pub fn save_result(&self, started_at: &str, name: &str, json: &[u8]) -> Result<PathBuf, StateError> {
+        let dir = self.results_dir();
+        fs::create_dir_all(&dir).map_err(io_err(&dir))?;
+        let stamp: String = started_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+        let path = dir.join(format!("{stamp}-{name}.json"));
+        write_atomic(&path, json, 0o644)?;
+        Ok(path)
+    }
+
     /// Loads `state.json`, or `None` when the lab has no state.
     pub fn load(&self) -> Result<Option<LabState>, StateError> {
         let path = self.state_file();

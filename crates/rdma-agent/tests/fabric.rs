@@ -11,20 +11,8 @@ use agent_proto::v1::{
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 
-async fn start() -> (AgentClient<Channel>, tokio::sync::oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(rdma_agent::service::run(listener, async {
-        let _ = stop_rx.await;
-    }));
-    let channel = Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    (AgentClient::new(channel), stop_tx)
-}
+mod common;
+use common::start;
 
 fn params(size: u64, pages: u64) -> WorkloadParams {
     WorkloadParams {
