@@ -8,7 +8,7 @@ use agent_proto::v1::{
     run_event, AbortRequest, CollectRequest, FabricEndpoint, HealthRequest, PrepareRequest, Role, RunRequest,
     SideResult, WorkloadParams,
 };
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::Code;
 
 mod common;

@@ -1,11 +1,9 @@
 //! In-process gRPC tests of the agent (no RDMA device needed): the server on
 //! 127.0.0.1:0, a generated client, Health/NodeInfo and refused requests.
 
-use agent_proto::v1::agent_client::AgentClient;
 use agent_proto::v1::{
     AbortRequest, CollectRequest, HealthRequest, NodeInfoRequest, PrepareRequest, Role, RunRequest, WorkloadParams,
 };
-use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 
 mod common;
