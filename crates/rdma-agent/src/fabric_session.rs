@@ -145,18 +145,7 @@ pub fn spawn(
                     client(&spec, &cancel, deadline, &peer, sink)
                 }
             };
-            match &outcome {
-                Ok(r) => tracing::info!(verified = r.verified, elapsed_s = r.elapsed_s, "side finished"),
-                Err(e) => tracing::warn!(error = %e, "side failed"),
-            }
-            let outcome = match (endpoint_tx.take(), outcome) {
-                (Some(tx), Err(e)) => {
-                    let _ = tx.send(Err(e));
-                    Err(SessionError::Setup("prepare failed".into()))
-                }
-                (_, outcome) => outcome,
-            };
-            let _ = result_tx.send(outcome);
+            crate::session::finish_side(outcome, endpoint_tx, result_tx);
         })
         .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
     Ok((handle, endpoint_rx))

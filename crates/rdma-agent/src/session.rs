@@ -157,6 +157,28 @@ impl OpKind {
 /// Receives progress events from a running side.
 pub type ProgressSink = Box<dyn FnMut(Progress) + Send>;
 
+/// How a session thread ends, whatever kind of session it ran: logs the
+/// outcome; a failure before the endpoint was published goes to Prepare
+/// (which is still waiting for it); the outcome goes to Run/Collect.
+pub(crate) fn finish_side<T>(
+    outcome: Result<SideResult, SessionError>,
+    endpoint_tx: Option<oneshot::Sender<Result<T, SessionError>>>,
+    result_tx: oneshot::Sender<Result<SideResult, SessionError>>,
+) {
+    match &outcome {
+        Ok(r) => tracing::info!(verified = r.verified, elapsed_s = r.elapsed_s, "side finished"),
+        Err(e) => tracing::warn!(error = %e, "side failed"),
+    }
+    let outcome = match (endpoint_tx, outcome) {
+        (Some(tx), Err(e)) => {
+            let _ = tx.send(Err(e));
+            Err(SessionError::Setup("prepare failed".into()))
+        }
+        (_, outcome) => outcome,
+    };
+    let _ = result_tx.send(outcome);
+}
+
 /// Everything a workload sees of its side of the session.
 pub struct Side {
     /// The QP, CQ and buffers.
@@ -556,19 +578,7 @@ pub fn spawn(
             // A rdma_cm client's Run publishes no endpoint; its errors go to the result.
             let mut endpoint_tx = if run.is_some() { None } else { Some(endpoint_tx) };
             let outcome = run_side(&spec, workload, &cancel, cmd_rx, &mut endpoint_tx, run);
-            match &outcome {
-                Ok(r) => tracing::info!(verified = r.verified, elapsed_s = r.elapsed_s, "side finished"),
-                Err(e) => tracing::warn!(error = %e, "side failed"),
-            }
-            // If we failed before publishing an endpoint, Prepare gets the error.
-            let outcome = match (endpoint_tx.take(), outcome) {
-                (Some(tx), Err(e)) => {
-                    let _ = tx.send(Err(e));
-                    Err(SessionError::Setup("prepare failed".into()))
-                }
-                (_, outcome) => outcome,
-            };
-            let _ = result_tx.send(outcome);
+            finish_side(outcome, endpoint_tx, result_tx);
         })
         .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
     Ok((handle, endpoint_rx))
