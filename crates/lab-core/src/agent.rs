@@ -68,13 +68,13 @@ pub async fn connect(ssh: Arc<SshSession>, port: u16) -> Result<Client, AgentErr
 }
 
 /// Waits until the agent answers Health; returns its version.
-pub async fn wait_healthy(ssh: Arc<SshSession>, port: u16, wait: Duration) -> Result<(Client, String), AgentError> {
+pub async fn wait_healthy(ssh: Arc<SshSession>, port: u16, wait: Duration) -> Result<String, AgentError> {
     let node = ssh.node().to_string();
     let started = Instant::now();
     loop {
         let last = match connect(ssh.clone(), port).await {
             Ok(mut client) => match client.health(HealthRequest {}).await {
-                Ok(reply) => return Ok((client, reply.into_inner().version)),
+                Ok(reply) => return Ok(reply.into_inner().version),
                 Err(status) => status.to_string(),
             },
             Err(e) => e.to_string(),

@@ -205,7 +205,7 @@ pub async fn deploy_agent(
             }));
         }
     }
-    let (_, version) = agent::wait_healthy(session.clone(), node.agent_port, Duration::from_secs(30)).await?;
+    let version = agent::wait_healthy(session.clone(), node.agent_port, Duration::from_secs(30)).await?;
     if version != agent.version {
         return Err(ProvisionError::AgentVersion {
             node: node.name.clone(),

@@ -84,11 +84,6 @@ impl LabDir {
         &self.root
     }
 
-    /// The lab's name.
-    pub fn lab(&self) -> &str {
-        &self.lab
-    }
-
     /// Creates the directory (mode 0700: it holds the lab's private key).
     pub fn create(&self) -> Result<(), StateError> {
         fs::create_dir_all(&self.root).map_err(io_err(&self.root))?;
@@ -277,11 +272,6 @@ impl LabState {
     /// The node called `name`.
     pub fn node(&self, name: &str) -> Option<&NodeState> {
         self.nodes.iter().find(|n| n.name == name)
-    }
-
-    /// The node called `name`, mutably.
-    pub fn node_mut(&mut self, name: &str) -> Option<&mut NodeState> {
-        self.nodes.iter_mut().find(|n| n.name == name)
     }
 }
 

@@ -237,21 +237,23 @@ impl AgentService {
                 event: Some(run_event::Event::Progress(p)),
             }));
         });
-        let result_rx = if fabric_session::is_fabric(&params.workload) {
+        // A fabric or rdma_cm client starts its session here; an oob client
+        // was started by Prepare and only gets its peer.
+        let spec = SessionSpec {
+            id: req.session_id.clone(),
+            params,
+            role: Role::Client,
+            bind_addr: req.bind_addr,
+        };
+        let result_rx = if fabric_session::is_fabric(&spec.params.workload) {
             let fabric_peer = req
                 .fabric_peer
                 .ok_or(SessionError::Invalid(ValidationError::Missing { field: "fabric_peer" }))?;
-            let spec = SessionSpec {
-                id: req.session_id.clone(),
-                params,
-                role: Role::Client,
-                bind_addr: req.bind_addr,
-            };
             let (mut handle, _ready) = fabric_session::spawn(spec, Some((fabric_peer, sink)))?;
             let result = handle.result.take().expect("fresh handle");
             self.insert(&req.session_id, handle)?;
             result
-        } else if params.cm() == CmMode::Oob {
+        } else if spec.params.cm() == CmMode::Oob {
             let mut sessions = self.sessions.lock().expect("session table poisoned");
             let handle = sessions.get_mut(&req.session_id).ok_or_else(|| {
                 SessionError::Setup(format!(
@@ -271,12 +273,6 @@ impl AgentService {
                 .take()
                 .ok_or_else(|| SessionError::Setup("session is already running".into()))?
         } else {
-            let spec = SessionSpec {
-                id: req.session_id.clone(),
-                params,
-                role: Role::Client,
-                bind_addr: req.bind_addr,
-            };
             let (mut handle, _endpoint) = session::spawn(spec, Some((peer, sink)))?;
             let result = handle.result.take().expect("fresh handle");
             self.insert(&req.session_id, handle)?;

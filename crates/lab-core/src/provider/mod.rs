@@ -76,9 +76,6 @@ pub enum Liveness {
 /// The lifecycle of a lab's machines.
 #[async_trait]
 pub trait Provider: Send + Sync {
-    /// The `provider:` value this implements.
-    fn kind(&self) -> ProviderKind;
-
     /// Checks that this host can run the lab, before anything is created.
     async fn preflight(&self, lab: &LabSpec, nodes: &[ResolvedNode]) -> Result<(), ProviderError>;
 

@@ -24,7 +24,7 @@ use nix::unistd::Pid;
 use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, REPORT_FILE};
 use super::{Provider, ProviderError};
 use crate::image::{self, which};
-use crate::model::{Accel, LabSpec, ProviderKind, ResolvedNode};
+use crate::model::{Accel, LabSpec, ResolvedNode};
 use crate::progress::{step, Reporter};
 use crate::state::{LabDir, LabState, NodeState};
 use crate::text::file_tail;
@@ -238,10 +238,6 @@ fn lab_processes(dir: &Path) -> Vec<u32> {
 
 #[async_trait]
 impl Provider for QemuProvider {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Qemu
-    }
-
     async fn preflight(&self, _lab: &LabSpec, nodes: &[ResolvedNode]) -> Result<(), ProviderError> {
         if which(QEMU).is_none() {
             return Err(ProviderError::MissingProgram {
