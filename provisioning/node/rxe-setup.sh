@@ -6,13 +6,35 @@ set -u
 addr=${1:?usage: rxe-setup.sh DATA_ADDR}
 netdev=$(ip -o -4 addr show | awk -v a="$addr" '{ split($4, p, "/"); if (p[1] == a) { print $2; exit } }')
 [ -n "$netdev" ] || { echo "no interface holds the data address $addr" >&2; exit 10; }
+# Debian-family cloud images: install what a lab image has built in (the
+# verbs libraries for the agent, the rdma tool), once.
+apt_install() {
+    command -v apt-get >/dev/null || return 1
+    [ -n "${apt_updated:-}" ] || { DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 && apt_updated=1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+}
+verbs=
+for lib in /usr/lib/*/libibverbs.so.1 /usr/lib64/libibverbs.so.1; do [ -e "$lib" ] && verbs=1; done
+if [ -z "$verbs" ] || [ ! -d /etc/libibverbs.d ]; then
+    apt_install libibverbs1 librdmacm1 ibverbs-providers iproute2 ||
+        echo "warning: could not install the verbs libraries (libibverbs1 librdmacm1 ibverbs-providers)" >&2
+fi
 if [ ! -d /sys/module/rdma_rxe ]; then
     if ! out=$(modprobe rdma_rxe 2>&1); then
-        echo "cannot load the SoftRoCE module rdma_rxe: $out" >&2
-        if grep -qi ubuntu /etc/os-release 2>/dev/null; then
-            echo "hint: it ships in linux-modules-extra: apt-get install -y linux-modules-extra-$(uname -r)" >&2
+        # Ubuntu's cloud kernels keep rdma_rxe in linux-modules-extra.
+        if grep -qi ubuntu /etc/os-release 2>/dev/null &&
+            apt_install "linux-modules-extra-$(uname -r)"; then
+            out=$(modprobe rdma_rxe 2>&1) || {
+                echo "cannot load rdma_rxe even after installing linux-modules-extra-$(uname -r): $out" >&2
+                exit 11
+            }
+        else
+            echo "cannot load the SoftRoCE module rdma_rxe: $out" >&2
+            if grep -qi ubuntu /etc/os-release 2>/dev/null; then
+                echo "hint: it ships in linux-modules-extra: apt-get install -y linux-modules-extra-$(uname -r)" >&2
+            fi
+            exit 11
         fi
-        exit 11
     fi
 fi
 # rxe computes its ICRC with crc32; without crc32_generic `rdma link add` fails

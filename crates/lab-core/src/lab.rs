@@ -138,7 +138,7 @@ impl Lab {
     }
 
     fn provider(&self) -> Result<Box<dyn Provider>, LabError> {
-        Ok(provider::for_kind(self.spec.provider)?)
+        Ok(provider::for_lab(&self.spec)?)
     }
 
     /// Takes the lab's lock.
@@ -246,6 +246,7 @@ impl Lab {
         reporter: &dyn Reporter,
     ) -> Result<(), LabError> {
         let rxe = self.spec.fabric == Fabric::Rxe;
+        let efa = self.spec.fabric == Fabric::Efa;
         let snapshot = state.clone();
         let mut nodes = state.nodes.clone();
         let jobs = nodes.iter_mut().map(|node| {
@@ -257,6 +258,7 @@ impl Lab {
                     node,
                     key,
                     rxe,
+                    efa,
                     agent,
                     ssh_wait,
                 };

@@ -283,6 +283,52 @@ pub struct LabSpec {
     /// The nodes (1 to 16), in order.
     #[schemars(length(min = 1, max = 16))]
     pub nodes: Vec<NodeSpec>,
+    /// provider aws only (and required there): where and how the nodes run
+    /// in EC2. See docs/providers/aws.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws: Option<AwsSpec>,
+}
+
+/// The `aws:` block of a lab (provider aws).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AwsSpec {
+    /// The EC2 region, like `us-east-1`.
+    #[schemars(length(min = 1), example = &"us-east-1")]
+    pub region: String,
+    /// The availability zone, like `us-east-1a`; all nodes run there.
+    /// Default: the given subnet's zone, else one EC2 picks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability_zone: Option<String>,
+    /// The instance type, like `c5n.18xlarge` (EFA) or `t3.medium` (rxe).
+    #[schemars(length(min = 1), example = &"c5n.18xlarge")]
+    pub instance_type: String,
+    /// The image, as an AMI id (`ami-...`). Give `ami` or `ami_ssm_parameter`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ami: Option<String>,
+    /// The image, as an SSM parameter holding an AMI id, like
+    /// `/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ami_ssm_parameter: Option<String>,
+    /// The image's SSH user (`ubuntu` on Ubuntu, `ec2-user` on Amazon Linux).
+    /// Default: `ubuntu`.
+    #[serde(default = "default_aws_ssh_user")]
+    pub ssh_user: String,
+    /// An existing subnet (`subnet-...`) to launch into; its VPC is used.
+    /// Default: labctl creates a VPC, subnet and internet gateway for the lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet_id: Option<String>,
+    /// Who may reach the nodes' SSH, as an IPv4 CIDR. Default: this
+    /// controller's public address (looked up at `up`), as a /32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_cidr: Option<String>,
+    /// Which address of a node labctl connects to.
+    #[serde(default)]
+    pub ssh_address: SshAddress,
+}
+
+fn default_aws_ssh_user() -> String {
+    "ubuntu".to_string()
 }
 
 /// Per-lab defaults for nodes.
@@ -459,6 +505,18 @@ yaml_enum! {
     }
     default Rxe;
     fix "leave fabric out for the default, rxe (SoftRoCE)";
+}
+
+yaml_enum! {
+    /// Which address of an EC2 node the controller connects to (`aws.ssh_address:`).
+    pub enum SshAddress ("ssh_address") {
+        /// The public IPv4 address (the default; the controller is outside the VPC).
+        Public = "public",
+        /// The private address (the controller runs inside the VPC).
+        Private = "private",
+    }
+    default Public;
+    fix "leave ssh_address out for the default, public";
 }
 
 yaml_enum! {
@@ -1277,6 +1335,18 @@ const LAB_FIELDS: &[&str] = &[
     "data_network",
     "defaults",
     "nodes",
+    "aws",
+];
+const AWS_FIELDS: &[&str] = &[
+    "region",
+    "availability_zone",
+    "instance_type",
+    "ami",
+    "ami_ssm_parameter",
+    "ssh_user",
+    "subnet_id",
+    "ssh_cidr",
+    "ssh_address",
 ];
 const DEFAULTS_FIELDS: &[&str] = &["cpus", "memory"];
 const NODE_FIELDS: &[&str] = &["name", "cpus", "memory", "data_addr", "ssh_port"];
@@ -1379,6 +1449,7 @@ enum Part {
     Labs,
     Lab,
     Defaults,
+    Aws,
     Nodes,
     Node,
     Other,
@@ -1391,6 +1462,7 @@ fn part_of(segs: &[Seg]) -> Part {
         [Key(l)] if l == "labs" => Part::Labs,
         [Key(l), Index(_)] if l == "labs" => Part::Lab,
         [Key(l), Index(_), Key(d)] if l == "labs" && d == "defaults" => Part::Defaults,
+        [Key(l), Index(_), Key(a)] if l == "labs" && a == "aws" => Part::Aws,
         [Key(l), Index(_), Key(n)] if l == "labs" && n == "nodes" => Part::Nodes,
         [Key(l), Index(_), Key(n), Index(_)] if l == "labs" && n == "nodes" => Part::Node,
         _ => Part::Other,
@@ -1402,6 +1474,7 @@ fn fields_of(part: Part) -> &'static [&'static str] {
         Part::Document => DOC_FIELDS,
         Part::Lab => LAB_FIELDS,
         Part::Defaults => DEFAULTS_FIELDS,
+        Part::Aws => AWS_FIELDS,
         Part::Node => NODE_FIELDS,
         _ => &[],
     }
@@ -1413,6 +1486,7 @@ fn part_name(part: Part) -> &'static str {
         Part::Labs => "labs",
         Part::Lab => "a lab",
         Part::Defaults => "defaults",
+        Part::Aws => "aws",
         Part::Nodes => "nodes",
         Part::Node => "a node",
         Part::Other => "this place",
@@ -1444,7 +1518,7 @@ fn unknown_field(part: Part, field: &str) -> Problem {
         Part::Defaults if NODE_FIELDS.contains(&field) => Some(format!(
             "`{field}` differs per node: set it on each node in `nodes:`; defaults takes only `cpus` and `memory`"
         )),
-        Part::Defaults | Part::Node if LAB_FIELDS.contains(&field) => Some(format!(
+        Part::Defaults | Part::Node | Part::Aws if LAB_FIELDS.contains(&field) => Some(format!(
             "`{field}` is a lab setting: move it up to the lab, next to `nodes:` (check the indentation)"
         )),
         _ => None,
@@ -1499,6 +1573,10 @@ fn invalid_type(part: Part, found: &str) -> Problem {
         Part::Lab => Problem::new(
             format!("each lab must be a mapping (`name:`, `nodes:`, ...), found {found}"),
             "write the lab as `- name: NAME` followed by its fields, indented under the `-`",
+        ),
+        Part::Aws => Problem::new(
+            format!("aws must be a mapping, found {found}"),
+            "write `aws:` then `region:`, `instance_type:` and `ami:` indented below it (see docs/providers/aws.md)",
         ),
         Part::Defaults => Problem::new(
             format!("defaults must be a mapping, found {found}"),
@@ -1827,6 +1905,9 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
             "use fabric rxe (SoftRoCE) here, or set provider: aws",
         ));
     }
+    if let Some(issue) = check_aws(i, lab) {
+        return Some(issue);
+    }
     if lab.provider == ProviderKind::Qemu && !QEMU_IMAGES.contains(&lab.image.as_str()) {
         let hint = did_you_mean(&lab.image, QEMU_IMAGES)
             .map(|m| format!("write `{m}`; "))
@@ -1955,6 +2036,123 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
             ),
             "use a larger network (a smaller prefix), like /24",
         ));
+    }
+    None
+}
+
+/// `a.b.c.d/n` with n in 0..=32 (EC2 accepts host bits; it masks them).
+fn is_ipv4_cidr(text: &str) -> bool {
+    text.split_once('/')
+        .is_some_and(|(addr, prefix)| addr.parse::<Ipv4Addr>().is_ok() && prefix.parse::<u8>().is_ok_and(|p| p <= 32))
+}
+
+/// The `aws:` block: present exactly for provider aws, one image source,
+/// and no node settings that only a local VM has.
+fn check_aws(i: usize, lab: &LabSpec) -> Option<Issue> {
+    let aws_field = |field: &str| {
+        let mut p = lab_field(i, "aws");
+        p.push(Seg::Key(field.into()));
+        p
+    };
+    let aws = match (&lab.aws, lab.provider) {
+        (None, ProviderKind::Aws) => {
+            return Some(Issue::at(
+                lab_field(i, "provider"),
+                Aim::Value,
+                "provider aws needs an `aws:` block saying where the nodes run",
+                "add to the lab, e.g.:\n  aws:\n    region: us-east-1\n    instance_type: t3.medium\n    ami_ssm_parameter: /aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id\n(see docs/providers/aws.md)",
+            ))
+        }
+        (Some(_), provider) if provider != ProviderKind::Aws => {
+            return Some(Issue::at(
+                lab_field(i, "aws"),
+                Aim::Key,
+                format!("`aws` applies to provider aws only; this lab uses provider {provider}"),
+                "remove the aws block, or set provider: aws",
+            ))
+        }
+        (Some(aws), _) => aws,
+        (None, _) => return None,
+    };
+    match (&aws.ami, &aws.ami_ssm_parameter) {
+        (Some(_), Some(_)) => {
+            return Some(Issue::at(
+                aws_field("ami_ssm_parameter"),
+                Aim::Key,
+                "both `ami` and `ami_ssm_parameter` are set; the image must come from one of them",
+                "keep one of the two lines",
+            ))
+        }
+        (None, None) => {
+            return Some(Issue::at(
+                lab_field(i, "aws"),
+                Aim::Key,
+                "the aws block names no image",
+                "add `ami: ami-...` or `ami_ssm_parameter: /aws/service/...` under aws",
+            ))
+        }
+        (Some(ami), None) if !ami.starts_with("ami-") => {
+            return Some(Issue::at(
+                aws_field("ami"),
+                Aim::Value,
+                format!("`{ami}` is not an AMI id"),
+                "write an id like ami-0123456789abcdef0, or use ami_ssm_parameter for a name",
+            ))
+        }
+        _ => {}
+    }
+    if let Some(zone) = &aws.availability_zone {
+        if !zone.starts_with(aws.region.as_str()) || zone.len() == aws.region.len() {
+            return Some(Issue::at(
+                aws_field("availability_zone"),
+                Aim::Value,
+                format!("availability zone `{zone}` is not in region {}", aws.region),
+                format!(
+                    "use a zone of {0}, like {0}a, or leave availability_zone out",
+                    aws.region
+                ),
+            ));
+        }
+    }
+    if let Some(subnet) = aws.subnet_id.as_deref().filter(|s| !s.starts_with("subnet-")) {
+        return Some(Issue::at(
+            aws_field("subnet_id"),
+            Aim::Value,
+            format!("`{subnet}` is not a subnet id"),
+            "write an id like subnet-0123456789abcdef0, or leave subnet_id out to have labctl create one",
+        ));
+    }
+    if let Some(cidr) = aws.ssh_cidr.as_deref().filter(|c| !is_ipv4_cidr(c)) {
+        return Some(Issue::at(
+            aws_field("ssh_cidr"),
+            Aim::Value,
+            format!("`{cidr}` is not an IPv4 CIDR"),
+            "write ADDRESS/PREFIX, like 203.0.113.7/32 for one address, or leave ssh_cidr out for this controller's address",
+        ));
+    }
+    if lab.defaults.cpus.is_some() || lab.defaults.memory.is_some() {
+        return Some(Issue::at(
+            lab_field(i, "defaults"),
+            Aim::Key,
+            "cpus and memory come from the instance type on provider aws",
+            "remove `defaults`, and pick aws.instance_type for the size",
+        ));
+    }
+    for (j, node) in lab.nodes.iter().enumerate() {
+        let local_only = [
+            ("cpus", node.cpus.is_some(), "the instance type sets it"),
+            ("memory", node.memory.is_some(), "the instance type sets it"),
+            ("data_addr", node.data_addr.is_some(), "EC2 assigns it from the subnet"),
+            ("ssh_port", node.ssh_port.is_some(), "nodes answer SSH on port 22"),
+        ];
+        if let Some((field, _, why)) = local_only.into_iter().find(|(_, set, _)| *set) {
+            return Some(Issue::at(
+                node_field(i, j, field),
+                Aim::Key,
+                format!("`{field}` cannot be set on provider aws: {why}"),
+                format!("remove the {field} line"),
+            ));
+        }
     }
     None
 }

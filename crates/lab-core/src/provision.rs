@@ -1,6 +1,11 @@
 //! What happens on a node once its machine exists, whatever the provider:
-//! wait for SSH (pinning the host key), set up rxe on the data NIC, deploy and
-//! start rdma-agent, and wait for it to answer.
+//! wait for SSH (pinning the host key), set up rxe on the data NIC (or, on
+//! EFA nodes, check that libfabric sees the EFA device), deploy and start
+//! rdma-agent, and wait for it to answer.
+//!
+//! Local VMs log in as root; cloud images log in as a user with
+//! passwordless sudo (`ubuntu`, `ec2-user`), so privileged steps run under
+//! `sudo -n` when the SSH user is not root.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +47,24 @@ pub enum ProvisionError {
     /// The agent could not be deployed or did not answer.
     #[error(transparent)]
     Agent(#[from] AgentError),
+    /// libfabric on an EFA node does not offer the EFA provider.
+    #[error("node `{node}`: no EFA device is usable: `fi_info -p efa -t FI_EP_RDM` {message}\n  fix: use an AMI with the EFA software (the AWS Deep Learning AMIs, or install it: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html), and an instance type with EFA")]
+    Efa {
+        /// The node.
+        node: String,
+        /// What fi_info said.
+        message: String,
+    },
+    /// The agent build cannot run on the node.
+    #[error("node `{node}`: this rdma-agent build cannot run there: {reason}\n  fix: {fix}")]
+    AgentIncompatible {
+        /// The node.
+        node: String,
+        /// Why (architecture, glibc, libraries).
+        reason: String,
+        /// What to do.
+        fix: String,
+    },
     /// The agent runs a different version than this labctl.
     #[error("node `{node}`: the deployed rdma-agent reports version {found} but labctl is {expected}; rebuild both from one checkout (cargo build --release -p labctl -p rdma-agent)")]
     AgentVersion {
@@ -86,6 +109,8 @@ pub struct NodeJob<'a> {
     pub key: Arc<PrivateKey>,
     /// Set up rxe on the data NIC.
     pub rxe: bool,
+    /// Check the node's EFA device (instead of rxe).
+    pub efa: bool,
     /// The agent to deploy.
     pub agent: &'a AgentBinary,
     /// How long to wait for SSH.
@@ -125,7 +150,10 @@ pub async fn provision_node(
     job.node.host_key = Some(ssh::public_line(session.host_key()));
     let session = Arc::new(session);
 
-    if job.rxe {
+    if job.efa {
+        let device = step(reporter, &name, "efa", check_efa(&session, job.node)).await?;
+        job.node.rdma_device = Some(device);
+    } else if job.rxe {
         let (netdev, device) = step(reporter, &name, "rxe", setup_rxe(&session, job.node)).await?;
         job.node.data_netdev = Some(netdev);
         job.node.rdma_device = Some(device);
@@ -135,9 +163,40 @@ pub async fn provision_node(
     Ok(session)
 }
 
+/// `command` as root: as it is for root, under `sudo -n` for anyone else.
+pub fn as_root(node: &NodeState, command: &str) -> String {
+    if node.ssh_user == "root" {
+        command.to_string()
+    } else {
+        format!("sudo -n {command}")
+    }
+}
+
+/// Checks that libfabric offers EFA reliable-datagram endpoints; returns the
+/// EFA device (the libfabric domain without its `-rdm` suffix).
+pub async fn check_efa(session: &SshSession, node: &NodeState) -> Result<String, ProvisionError> {
+    // The EFA installer puts fi_info under /opt/amazon/efa/bin, outside the
+    // PATH of a non-login shell.
+    let out = session
+        .exec("PATH=$PATH:/opt/amazon/efa/bin fi_info -p efa -t FI_EP_RDM 2>&1")
+        .await?;
+    let text = out.stdout_text();
+    let domain = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("domain:"))
+        .map(|d| d.trim().trim_end_matches("-rdm").to_string());
+    match (out.status, domain) {
+        (0, Some(domain)) => Ok(domain),
+        (status, _) => Err(ProvisionError::Efa {
+            node: node.name.clone(),
+            message: format!("exited with status {status}: {}", text.trim()),
+        }),
+    }
+}
+
 /// Loads rdma_rxe and binds an rxe device to the data NIC; returns (netdev, device).
 pub async fn setup_rxe(session: &SshSession, node: &NodeState) -> Result<(String, String), ProvisionError> {
-    let command = format!("sh -s {}", node.data_addr);
+    let command = as_root(node, &format!("sh -s {}", node.data_addr));
     let mut out = ssh::CommandOutput::default();
     out.status = session
         .exec_streaming(&command, Some(RXE_SETUP.as_bytes()), |is_err, data| {
@@ -167,6 +226,114 @@ pub async fn setup_rxe(session: &SshSession, node: &NodeState) -> Result<(String
     Ok((field("netdev="), field("device=")))
 }
 
+/// What an ELF executable needs from the machine that runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentNeeds {
+    /// `uname -m` spelling of its architecture (`x86_64`, `aarch64`), if known.
+    pub arch: Option<&'static str>,
+    /// The newest `GLIBC_x.y` symbol version it references, if any.
+    pub glibc: Option<(u32, u32)>,
+}
+
+/// Reads the architecture and glibc version an ELF executable needs.
+pub fn agent_needs(elf: &[u8]) -> AgentNeeds {
+    let arch = match elf.get(18..20).map(|m| u16::from_le_bytes([m[0], m[1]])) {
+        _ if !elf.starts_with(b"\x7fELF") => None,
+        Some(62) => Some("x86_64"),
+        Some(183) => Some("aarch64"),
+        _ => None,
+    };
+    let mut glibc = None;
+    let marker = b"GLIBC_";
+    let mut i = 0;
+    while let Some(at) = elf[i..].windows(marker.len()).position(|w| w == marker) {
+        let start = i + at + marker.len();
+        let text: String = elf[start..]
+            .iter()
+            .take(12)
+            .take_while(|b| b.is_ascii_digit() || **b == b'.')
+            .map(|b| *b as char)
+            .collect();
+        let mut parts = text.split('.').map(|p| p.parse::<u32>());
+        if let (Some(Ok(major)), Some(Ok(minor))) = (parts.next(), parts.next()) {
+            glibc = glibc.max(Some((major, minor)));
+        }
+        i = start;
+    }
+    AgentNeeds { arch, glibc }
+}
+
+/// Checks that the node's architecture and glibc can run the agent build.
+pub async fn check_agent_runs(
+    session: &SshSession,
+    node: &NodeState,
+    agent: &AgentBinary,
+) -> Result<(), ProvisionError> {
+    let needs = agent_needs(&agent.bytes);
+    let out = session
+        .exec("uname -m; getconf GNU_LIBC_VERSION 2>/dev/null || echo glibc none")
+        .await?
+        .stdout_text();
+    let mut lines = out.lines();
+    let arch = lines.next().unwrap_or_default().trim().to_string();
+    let libc = lines.next().unwrap_or_default().trim().to_string();
+    let incompatible = |reason: String, fix: String| ProvisionError::AgentIncompatible {
+        node: node.name.clone(),
+        reason,
+        fix,
+    };
+    if let Some(built) = needs.arch.filter(|built| *built != arch) {
+        return Err(incompatible(
+            format!("it is built for {built} but the node is {arch}"),
+            format!("pick an {built} instance type and image, or build the agent for {arch} (cargo build --release -p rdma-agent --target {arch}-unknown-linux-gnu) and pass it with --agent"),
+        ));
+    }
+    if let Some((major, minor)) = needs.glibc {
+        let node_glibc = libc
+            .strip_prefix("glibc ")
+            .and_then(|v| v.split_once('.'))
+            .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
+        match node_glibc {
+            None => {
+                return Err(incompatible(
+                    format!("it needs glibc {major}.{minor} but the node has no glibc ({libc:?})"),
+                    "use a glibc-based image (Ubuntu, Debian, Amazon Linux)".into(),
+                ))
+            }
+            Some(have) if have < (major, minor) => {
+                return Err(incompatible(
+                    format!(
+                        "it needs glibc {major}.{minor} but the node has {}.{}",
+                        have.0, have.1
+                    ),
+                    format!("use a newer image (glibc {major}.{minor} or later, e.g. Ubuntu 24.04), or build the agent on a system with glibc {}.{} or older", have.0, have.1),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the uploaded agent finds its shared libraries (libibverbs,
+/// librdmacm); cloud images often lack them.
+async fn check_agent_libraries(session: &SshSession, node: &NodeState) -> Result<(), ProvisionError> {
+    let out = session.exec(&format!("ldd {AGENT_PATH} 2>&1")).await?.stdout_text();
+    let missing: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("not found"))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ProvisionError::AgentIncompatible {
+        node: node.name.clone(),
+        reason: format!("the node lacks the shared libraries {}", missing.join(", ")),
+        fix: "install rdma-core's libraries on the image (Debian/Ubuntu: apt-get install libibverbs1 librdmacm1 ibverbs-providers; Amazon Linux: dnf install libibverbs librdmacm)".into(),
+    })
+}
+
 /// Uploads the agent when the node's copy differs, (re)starts it under the
 /// node's supervisor, and waits until it answers with labctl's version.
 pub async fn deploy_agent(
@@ -180,14 +347,32 @@ pub async fn deploy_agent(
         .stdout_text();
     let up_to_date = remote.split_whitespace().next() == Some(agent.sha256.as_str());
     if !up_to_date {
-        session.upload(&agent.bytes, AGENT_PATH, 0o755).await?;
+        check_agent_runs(session, node, agent).await?;
+        if node.ssh_user == "root" {
+            session.upload(&agent.bytes, AGENT_PATH, 0o755).await?;
+        } else {
+            // SFTP writes as the SSH user; root moves the file into place.
+            let staged = format!("/tmp/rdma-agent.{}", &agent.sha256[..12]);
+            session.upload(&agent.bytes, &staged, 0o755).await?;
+            let install = as_root(node, &format!("install -m 0755 {staged} {AGENT_PATH}"));
+            let out = session.exec(&format!("{install} && rm -f {staged}")).await?;
+            if out.status != 0 {
+                return Err(ProvisionError::Ssh(SshError::CommandFailed {
+                    node: node.name.clone(),
+                    command: install,
+                    status: out.status,
+                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                }));
+            }
+        }
+        check_agent_libraries(session, node).await?;
     }
     let running = session.exec("pgrep -x rdma-agent >/dev/null").await?.status == 0;
     if !up_to_date || !running {
         let mut stderr = Vec::new();
         let status = session
             .exec_streaming(
-                &format!("sh -s {}", node.agent_port),
+                &as_root(node, &format!("sh -s {}", node.agent_port)),
                 Some(AGENT_START.as_bytes()),
                 |is_err, data| {
                     if is_err {

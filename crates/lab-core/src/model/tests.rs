@@ -14,6 +14,12 @@ fn lab_with(line: &str) -> String {
     format!("labs:\n  - name: a\n    {line}\n    nodes:\n      - name: x\n")
 }
 
+/// An aws lab `a` with `line` inside its aws block (line 6, column 7),
+/// after region, instance type and image.
+fn aws_with(line: &str) -> String {
+    format!("labs:\n  - name: a\n    provider: aws\n    aws:\n      region: us-east-1\n      {line}\n      instance_type: t3.micro\n      ami: ami-1\n    nodes:\n      - name: x\n")
+}
+
 /// `n` nodes named n1, n2, ... in lab `a`; node k's name is on line 3 + k.
 fn lab_of(n: usize) -> String {
     let mut s = String::from("labs:\n  - name: a\n    nodes:\n");
@@ -157,6 +163,21 @@ fn malformed_cases() -> Vec<Case> {
         case("ssh_port privileged", node_with("ssh_port: 22"), 5, 19, "22 is out of range (1024..=65535)", "like 2222"),
         case("ssh_port too large", node_with("ssh_port: 70000"), 5, 19, "70000 is out of range (1024..=65535)", "between 1024 and 65535"),
         case("ssh_port duplicate", "labs:\n  - name: a\n    nodes:\n      - name: x\n        ssh_port: 2222\n      - name: y\n        ssh_port: 2222\n", 7, 19, "ssh_port 2222 is already used by nodes[0] (x)", "different ssh_port"),
+        // --- aws -----------------------------------------------------------
+        case("aws without its block", lab_with("provider: aws"), 3, 15, "provider aws needs an `aws:` block", "instance_type: t3.medium"),
+        case("aws block on a qemu lab", lab_with("aws: {region: us-east-1, instance_type: t3.micro, ami: ami-1}"), 3, 5, "`aws` applies to provider aws only; this lab uses provider qemu", "remove the aws block"),
+        case("aws field typo", aws_with("instance_typ: t3.micro"), 6, 7, "unknown field `instance_typ` in aws; did you mean `instance_type`?", "rename `instance_typ` to `instance_type`"),
+        case("aws region missing", "labs:\n  - name: a\n    provider: aws\n    aws:\n      instance_type: t3.micro\n      ami: ami-1\n    nodes:\n      - name: x\n", 5, 7, "`region` is missing in aws", "add `region:`"),
+        case("aws both images", aws_with("ami_ssm_parameter: /aws/service/x"), 6, 7, "both `ami` and `ami_ssm_parameter` are set", "keep one"),
+        case("aws no image", "labs:\n  - name: a\n    provider: aws\n    aws:\n      region: us-east-1\n      instance_type: t3.micro\n    nodes:\n      - name: x\n", 4, 5, "the aws block names no image", "ami_ssm_parameter"),
+        case("aws ami not an id", "labs:\n  - name: a\n    provider: aws\n    aws:\n      region: us-east-1\n      instance_type: t3.micro\n      ami: ubuntu\n    nodes:\n      - name: x\n", 7, 12, "`ubuntu` is not an AMI id", "ami-0123456789abcdef0"),
+        case("aws zone outside region", aws_with("availability_zone: eu-west-1a"), 6, 26, "availability zone `eu-west-1a` is not in region us-east-1", "like us-east-1a"),
+        case("aws subnet not an id", aws_with("subnet_id: vpc-123"), 6, 18, "`vpc-123` is not a subnet id", "subnet-0123456789abcdef0"),
+        case("aws ssh_cidr bad", aws_with("ssh_cidr: 203.0.113.7"), 6, 17, "`203.0.113.7` is not an IPv4 CIDR", "203.0.113.7/32"),
+        case("aws ssh_address unknown", aws_with("ssh_address: elastic"), 6, 20, "unknown ssh_address `elastic`; supported: public, private", "use one of: public, private"),
+        case("aws node cpus", "labs:\n  - name: a\n    provider: aws\n    aws: {region: us-east-1, instance_type: t3.micro, ami: ami-1}\n    nodes:\n      - name: x\n        cpus: 2\n", 7, 9, "`cpus` cannot be set on provider aws: the instance type sets it", "remove the cpus line"),
+        case("aws node ssh_port", "labs:\n  - name: a\n    provider: aws\n    aws: {region: us-east-1, instance_type: t3.micro, ami: ami-1}\n    nodes:\n      - name: x\n        ssh_port: 2222\n", 7, 9, "`ssh_port` cannot be set on provider aws", "remove the ssh_port line"),
+        case("aws defaults", "labs:\n  - name: a\n    provider: aws\n    aws: {region: us-east-1, instance_type: t3.micro, ami: ami-1}\n    defaults: {cpus: 2}\n    nodes:\n      - name: x\n", 5, 5, "cpus and memory come from the instance type on provider aws", "remove `defaults`"),
         // --- Errors in a later lab point into that lab ---------------------
         case("error in second lab", "labs:\n  - name: a\n    nodes:\n      - name: x\n  - name: b\n    nodes:\n      - name: y\n        cpus: 100\n", 8, 15, "100 is out of range", "between 1 and 64"),
         case("aliases point at the anchored value", "labs:\n  - name: a\n    nodes:\n      - &n {name: x}\n      - *n\n", 4, 19, "node name `x` is already used", "different name"),
@@ -565,4 +586,53 @@ fn test_lab_spec_round_trips_through_json() {
         let back: LabSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(&back, lab, "{json}");
     }
+}
+
+#[test]
+fn test_aws_block_defaults_and_round_trip() {
+    let f = LabsFile::parse(
+        Path::new("labs.yaml"),
+        "labs:\n  - name: c\n    provider: aws\n    fabric: efa\n    aws:\n      region: us-east-1\n      instance_type: c5n.18xlarge\n      ami_ssm_parameter: /aws/service/x\n    nodes:\n      - name: a\n      - name: b\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let lab = &f.labs[0];
+    let aws = lab.aws.as_ref().unwrap();
+    assert_eq!((lab.provider, lab.fabric), (ProviderKind::Aws, Fabric::Efa));
+    assert_eq!(aws.ssh_user, "ubuntu");
+    assert_eq!(aws.ssh_address, SshAddress::Public);
+    assert_eq!(
+        (aws.ami.as_deref(), aws.ami_ssm_parameter.as_deref()),
+        (None, Some("/aws/service/x"))
+    );
+    assert_eq!(
+        (
+            aws.subnet_id.as_deref(),
+            aws.ssh_cidr.as_deref(),
+            aws.availability_zone.as_deref()
+        ),
+        (None, None, None)
+    );
+    let json = serde_json::to_string(lab).unwrap();
+    let back: LabSpec = serde_json::from_str(&json).unwrap();
+    assert_eq!(&back, lab);
+    // A qemu lab serialises without an aws key at all.
+    let qemu = LabsFile::parse(
+        Path::new("labs.yaml"),
+        "labs:\n  - name: q\n    nodes:\n      - name: a\n",
+    )
+    .unwrap();
+    assert!(!serde_json::to_string(&qemu.labs[0]).unwrap().contains("aws"));
+}
+
+#[test]
+fn test_aws_example_in_the_provider_doc_is_valid() {
+    let path = repo_file("docs/providers/aws.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let block = text.split("```yaml\n").nth(1).unwrap().split("```").next().unwrap();
+    let f = LabsFile::parse(&path, block).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(f.names(), ["efa-pair", "cloud-rxe"]);
+    assert!(f
+        .labs
+        .iter()
+        .all(|l| l.provider == ProviderKind::Aws && l.aws.is_some()));
 }

@@ -3,6 +3,7 @@
 //! answers SSH" (rxe, the agent) is provider-independent and lives in
 //! [`crate::provision`].
 
+pub mod aws;
 pub mod qemu;
 
 use async_trait::async_trait;
@@ -15,7 +16,7 @@ use crate::state::{LabDir, LabState};
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     /// The provider is known but not available in this build yet.
-    #[error("provider `{0}` is not implemented yet; supported providers: qemu")]
+    #[error("provider `{0}` is not implemented yet; supported providers: qemu, aws")]
     NotImplemented(String),
     /// A host program is missing.
     #[error("`{program}` is not installed; {hint}")]
@@ -53,6 +54,9 @@ pub enum ProviderError {
     /// State could not be written.
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    /// EC2 refused or could not be reached.
+    #[error(transparent)]
+    Aws(#[from] aws::AwsError),
     /// Anything else, with context.
     #[error("{context}: {source}")]
     Io {
@@ -106,10 +110,21 @@ pub trait Provider: Send + Sync {
     async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError>;
 }
 
-/// The provider for a `provider:` value.
+/// The provider for a `provider:` value. Providers that need the lab's own
+/// settings (aws: the region) get them from [`for_lab`]; this one falls back
+/// to the environment (AWS_REGION, the profile).
 pub fn for_kind(kind: ProviderKind) -> Result<Box<dyn Provider>, ProviderError> {
     match kind {
         ProviderKind::Qemu => Ok(Box::new(qemu::QemuProvider::new())),
+        ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(None, crate::model::Fabric::Rxe))),
         other => Err(ProviderError::NotImplemented(other.to_string())),
+    }
+}
+
+/// The provider of a lab, with its provider-specific settings.
+pub fn for_lab(lab: &LabSpec) -> Result<Box<dyn Provider>, ProviderError> {
+    match lab.provider {
+        ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(lab.aws.clone(), lab.fabric))),
+        other => for_kind(other),
     }
 }

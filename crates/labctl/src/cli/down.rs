@@ -1,16 +1,35 @@
 //! `labctl down`: remove everything of the lab; nothing to do is success.
+//! `labctl down --leaked`: find, and with confirmation delete, AWS resources
+//! labctl tagged for labs that no longer have a state directory here.
 
+use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Args as ClapArgs;
+use lab_core::model::{LabsFile, ProviderKind};
+use lab_core::provider::aws;
+use lab_core::state::LabDir;
 
 use super::{lock_wait, open_lab, Args};
 
 /// Options of `down`.
 #[derive(Debug, ClapArgs)]
-pub struct DownArgs {}
+pub struct DownArgs {
+    /// Instead of one lab: list AWS resources tagged by labctl (for this
+    /// user@host) whose lab has no state here, in the regions of the file's
+    /// aws labs and AWS_REGION, and offer to delete them.
+    #[arg(long)]
+    pub leaked: bool,
+    /// With --leaked: delete without asking.
+    #[arg(long, requires = "leaked")]
+    pub yes: bool,
+}
 
-pub async fn run(args: &Args, _down: &DownArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &Args, down: &DownArgs) -> anyhow::Result<ExitCode> {
+    if down.leaked {
+        return leaked(args, down.yes).await;
+    }
     let lab = open_lab(args)?;
     let started = std::time::Instant::now();
     if lab.down(lock_wait()).await? {
@@ -22,5 +41,72 @@ pub async fn run(args: &Args, _down: &DownArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!("lab `{}` is not up; nothing to remove", lab.spec.name);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn leaked(args: &Args, yes: bool) -> anyhow::Result<ExitCode> {
+    let file = LabsFile::load(&args.file)?;
+    let mut regions: Vec<String> = file
+        .labs
+        .iter()
+        .filter(|l| l.provider == ProviderKind::Aws)
+        .filter_map(|l| l.aws.as_ref().map(|a| a.region.clone()))
+        .chain(std::env::var("AWS_REGION").ok())
+        .collect();
+    regions.sort();
+    regions.dedup();
+    if regions.is_empty() {
+        anyhow::bail!(
+            "{}: no lab uses provider aws and AWS_REGION is not set, so no region to search\n  fix: set AWS_REGION=REGION",
+            args.file.display()
+        );
+    }
+    let owner = aws::default_owner();
+    let known = |lab: &str| LabDir::for_lab(&args.file, lab).exists();
+    let mut scans = Vec::new();
+    for region in &regions {
+        let client = aws::client_from_env(Some(region)).await;
+        let scan = aws::scan_leaked(client, &owner, known)
+            .await
+            .with_context(|| format!("searching region {region} for leaked labctl resources"))?;
+        for note in &scan.notes {
+            eprintln!("labctl: note: {note}");
+        }
+        scans.push(scan);
+    }
+    let total: usize = scans.iter().map(|s| s.leftovers.len()).sum();
+    if total == 0 {
+        println!("no leaked labctl resources of {owner} in {}", regions.join(", "));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{:<14} {:<20} {:<17} {:<24} CREATED", "REGION", "LAB", "KIND", "ID");
+    for scan in &scans {
+        for l in &scan.leftovers {
+            println!(
+                "{:<14} {:<20} {:<17} {:<24} {}",
+                scan.region, l.lab, l.kind, l.id, l.created
+            );
+        }
+    }
+    if !yes {
+        if !std::io::stdin().is_terminal() {
+            println!("{total} leaked resources; re-run with --yes to delete them");
+            return Ok(ExitCode::from(1));
+        }
+        print!("delete these {total} resources? [y/N] ");
+        std::io::stdout().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("nothing deleted");
+            return Ok(ExitCode::from(1));
+        }
+    }
+    for scan in &scans {
+        scan.delete(aws::Waits::default())
+            .await
+            .with_context(|| format!("deleting leaked resources in {}", scan.region))?;
+    }
+    println!("deleted {total} leaked resources");
     Ok(ExitCode::SUCCESS)
 }

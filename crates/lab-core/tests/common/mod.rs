@@ -1,0 +1,200 @@
+//! A moto EC2 emulator for the AWS provider's tests: one `moto_server` per
+//! test on a free 127.0.0.1 port, killed when the test ends (pass or fail).
+//! moto comes from provisioning/host/install-deps.sh; a missing moto fails
+//! the test rather than skipping it.
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_sdk_ec2::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_ec2::types::Filter;
+use aws_sdk_ec2::Client;
+
+/// A running moto_server.
+pub struct Moto {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    log: PathBuf,
+}
+
+/// Where install-deps.sh puts moto, else PATH.
+fn moto_server() -> PathBuf {
+    let venv = dirs::cache_dir()
+        .unwrap_or_else(|| PathBuf::from("/root/.cache"))
+        .join("labctl/venv/bin/moto_server");
+    if venv.exists() {
+        return venv;
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join("moto_server"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "moto_server is not installed (looked in {} and PATH); the AWS provider's tests need it: run `bash provisioning/host/install-deps.sh`",
+                venv.display()
+            )
+        })
+}
+
+impl Moto {
+    /// Starts moto_server and waits until it answers.
+    pub fn start() -> Moto {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let log = std::env::temp_dir().join(format!("labctl-moto-{}-{port}.log", std::process::id()));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(moto_server())
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            // Refuse unknown AMIs and key pairs as EC2 does.
+            .env("MOTO_ENABLE_AMI_VALIDATION", "true")
+            .env("MOTO_ENABLE_KEYPAIR_VALIDATION", "true")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("start moto_server");
+        let mut moto = Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let started = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = moto.child.try_wait() {
+                panic!("moto_server exited ({status}) before listening:\n{}", moto.log_text());
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "moto_server did not listen on port {port} within 60 s:\n{}",
+                moto.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        moto
+    }
+
+    /// What moto logged.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// An EC2 client for this moto in `region`, with fake credentials.
+    pub fn client(&self, region: &str) -> Client {
+        let config = aws_sdk_ec2::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(region.to_string()))
+            .endpoint_url(&self.endpoint)
+            .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
+            .http_client(lab_core::provider::aws::https_client())
+            .build();
+        Client::from_conf(config)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A Linux AMI moto knows in the client's region.
+pub async fn some_linux_ami(client: &Client) -> String {
+    let images = client.describe_images().owners("amazon").send().await.unwrap();
+    images
+        .images()
+        .iter()
+        .filter(|i| i.platform_details().is_none_or(|p| p.contains("Linux")))
+        .filter(|i| !i.name().unwrap_or_default().contains("Windows"))
+        .find_map(|i| i.image_id())
+        .expect("moto has a Linux AMI")
+        .to_string()
+}
+
+fn lab_filter(lab: &str) -> Filter {
+    Filter::builder().name("tag:labctl:lab").values(lab).build()
+}
+
+/// Every resource EC2 holds for `lab`, by tag: (kind, id). Terminated
+/// instances do not count.
+pub async fn tagged(client: &Client, lab: &str) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    let instances = client
+        .describe_instances()
+        .filters(lab_filter(lab))
+        .send()
+        .await
+        .unwrap();
+    for i in instances.reservations().iter().flat_map(|r| r.instances()) {
+        let state = i.state().and_then(|s| s.name()).map(|s| s.as_str().to_string());
+        if state.as_deref() != Some("terminated") {
+            out.push(("instance", i.instance_id().unwrap().to_string()));
+        }
+    }
+    let groups = client
+        .describe_security_groups()
+        .filters(lab_filter(lab))
+        .send()
+        .await
+        .unwrap();
+    out.extend(
+        groups
+            .security_groups()
+            .iter()
+            .map(|g| ("security-group", g.group_id().unwrap().to_string())),
+    );
+    let keys = client
+        .describe_key_pairs()
+        .filters(lab_filter(lab))
+        .send()
+        .await
+        .unwrap();
+    out.extend(
+        keys.key_pairs()
+            .iter()
+            .map(|k| ("key-pair", k.key_name().unwrap().to_string())),
+    );
+    let vpcs = client.describe_vpcs().filters(lab_filter(lab)).send().await.unwrap();
+    out.extend(vpcs.vpcs().iter().map(|v| ("vpc", v.vpc_id().unwrap().to_string())));
+    let subnets = client.describe_subnets().filters(lab_filter(lab)).send().await.unwrap();
+    out.extend(
+        subnets
+            .subnets()
+            .iter()
+            .map(|s| ("subnet", s.subnet_id().unwrap().to_string())),
+    );
+    let gateways = client
+        .describe_internet_gateways()
+        .filters(lab_filter(lab))
+        .send()
+        .await
+        .unwrap();
+    out.extend(
+        gateways
+            .internet_gateways()
+            .iter()
+            .map(|g| ("internet-gateway", g.internet_gateway_id().unwrap().to_string())),
+    );
+    out.sort();
+    out
+}
+
+/// A fresh labs.yaml directory under the temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "labctl-aws-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
