@@ -401,3 +401,33 @@ pub async fn deploy_agent(
     node.agent_sha256 = Some(agent.sha256.clone());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elf(machine: u16, strings: &[u8]) -> Vec<u8> {
+        let mut bytes = b"\x7fELF".to_vec();
+        bytes.resize(18, 0);
+        bytes.extend_from_slice(&machine.to_le_bytes());
+        bytes.resize(64, 0);
+        bytes.extend_from_slice(strings);
+        bytes
+    }
+
+    #[test]
+    fn test_agent_needs_reads_architecture_and_newest_glibc() {
+        let needs = agent_needs(&elf(62, b"GLIBC_2.17\0GLIBC_2.34\0GLIBC_PRIVATE\0GLIBC_2.3.4\0"));
+        assert_eq!(needs.arch, Some("x86_64"));
+        assert_eq!(needs.glibc, Some((2, 34)));
+        let arm = agent_needs(&elf(183, b""));
+        assert_eq!(
+            arm,
+            AgentNeeds {
+                arch: Some("aarch64"),
+                glibc: None
+            }
+        );
+        assert_eq!(agent_needs(b"#!/bin/sh\n").arch, None);
+    }
+}

@@ -308,8 +308,8 @@ async fn test_wrong_region_zone_and_type_give_clear_errors() {
 
     let mut bad_region = spec.clone();
     bad_region.aws.as_mut().unwrap().region = "mars-north-1".into();
-    let client = f.moto.client("mars-north-1");
-    let err = AwsProvider::with_client(client, bad_region.aws.clone(), Fabric::Rxe)
+    // moto answers any region's DescribeRegions with the real list.
+    let err = AwsProvider::with_client(f.client.clone(), bad_region.aws.clone(), Fabric::Rxe)
         .check("wrong")
         .await
         .unwrap_err();
@@ -340,18 +340,15 @@ async fn test_wrong_region_zone_and_type_give_clear_errors() {
 async fn test_missing_credentials_are_reported_before_any_call() {
     let f = fixture("nocreds").await;
     let (spec, _) = f.lab("nocreds", "t3.medium", "rxe", "");
-    // The SDK's own environment provider, reading an environment without keys.
-    let env_without_keys = f
-        .client
-        .config()
-        .to_builder()
-        .credentials_provider(
-            aws_config::environment::EnvironmentVariableCredentialsProvider::new_with_env(
-                aws_types::os_shim_internal::Env::from_slice(&[]),
-            ),
-        )
+    // A client with no credential source at all (as when the environment,
+    // profile and instance role all have none).
+    let config = aws_sdk_ec2::Config::builder()
+        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+        .region(aws_sdk_ec2::config::Region::new(REGION))
+        .endpoint_url(&f.moto.endpoint)
+        .http_client(lab_core::provider::aws::https_client())
         .build();
-    let client = Client::from_conf(env_without_keys);
+    let client = Client::from_conf(config);
     let err = AwsProvider::with_client(client, spec.aws.clone(), Fabric::Rxe)
         .check("nocreds")
         .await

@@ -146,11 +146,12 @@ impl AwsProvider {
 
     /// A provider using `client` as it is (tests: moto, request mocks).
     pub fn with_client(client: Client, spec: Option<AwsSpec>, fabric: Fabric) -> AwsProvider {
-        let region = client
-            .config()
-            .region()
-            .map(|r| r.to_string())
-            .or_else(|| spec.as_ref().map(|s| s.region.clone()))
+        // The lab's region is the one checked and recorded; the client may
+        // sign for another (an emulator answers for any).
+        let region = spec
+            .as_ref()
+            .map(|s| s.region.clone())
+            .or_else(|| client.config().region().map(|r| r.to_string()))
             .unwrap_or_default();
         AwsProvider {
             client: tokio::sync::OnceCell::new_with(Some((client, region))),
