@@ -111,6 +111,9 @@ impl Default for Waits {
     }
 }
 
+/// When EC2 was asked whether a node runs, and what it said.
+type AliveAnswer = (Instant, Result<(), String>);
+
 /// The EC2 provider.
 pub struct AwsProvider {
     spec: Option<AwsSpec>,
@@ -124,7 +127,7 @@ pub struct AwsProvider {
     waits: Waits,
     /// Per node: when EC2 was last asked whether it runs, and the answer;
     /// `check_alive` is called every few seconds while SSH is awaited.
-    alive_cache: Mutex<HashMap<String, (Instant, Result<(), String>)>>,
+    alive_cache: Mutex<HashMap<String, AliveAnswer>>,
 }
 
 impl AwsProvider {
@@ -899,7 +902,6 @@ impl Ec2<'_> {
         Ok(name)
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn launch(
         &self,
         plan: &Plan<'_>,
