@@ -7,7 +7,7 @@
 //!
 //! `fabric-write` (the protocol is [`fabric::write`]):
 //! - Prepare (server): opens `params.provider` bound to `bind_addr`, registers
-//!   a staging MR, and returns its fabric address; the thread then waits for
+//!   two staging MRs, and returns its fabric address; the thread then waits for
 //!   the client's CONNECT (inserting the client into its AV), serves one
 //!   RandomFill and finishes with its [`SideResult`] (what Collect returns).
 //! - Run (client): opens the provider bound to its `bind_addr`, registers two
@@ -49,8 +49,9 @@ pub const WORKLOADS: &[&str] = &["fabric-write", "fabric-bw", "fabric-lat"];
 /// The provider when `params.provider` is empty.
 pub const DEFAULT_PROVIDER: &str = "tcp;ofi_rxm";
 
-/// Largest staging MR the server generates pages into (one batch of writes).
-const STAGING_MAX: usize = 4 << 20;
+/// Largest of the server's two staging MRs (one batch of writes each: one is
+/// generated while the other's writes are in flight).
+const STAGING_MAX: usize = 2 << 20;
 
 /// Whether `workload` is one of ours.
 pub fn is_fabric(workload: &str) -> bool {
@@ -343,8 +344,8 @@ fn serve(
         _ => {}
     }
     let page = spec.params.size as usize;
-    let total = page * spec.params.iterations as usize;
-    let staging = total.min(STAGING_MAX).max(page);
+    // Half the pages per region, so that even a small request uses both.
+    let staging = ((spec.params.iterations as usize).div_ceil(2) * page).min(STAGING_MAX.max(page));
     let mut server = Server::new(&mut ep, staging)?;
     announce(spec, &ep, endpoint_tx)?;
     let connect = server.accept(&mut ep, left(deadline))?;
