@@ -87,6 +87,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_fabric_lat_client_agent_killed_mid_run_is_reported",
             test_fabric_lat_client_agent_killed_mid_run_is_reported,
         ),
+        t(
+            "test_fabric_bench_pairs_fabric_lat_with_fi_pingpong",
+            test_fabric_bench_pairs_fabric_lat_with_fi_pingpong,
+        ),
     ]);
     trials
 }
@@ -562,4 +566,41 @@ fn test_fabric_lat_client_agent_killed_mid_run_is_reported(lab: &Labctl) -> Resu
         lab,
         &["fabric-lat", "--provider", "tcp;ofi_rxm", "-n", "20"],
     )?)
+}
+
+fn test_fabric_bench_pairs_fabric_lat_with_fi_pingpong(lab: &Labctl) -> Result<(), Failed> {
+    // fi_pingpong and fabric-lat alternate on the same provider; the record has both and their ratio.
+    let run = lab.run(&["bench", "--only", "fabric-lat", "--rounds", "2", "-n", "100", "--json"]);
+    check(run.code == 0, || {
+        format!("labctl bench exited {}:\n{}{}", run.code, run.stdout, run.stderr)
+    })?;
+    let r = run.json()?;
+    let pair = &r["pairs"][0];
+    check(
+        pair["spec"]["tool"] == "fi_pingpong" && pair["spec"]["provider"] == "tcp;ofi_rxm",
+        || format!("pair {}", pair["spec"]),
+    )?;
+    for side in ["reference", "ours"] {
+        check(pair[side]["stats"]["n"].as_u64() == Some(2), || {
+            format!("{side} samples {}", pair[side]["samples"])
+        })?;
+    }
+    let (ours, reference) = (
+        pair["ours"]["stats"]["median"].as_f64().unwrap_or(0.0),
+        pair["reference"]["stats"]["median"].as_f64().unwrap_or(0.0),
+    );
+    let ratio = pair["ratio"].as_f64().unwrap_or(0.0);
+    check(
+        ours > 0.0 && reference > 0.0 && (ratio - ours / reference).abs() < 1e-9,
+        || format!("medians {ours} / {reference}, ratio {ratio}"),
+    )?;
+    check(
+        pair["reference"]["samples"][0]["perftest"][0]["iterations"].as_u64() == Some(100),
+        || {
+            format!(
+                "fi_pingpong parsed as {}",
+                pair["reference"]["samples"][0]["perftest"][0]
+            )
+        },
+    )
 }
