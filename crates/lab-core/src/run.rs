@@ -40,6 +40,8 @@ pub const WORKLOADS: &[&str] = &[
     "send-lat",
     "atomic-lat",
     "fabric-write",
+    "fabric-bw",
+    "fabric-lat",
 ];
 
 /// Whether a workload runs over libfabric (`fabric-*`: no QP, no rdma_cm; the
@@ -50,7 +52,8 @@ pub fn is_fabric(workload: &str) -> bool {
 
 /// The libfabric provider that goes with a lab's fabric when `--provider` is
 /// not given: rxe → `verbs;ofi_rxd` (the verbs RDM provider that works over
-/// rxe; `verbs;ofi_rxm` fails at `fi_enable` there), none → `tcp;ofi_rxm`,
+/// rxe with libfabric's defaults; `verbs;ofi_rxm` works there too because the
+/// agent bounds `FI_UNIVERSE_SIZE` on soft RoCE), none → `tcp;ofi_rxm`,
 /// efa → `efa`.
 pub fn default_provider(fabric: crate::model::Fabric) -> &'static str {
     match fabric {
@@ -110,7 +113,7 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         "write-read" | "read" | "send-recv" | "write-imm" => (4096, 16),
         "atomic" => (8, 64),
         "atomic-bw" => (8, 500),
-        "write-bw" | "read-bw" | "send-bw" => (65536, 200),
+        "write-bw" | "read-bw" | "send-bw" | "fabric-bw" => (65536, 200),
         // 64 pages of 64 KiB scattered over the client's two 16 MiB MRs: 4 MiB,
         // under a second at the emulated lab's ~7 MB/s.
         "fabric-write" => (65536, 64),
