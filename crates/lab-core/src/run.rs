@@ -187,7 +187,7 @@ pub struct ParamsRecord {
 }
 
 impl ParamsRecord {
-    fn from(p: &WorkloadParams) -> ParamsRecord {
+    pub(crate) fn from(p: &WorkloadParams) -> ParamsRecord {
         ParamsRecord {
             size: p.size,
             iterations: p.iterations,
