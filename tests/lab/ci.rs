@@ -44,7 +44,9 @@ fn nothing_left(lab: &Labctl) -> Result<(), Failed> {
     let dir = lab.state_dir("ci");
     let left = processes_mentioning(&dir.display().to_string());
     check(left.is_empty(), || format!("processes left behind: {left:?}"))?;
-    check(!dir.exists(), || format!("state directory left behind: {}", dir.display()))
+    check(!dir.exists(), || {
+        format!("state directory left behind: {}", dir.display())
+    })
 }
 
 fn read_json(path: &std::path::Path) -> Result<Value, Failed> {
@@ -64,38 +66,60 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
     ]);
     // One entry fails for a real reason, so the exit status says "some failed".
     check(run.code == 1, || {
-        format!("exit {} (want 1)\nstdout:\n{}\nstderr:\n{}", run.code, run.stdout, run.stderr)
+        format!(
+            "exit {} (want 1)\nstdout:\n{}\nstderr:\n{}",
+            run.code, run.stdout, run.stderr
+        )
     })?;
     check(run.stdout.contains("2 passed, 1 failed, 0 not run"), || {
         format!("summary: {}", run.stdout)
     })?;
 
     let r = read_json(&report)?;
-    check(r["schema"] == 1 && r["lab"] == "ci" && r["provider"] == "qemu", || format!("{r}"))?;
+    check(r["schema"] == 1 && r["lab"] == "ci" && r["provider"] == "qemu", || {
+        format!("{r}")
+    })?;
     check(r["up"]["ok"] == true, || format!("up: {}", r["up"]))?;
-    check(r["down"]["ran"] == true && r["down"]["ok"] == true, || format!("down: {}", r["down"]))?;
-    check(r["passed"] == 2 && r["failed"] == 1 && r["not_run"] == 0, || format!("{r}"))?;
+    check(r["down"]["ran"] == true && r["down"]["ok"] == true, || {
+        format!("down: {}", r["down"])
+    })?;
+    check(r["passed"] == 2 && r["failed"] == 1 && r["not_run"] == 0, || {
+        format!("{r}")
+    })?;
     let cases = r["cases"].as_array().ok_or("no cases")?;
     let names: Vec<&str> = cases.iter().filter_map(|c| c["name"].as_str()).collect();
-    check(names == ["write-read", "send-recv", "wrong-rkey-is-refused"], || format!("{names:?}"))?;
+    check(names == ["write-read", "send-recv", "wrong-rkey-is-refused"], || {
+        format!("{names:?}")
+    })?;
     for case in &cases[..2] {
-        check(case["status"] == "passed" && case["message"].is_null(), || format!("{case}"))?;
+        check(case["status"] == "passed" && case["message"].is_null(), || {
+            format!("{case}")
+        })?;
         check(case["run"]["verified"] == true, || format!("{case}"))?;
-        check(case["run"]["client"]["bytes"].as_u64().unwrap_or(0) > 0, || format!("{case}"))?;
+        check(case["run"]["client"]["bytes"].as_u64().unwrap_or(0) > 0, || {
+            format!("{case}")
+        })?;
     }
-    check(cases[1]["run"]["params"]["size"] == 8192, || format!("{}", cases[1]["run"]["params"]))?;
+    check(cases[1]["run"]["params"]["size"] == 8192, || {
+        format!("{}", cases[1]["run"]["params"])
+    })?;
     let failed = &cases[2];
     let why = failed["message"].as_str().unwrap_or("");
     check(failed["status"] == "failed", || format!("{failed}"))?;
-    check(why.contains("IBV_WC_REM_ACCESS_ERR") && why.contains("node `client`"), || {
-        format!("failure message: {why}")
-    })?;
+    check(
+        why.contains("IBV_WC_REM_ACCESS_ERR") && why.contains("node `client`"),
+        || format!("failure message: {why}"),
+    )?;
 
     let xml = std::fs::read_to_string(&junit)?;
     check(xml.starts_with("<?xml"), || format!("not XML:\n{xml}"))?;
-    check(xml.contains(r#"tests="3" failures="1" errors="0""#), || format!("counts:\n{xml}"))?;
+    check(xml.contains(r#"tests="3" failures="1" errors="0""#), || {
+        format!("counts:\n{xml}")
+    })?;
     for name in names {
-        check(xml.contains(&format!(r#"<testcase name="{name}""#)), || format!("{name}:\n{xml}"))?;
+        check(xml.contains(&format!(r#"<testcase name="{name}""#)), || {
+            format!("{name}:\n{xml}")
+        })?;
     }
     let failure = xml
         .split("<failure")
@@ -167,18 +191,28 @@ fn test_ci_sigterm_mid_suite_still_tears_down(lab: &Labctl) -> Result<(), Failed
     term()?;
     let status = child.wait()?;
     let stderr = reader.join().unwrap_or_default();
-    check(status.code() == Some(143), || format!("exit {status} (want 143)\n{stderr}"))?;
-    check(stderr.contains("labctl ci: terminated; tearing the lab down"), || stderr.clone())?;
-    check(stderr.contains("terminated again; the teardown continues"), || stderr.clone())?;
+    check(status.code() == Some(143), || {
+        format!("exit {status} (want 143)\n{stderr}")
+    })?;
+    check(stderr.contains("labctl ci: terminated; tearing the lab down"), || {
+        stderr.clone()
+    })?;
+    check(stderr.contains("terminated again; the teardown continues"), || {
+        stderr.clone()
+    })?;
     check(started.elapsed() < Duration::from_secs(600), || {
         format!("took {:?}", started.elapsed())
     })?;
     let r = read_json(&report)?;
     check(r["signal"] == "terminated", || format!("signal: {}", r["signal"]))?;
     check(r["up"]["ok"] == true, || format!("up: {}", r["up"]))?;
-    check(r["down"]["ran"] == true && r["down"]["ok"] == true, || format!("down: {}", r["down"]))?;
+    check(r["down"]["ran"] == true && r["down"]["ok"] == true, || {
+        format!("down: {}", r["down"])
+    })?;
     let case = &r["cases"][0];
     check(case["status"] == "not-run", || format!("{case}"))?;
-    check(case["message"] == "not run: labctl ci was terminated", || format!("{case}"))?;
+    check(case["message"] == "not run: labctl ci was terminated", || {
+        format!("{case}")
+    })?;
     nothing_left(lab)
 }

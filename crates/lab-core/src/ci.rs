@@ -39,12 +39,12 @@ pub const DEFAULT_TIMEOUT_S: u64 = 120;
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
     /// The suite file could not be read.
-    #[error("{}: cannot read the suite file: {source}\n  fix: check the path given to --suite", path.display())]
+    #[error("{}: cannot read the suite file: {reason}\n  fix: check the path given to --suite", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (not a `source`: the message already says it).
+        reason: std::io::Error,
     },
     /// The suite file is not a valid suite.
     #[error("{}:{line}:{column}: {message}\n  fix: {fix}", path.display())]
@@ -237,9 +237,9 @@ impl SuiteEntry {
 impl Suite {
     /// Reads a suite file.
     pub fn load(path: &Path) -> Result<Suite, SuiteError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Read {
+        let text = std::fs::read_to_string(path).map_err(|reason| SuiteError::Read {
             path: path.to_path_buf(),
-            source,
+            reason,
         })?;
         Suite::parse(path, &text)
     }
@@ -308,7 +308,10 @@ impl Suite {
             if entry.provider.is_some() && !is_fabric(&entry.workload) {
                 return Err(mismatch(
                     index,
-                    format!("`provider` applies to the fabric-* workloads, not to {}", entry.workload),
+                    format!(
+                        "`provider` applies to the fabric-* workloads, not to {}",
+                        entry.workload
+                    ),
                     "remove the provider line".into(),
                 ));
             }
@@ -446,11 +449,7 @@ impl CiReport {
 
     /// Everything ran, passed, and the lab came up and went down cleanly.
     pub fn success(&self) -> bool {
-        self.up.ok
-            && self.signal.is_none()
-            && self.failed == 0
-            && self.not_run == 0
-            && (self.down.ok || !self.down.ran)
+        self.up.ok && self.signal.is_none() && self.failed == 0 && self.not_run == 0 && (self.down.ok || !self.down.ran)
     }
 
     /// The report as JUnit XML: one test suite (the lab), one test case per
@@ -494,7 +493,14 @@ impl CiReport {
 fn run_summary(r: &RunRecord) -> String {
     let mut out = format!(
         "{} {} -> {}: verified {}, {} bytes, {} ops in {:.3} s, avg {:.2} MiB/s\n",
-        r.workload, r.client.node, r.server.node, r.verified, r.client.bytes, r.client.ops, r.client.elapsed_s, r.bw_avg_mib_s
+        r.workload,
+        r.client.node,
+        r.server.node,
+        r.verified,
+        r.client.bytes,
+        r.client.ops,
+        r.client.elapsed_s,
+        r.bw_avg_mib_s
     );
     for side in [&r.client, &r.server] {
         if !side.verify_detail.is_empty() {
@@ -597,8 +603,13 @@ mod tests {
         let e = suite("workloads:\n  - workload: write-raed\n").unwrap_err().to_string();
         assert!(e.starts_with("suite.yaml:2:"), "{e}");
         assert!(e.contains("unknown workload `write-raed`"), "{e}");
-        let e = suite("workloads:\n  - workload: write-read\n    sise: 3\n").unwrap_err().to_string();
-        assert!(e.starts_with("suite.yaml:3:") && e.contains("unknown field `sise`"), "{e}");
+        let e = suite("workloads:\n  - workload: write-read\n    sise: 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("suite.yaml:3:") && e.contains("unknown field `sise`"),
+            "{e}"
+        );
         let e = suite("- write-read\n").unwrap_err().to_string();
         assert!(e.contains("fix: a suite is `workloads:`"), "{e}");
     }
@@ -610,13 +621,24 @@ mod tests {
         assert!(check("workloads:\n  - workload: write-read\n  - workload: send-recv\n").is_ok());
         let e = check("workloads: []\n").unwrap_err().to_string();
         assert!(e.contains("no workloads"), "{e}");
-        let e = check("workloads:\n  - workload: read\n  - workload: read\n").unwrap_err().to_string();
+        let e = check("workloads:\n  - workload: read\n  - workload: read\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("workloads[1]") && e.contains("`read` is used"), "{e}");
-        let e = check("workloads:\n  - workload: read\n    client: c9\n").unwrap_err().to_string();
-        assert!(e.contains("client `c9` is not a node") && e.contains("server, client"), "{e}");
-        let e = check("workloads:\n  - workload: read\n    client: server\n").unwrap_err().to_string();
+        let e = check("workloads:\n  - workload: read\n    client: c9\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("client `c9` is not a node") && e.contains("server, client"),
+            "{e}"
+        );
+        let e = check("workloads:\n  - workload: read\n    client: server\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("both `server`"), "{e}");
-        let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err().to_string();
+        let e = check("workloads:\n  - workload: read\n    provider: efa\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("fabric-*"), "{e}");
     }
 
@@ -680,8 +702,10 @@ mod tests {
     #[test]
     fn test_junit_has_one_case_per_entry_with_the_reason() {
         let lab = lab();
-        let s = suite("workloads:\n  - workload: write-read\n  - name: bad & <odd>\n    workload: read\n  - workload: atomic\n")
-            .unwrap();
+        let s = suite(
+            "workloads:\n  - workload: write-read\n  - name: bad & <odd>\n    workload: read\n  - workload: atomic\n",
+        )
+        .unwrap();
         let mut report = CiReport::new(&lab, &s, "suite.yaml");
         report.up.ok = true;
         report.cases[0].status = CaseStatus::Passed;
@@ -694,7 +718,10 @@ mod tests {
         assert!(!report.success());
         let xml = report.junit_xml();
         assert!(xml.contains(r#"tests="3" failures="1" errors="1""#), "{xml}");
-        assert!(xml.contains(r#"<testcase name="write-read" classname="labctl.ci.t""#), "{xml}");
+        assert!(
+            xml.contains(r#"<testcase name="write-read" classname="labctl.ci.t""#),
+            "{xml}"
+        );
         assert!(xml.contains(r#"name="bad &amp; &lt;odd&gt;""#), "{xml}");
         assert!(
             xml.contains(r#"message="not verified: server did not verify: byte 17 differs""#),

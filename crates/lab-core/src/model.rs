@@ -1930,7 +1930,10 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
         return Some(Issue::at(
             lab_field(i, "multipass"),
             Aim::Key,
-            format!("`multipass:` applies to provider multipass only; this lab uses provider {}", lab.provider),
+            format!(
+                "`multipass:` applies to provider multipass only; this lab uses provider {}",
+                lab.provider
+            ),
             "remove the multipass section, or set provider: multipass",
         ));
     }
@@ -1940,7 +1943,10 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
                 lab_field(i, "image"),
                 Aim::Value,
                 "with provider multipass the image is set under `multipass:`",
-                format!("remove the image line and write `multipass: {{image: \"{}\"}}`", lab.image),
+                format!(
+                    "remove the image line and write `multipass: {{image: \"{}\"}}`",
+                    lab.image
+                ),
             ));
         }
         for (j, node) in lab.nodes.iter().enumerate() {

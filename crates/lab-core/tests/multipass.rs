@@ -5,8 +5,8 @@
 //!
 //! A real Multipass run is checked by hand; see docs/providers/multipass.md.
 
-use std::path::{Path, PathBuf};
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -161,7 +161,10 @@ impl Drop for Standin {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -171,7 +174,8 @@ fn test_preflight_checks_daemon_and_name_clashes() {
     let rt = runtime();
     mp.answer("version.json", "version.json");
     mp.answer("list.json", "list-empty.json");
-    rt.block_on(MultipassProvider::new().preflight(&lab.spec, &lab.nodes)).unwrap();
+    rt.block_on(MultipassProvider::new().preflight(&lab.spec, &lab.nodes))
+        .unwrap();
     assert_eq!(mp.argv(), ["version --format json", "list --format json"]);
 
     // The daemon does not answer.
@@ -180,13 +184,21 @@ fn test_preflight_checks_daemon_and_name_clashes() {
         .block_on(MultipassProvider::new().preflight(&lab.spec, &lab.nodes))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("multipassd did not") && e.contains("snap start multipass"), "{e}");
+    assert!(
+        e.contains("multipassd did not") && e.contains("snap start multipass"),
+        "{e}"
+    );
 
     // An instance of the same name exists outside the lab.
     mp.answer("version.json", "version.json");
     mp.answer("list.json", "list-lab.json");
-    let e = rt.block_on(MultipassProvider::new().preflight(&lab.spec, &lab.nodes)).unwrap_err();
-    assert!(matches!(&e, ProviderError::InstanceExists { instance, .. } if instance == "mp-server"), "{e}");
+    let e = rt
+        .block_on(MultipassProvider::new().preflight(&lab.spec, &lab.nodes))
+        .unwrap_err();
+    assert!(
+        matches!(&e, ProviderError::InstanceExists { instance, .. } if instance == "mp-server"),
+        "{e}"
+    );
     assert!(e.to_string().contains("multipass delete --purge mp-server"), "{e}");
 }
 
@@ -201,7 +213,10 @@ fn test_missing_multipass_says_how_to_install_it() {
         .unwrap_err();
     assert!(matches!(e, ProviderError::MissingProgram { .. }), "{e}");
     let e = e.to_string();
-    assert!(e.contains("`multipass` is not installed") && e.contains("snap install multipass"), "{e}");
+    assert!(
+        e.contains("`multipass` is not installed") && e.contains("snap install multipass"),
+        "{e}"
+    );
     assert!(e.contains("brew install --cask multipass"), "{e}");
 }
 
@@ -245,7 +260,14 @@ fn test_create_launches_each_node_with_its_cloud_init_and_records_addresses() {
     let nodes: Vec<(&str, String, u16, &str)> = state
         .nodes
         .iter()
-        .map(|n| (n.name.as_str(), n.data_addr.to_string(), n.ssh_port, n.ssh_user.as_str()))
+        .map(|n| {
+            (
+                n.name.as_str(),
+                n.data_addr.to_string(),
+                n.ssh_port,
+                n.ssh_user.as_str(),
+            )
+        })
         .collect();
     assert_eq!(
         nodes,
@@ -255,7 +277,10 @@ fn test_create_launches_each_node_with_its_cloud_init_and_records_addresses() {
         ]
     );
     assert!(state.nodes.iter().all(|n| n.ssh_host == n.data_addr.to_string()));
-    assert_eq!(state.provider_state["instances"], serde_json::json!(["mp-server", "mp-client"]));
+    assert_eq!(
+        state.provider_state["instances"],
+        serde_json::json!(["mp-server", "mp-client"])
+    );
     // The state on disk says the same, for a later `down`.
     let saved = lab.dir.load().unwrap().unwrap();
     assert_eq!(saved.nodes.len(), 2);
@@ -317,10 +342,7 @@ fn test_delete_purges_only_the_lab_s_existing_instances() {
     let mut state = LabState::new("mp", "multipass", "rxe");
     state.provider_state = serde_json::json!({"instances": ["mp-server", "mp-client"]});
     rt.block_on(provider.delete(&dir, Some(&state))).unwrap();
-    assert_eq!(
-        mp.argv(),
-        ["list --format json", "delete --purge mp-client mp-server"]
-    );
+    assert_eq!(mp.argv(), ["list --format json", "delete --purge mp-client mp-server"]);
 
     // Without state (a crash before it was saved): from the user-data files.
     std::fs::create_dir_all(dir.root().join("multipass")).unwrap();

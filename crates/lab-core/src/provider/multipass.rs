@@ -371,7 +371,14 @@ impl MultipassProvider {
         let program = self.program()?;
         let command_line = format!("{PROGRAM} {}", args.join(" "));
         let mut command = tokio::process::Command::new(program);
-        command.args(args).kill_on_drop(true).stdin(std::process::Stdio::null());
+        // Its own process group: a Ctrl-C aimed at labctl must not kill a
+        // `multipass delete` of the teardown. A dropped launch (labctl
+        // interrupted) is killed instead, and the teardown deletes it.
+        command
+            .args(args)
+            .kill_on_drop(true)
+            .process_group(0)
+            .stdin(std::process::Stdio::null());
         let output = tokio::time::timeout(timeout, command.output())
             .await
             .map_err(|_| ProviderError::CommandFailed {
@@ -460,15 +467,21 @@ fn unparsable(command: &str, e: &serde_json::Error) -> ProviderError {
 impl Provider for MultipassProvider {
     async fn preflight(&self, lab: &LabSpec, nodes: &[ResolvedNode]) -> Result<(), ProviderError> {
         self.program()?;
-        let version = self.run(&["version", "--format", "json"].map(String::from), QUICK_TIMEOUT).await?;
-        let version: VersionReport = serde_json::from_slice(&version.stdout)
-            .map_err(|e| unparsable("multipass version --format json", &e))?;
+        let version = self
+            .run(&["version", "--format", "json"].map(String::from), QUICK_TIMEOUT)
+            .await?;
+        let version: VersionReport =
+            serde_json::from_slice(&version.stdout).map_err(|e| unparsable("multipass version --format json", &e))?;
         if version.multipassd.is_none() {
             return Err(ProviderError::CommandFailed {
                 command: "multipass version --format json".into(),
                 status: "exit status 0".into(),
-                stderr: format!("client {} answered, but the daemon multipassd did not", version.multipass),
-                hint: "start the Multipass daemon (`snap start multipass` on Ubuntu; on macOS open Multipass.app)".into(),
+                stderr: format!(
+                    "client {} answered, but the daemon multipassd did not",
+                    version.multipass
+                ),
+                hint: "start the Multipass daemon (`snap start multipass` on Ubuntu; on macOS open Multipass.app)"
+                    .into(),
             });
         }
         let existing = self.list().await?;
@@ -512,7 +525,10 @@ impl Provider for MultipassProvider {
             "disk": spec.disk.to_string(),
         });
         dir.save(state)?;
-        reporter.note("lab", &format!("multipass: launching {} ({})", instances.join(", "), spec.image));
+        reporter.note(
+            "lab",
+            &format!("multipass: launching {} ({})", instances.join(", "), spec.image),
+        );
         let launches = nodes.iter().zip(&instances).map(|(node, instance)| {
             let path = ud_dir.join(format!("{}.user-data.yaml", node.name));
             let spec = &spec;
@@ -647,14 +663,24 @@ mod tests {
         assert!(text.contains("hostname: server\n"));
         assert!(text.contains("  - ssh-ed25519 AAAAC3 labctl\n"));
         assert!(text.contains("disable_root: false"));
-        for package in ["rdma-core", "ibverbs-utils", "rdmacm-utils", "perftest", "libfabric-bin", "iproute2"] {
+        for package in [
+            "rdma-core",
+            "ibverbs-utils",
+            "rdmacm-utils",
+            "perftest",
+            "libfabric-bin",
+            "iproute2",
+        ] {
             assert!(text.contains(&format!("  - {package}\n")), "{package} missing");
         }
         assert!(text.contains("modprobe rdma_rxe"));
         assert!(!text.contains('@'), "a placeholder was left: {text}");
         // It is YAML, and the key is where cloud-init looks for it.
         let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
-        assert_eq!(doc["ssh_authorized_keys"][0].as_str(), Some("ssh-ed25519 AAAAC3 labctl"));
+        assert_eq!(
+            doc["ssh_authorized_keys"][0].as_str(),
+            Some("ssh-ed25519 AAAAC3 labctl")
+        );
     }
 
     fn elf(class_le: bool, machine: u16) -> Vec<u8> {
@@ -682,7 +708,9 @@ mod tests {
         assert!(e.contains("built for x86_64") && e.contains("are aarch64"), "{e}");
         assert!(e.contains("rustup target add aarch64-unknown-linux-gnu"), "{e}");
         assert!(e.contains("--target aarch64-unknown-linux-gnu"), "{e}");
-        let e = check_agent_arch(b"\xcf\xfa\xed\xfe mach-o", "aarch64").unwrap_err().to_string();
+        let e = check_agent_arch(b"\xcf\xfa\xed\xfe mach-o", "aarch64")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a Linux (ELF) executable"), "{e}");
     }
 

@@ -134,7 +134,10 @@ pub async fn run(args: &Args, ci: &CiArgs) -> anyhow::Result<ExitCode> {
     if ci.keep {
         reporter.note(
             "ci",
-            &format!("--keep: leaving lab `{}` up; remove it with `labctl down`", lab.spec.name),
+            &format!(
+                "--keep: leaving lab `{}` up; remove it with `labctl down`",
+                lab.spec.name
+            ),
         );
     } else {
         let down_started = Instant::now();
@@ -208,10 +211,7 @@ fn print_summary(r: &CiReport, json_path: &Path, junit_path: &Path) {
             CaseStatus::NotRun => ("not run", case.message.clone().unwrap_or_default()),
         };
         let why = why.lines().next().unwrap_or_default().to_string();
-        println!(
-            "  {verdict:<7} {:<width$} {:>6.1}s  {why}",
-            case.name, case.duration_s
-        );
+        println!("  {verdict:<7} {:<width$} {:>6.1}s  {why}", case.name, case.duration_s);
     }
     step("down", &r.down);
     if let Some(signal) = &r.signal {
