@@ -23,12 +23,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use crate::lab::Lab;
 use crate::model::LabSpec;
 use crate::progress::Reporter;
-use crate::run::{default_params, is_fabric, run_workload, RunOptions, RunRecord, WORKLOADS};
+use crate::run::{default_params, is_fabric, run_workload, RunOptions, RunRecord};
 
 /// Version of the JSON report layout.
 pub const CI_SCHEMA: u32 = 1;
@@ -127,7 +127,7 @@ pub struct SuiteEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The workload, as for `labctl run`.
-    #[serde(deserialize_with = "de_workload")]
+    #[serde(deserialize_with = "crate::model::de_workload")]
     #[schemars(example = &"write-read")]
     pub workload: String,
     /// The passive node. Default: `server`.
@@ -172,18 +172,6 @@ pub struct SuiteEntry {
     /// Abort the run after this many seconds. Default: 120.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<u64>,
-}
-
-fn de_workload<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let name = String::deserialize(d)?;
-    if WORKLOADS.contains(&name.as_str()) {
-        Ok(name)
-    } else {
-        Err(serde::de::Error::custom(format!(
-            "unknown workload `{name}`; supported: {}",
-            WORKLOADS.join(", ")
-        )))
-    }
 }
 
 impl SuiteEntry {
@@ -248,16 +236,23 @@ impl Suite {
     pub fn parse(path: &Path, text: &str) -> Result<Suite, SuiteError> {
         serde_yaml_ng::from_str(text).map_err(|e| {
             let (line, column) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
-            let message = e.to_string();
-            // serde_yaml_ng appends " at line L column C"; the position is in front already.
-            let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+            let raw = e.to_string();
+            let (message, fix) = match crate::model::unframe(&raw) {
+                Some((field, message, fix)) if field.is_empty() => (message, fix),
+                Some((field, message, fix)) => (format!("{field}: {message}"), fix),
+                None => (
+                    // serde_yaml_ng appends " at line L column C"; the position is in front already.
+                    raw.split(" at line ").next().unwrap_or(&raw).to_string(),
+                    "a suite is `workloads:` followed by a list of runs like `- workload: write-read` (see docs/cmd/ci.md)"
+                        .into(),
+                ),
+            };
             SuiteError::Invalid {
                 path: path.to_path_buf(),
                 line,
                 column,
                 message,
-                fix: "a suite is `workloads:` followed by a list of runs like `- workload: write-read` (see docs/cmd/ci.md)"
-                    .into(),
+                fix,
             }
         })
     }
@@ -601,8 +596,10 @@ mod tests {
     #[test]
     fn test_bad_suite_files_name_line_and_problem() {
         let e = suite("workloads:\n  - workload: write-raed\n").unwrap_err().to_string();
-        assert!(e.starts_with("suite.yaml:2:"), "{e}");
-        assert!(e.contains("unknown workload `write-raed`"), "{e}");
+        assert_eq!(
+            e,
+            "suite.yaml:2:15: workloads[0].workload: unknown workload `write-raed`\n  fix: write `write-read`"
+        );
         let e = suite("workloads:\n  - workload: write-read\n    sise: 3\n")
             .unwrap_err()
             .to_string();

@@ -1083,6 +1083,32 @@ fn parse_size_mib(text: &str) -> Option<u64> {
     }
 }
 
+/// A workload name (suite entries, `ci:`), checked while the parser points at it.
+pub(crate) fn de_workload<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    use crate::run::WORKLOADS;
+    scalar(d, |v| match v {
+        Scalar::Str(s) if WORKLOADS.contains(&s.as_ref()) => Ok(s.into_owned()),
+        Scalar::Str(s) => {
+            let hint = did_you_mean(&s, WORKLOADS)
+                .map(|m| format!("write `{m}`"))
+                .unwrap_or_else(|| format!("use one of: {}", WORKLOADS.join(", ")));
+            Err(Problem::new(format!("unknown workload `{s}`"), hint))
+        }
+        other => Err(Problem::new(
+            format!("workload must be a workload's name, found {}", other.describe()),
+            format!("use one of: {}", WORKLOADS.join(", ")),
+        )),
+    })
+}
+
+/// Splits a serde message carrying one of our problems into (field path,
+/// message, fix); `None` for serde's own messages.
+pub(crate) fn unframe(raw: &str) -> Option<(String, String, String)> {
+    let (s, m, e) = (raw.find(FRAME_START)?, raw.find(FRAME_SPLIT)?, raw.find(FRAME_END)?);
+    let field = raw[..s].trim_end_matches(": ").trim_end_matches('.').to_string();
+    Some((field, raw[s + 1..m].to_string(), raw[m + 1..e].to_string()))
+}
+
 /// A whole number in `range`, for `field`.
 fn int_in<T>(field: &str, v: Scalar<'_>, range: std::ops::RangeInclusive<T>, fix: &str) -> Result<Option<T>, Problem>
 where

@@ -628,6 +628,7 @@ fn test_ci_section_is_a_suite() {
     );
     let bad = text.replace("write-bw", "write-bq");
     let e = LabsFile::parse(Path::new("labs.yaml"), &bad).unwrap_err();
-    assert_eq!(e.position().map(|p| p.0), Some(10), "{e}");
-    assert!(e.to_string().contains("unknown workload `write-bq`"), "{e}");
+    assert_eq!(e.position(), Some((10, 21)), "{e}");
+    assert!(e.message().contains("unknown workload `write-bq`"), "{e}");
+    assert_eq!(e.fix(), "write `write-bw`");
 }
