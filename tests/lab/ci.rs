@@ -21,6 +21,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
     };
     vec![
         t(
+            "test_ci_bad_suite_exits_2_and_creates_nothing",
+            test_ci_bad_suite_exits_2_and_creates_nothing,
+        ),
+        t(
             "test_ci_runs_the_suite_reports_junit_and_json_and_tears_down",
             test_ci_runs_the_suite_reports_junit_and_json_and_tears_down,
         ),
@@ -52,6 +56,33 @@ fn nothing_left(lab: &Labctl) -> Result<(), Failed> {
 fn read_json(path: &std::path::Path) -> Result<Value, Failed> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}\n{text}", path.display()).into())
+}
+
+fn test_ci_bad_suite_exits_2_and_creates_nothing(lab: &Labctl) -> Result<(), Failed> {
+    let out = out_dir("bad");
+    let suite = out.join("bad.suite.yaml");
+    std::fs::write(
+        &suite,
+        "workloads:\n  - workload: write-read\n  - workload: sned-recv\n",
+    )?;
+    let run = lab.run(&["ci", "--suite", &suite.display().to_string()]);
+    check(run.code == 2, || format!("exit {}: {}", run.code, run.stderr))?;
+    let want = format!(
+        "{}:3:15: workloads[1].workload: unknown workload `sned-recv`",
+        suite.display()
+    );
+    check(run.stderr.contains(&want), || format!("stderr: {}", run.stderr))?;
+    check(run.stderr.contains("fix: write `send-recv`"), || {
+        format!("stderr: {}", run.stderr)
+    })?;
+    // A node the lab does not have.
+    std::fs::write(&suite, "workloads:\n  - workload: read\n    client: c9\n")?;
+    let run = lab.run(&["ci", "--suite", &suite.display().to_string()]);
+    check(
+        run.code == 2 && run.stderr.contains("client `c9` is not a node of lab `ci`"),
+        || format!("exit {}: {}", run.code, run.stderr),
+    )?;
+    nothing_left(lab)
 }
 
 fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) -> Result<(), Failed> {

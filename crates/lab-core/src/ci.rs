@@ -639,6 +639,21 @@ mod tests {
         assert!(e.contains("fabric-*"), "{e}");
     }
 
+    #[test]
+    fn test_shipped_example_suites_fit_a_two_node_lab() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ci-examples");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.to_string_lossy().ends_with(".suite.yaml") {
+                let suite = Suite::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                suite.check(&lab(), &path.display().to_string()).unwrap();
+                checked += 1;
+            }
+        }
+        assert!(checked > 0, "no example suite in {}", dir.display());
+    }
+
     fn record(verified: bool) -> RunRecord {
         let side = |node: &str, ok: bool| crate::run::SideRecord {
             node: node.into(),
