@@ -190,7 +190,7 @@ pub struct ParamsRecord {
 }
 
 impl ParamsRecord {
-    fn from(p: &WorkloadParams) -> ParamsRecord {
+    pub(crate) fn from(p: &WorkloadParams) -> ParamsRecord {
         ParamsRecord {
             size: p.size,
             iterations: p.iterations,
