@@ -10,6 +10,7 @@
 //! `<target>/lab-artifacts/`.
 
 mod bad_input;
+mod faults;
 mod lifecycle;
 mod util;
 mod workloads;
@@ -38,6 +39,9 @@ fn main() -> ExitCode {
 
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(workloads::trials(&lab));
+    lab_trials.extend(faults::trials(&lab));
+    // Last: these break the lab (the teardown trial then checks `down` still cleans).
+    lab_trials.extend(faults::destructive_trials(&lab));
     let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));
     if lab_trials.iter().any(wanted) || args.list {
         if !args.list {
