@@ -2,7 +2,8 @@
 //!
 //! Phases, each a libtest run:
 //! 1. bad input and failed `up`s, which need no running lab;
-//! 2. `labctl up` of `tests/labs/e2e.yaml` once, then every test against it;
+//! 2. `labctl up` of `tests/labs/e2e.yaml` once, then every test against it
+//!    (the faults that break the lab, such as a killed VM, last);
 //! 3. `labctl down`, checked to leave no process and no file;
 //! 4. `labctl ci` on a lab of its own (`tests/labs/ci.yaml`), which it brings
 //!    up and tears down itself, once to completion and once cut by SIGTERM.
@@ -13,6 +14,7 @@
 
 mod bad_input;
 mod ci;
+mod faults;
 mod lifecycle;
 mod util;
 mod workloads;
@@ -43,6 +45,9 @@ fn main() -> ExitCode {
 
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(workloads::trials(&lab));
+    lab_trials.extend(faults::trials(&lab));
+    // Last: these break the lab (the teardown trial then checks `down` still cleans).
+    lab_trials.extend(faults::destructive_trials(&lab));
     let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));
     if lab_trials.iter().any(wanted) || args.list {
         if !args.list {

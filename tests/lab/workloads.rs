@@ -44,6 +44,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             test_send_recv_ping_pong_with_completion_events,
         ),
         t(
+            "test_several_qps_share_a_bw_run_in_both_cm_modes",
+            test_several_qps_share_a_bw_run_in_both_cm_modes,
+        ),
+        t(
             "test_run_is_saved_with_params_and_node_info",
             test_run_is_saved_with_params_and_node_info,
         ),
@@ -201,6 +205,47 @@ fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Fai
         )?;
     }
     Ok(())
+}
+
+/// `--qps N`: N connected QPs on each side (their QPNs in the facts), every
+/// QP running `-n` operations (perftest's `-q`), and the bytes still verified.
+fn test_several_qps_share_a_bw_run_in_both_cm_modes(lab: &Labctl) -> Result<(), Failed> {
+    for cm in ["rdma-cm", "oob"] {
+        for (workload, qps, n) in [("write-bw", 4u64, 50u64), ("read-bw", 3, 30), ("atomic-bw", 2, 60)] {
+            let (qps_arg, n_arg) = (qps.to_string(), n.to_string());
+            let args = [workload, "--qps", &qps_arg, "-n", &n_arg, "--size", "8192", "--cm", cm];
+            let r = run_json(lab, &args)?;
+            let what = format!("{workload} --qps {qps} --cm {cm}");
+            verified(&r).map_err(|e| format!("{what}: {}", e.message().unwrap_or_default()))?;
+            check(r["params"]["num_qps"] == qps, || {
+                format!("{what}: params {}", r["params"])
+            })?;
+            for side in ["server", "client"] {
+                let qpns: Vec<&str> = r[side]["facts"]["qpns"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .split(',')
+                    .collect();
+                let distinct: std::collections::BTreeSet<_> = qpns.iter().filter(|q| !q.is_empty()).collect();
+                check(distinct.len() as u64 == qps, || format!("{what}: {side} QPNs {qpns:?}"))?;
+            }
+            check(r["client"]["ops"].as_u64() == Some(qps * n), || {
+                format!("{what}: client ops {} (want {qps} x {n})", r["client"]["ops"])
+            })?;
+            if workload == "atomic-bw" {
+                // Every QP's fetch-and-adds landed on the one remote word.
+                check(r["server"]["atomic_final"].as_u64() == Some(qps * n), || {
+                    format!("{what}: remote word {}", r["server"]["atomic_final"])
+                })?;
+            }
+        }
+    }
+    // Workloads with one QP by nature refuse more, before touching RDMA.
+    let run = lab.run(&["run", "send-recv", "--qps", "2"]);
+    check(
+        run.code != 0 && run.stderr.contains("InvalidArgument") && run.stderr.contains("num_qps"),
+        || format!("send-recv --qps 2: exit {} {}", run.code, run.stderr),
+    )
 }
 
 fn test_lat_family_reports_latency_percentiles(lab: &Labctl) -> Result<(), Failed> {

@@ -90,6 +90,11 @@ pub struct RunArgs {
     /// Negative test: the client uses a corrupted rkey (expect IBV_WC_REM_ACCESS_ERR).
     #[arg(long)]
     pub corrupt_rkey: bool,
+    /// Negative test: the client targets ADDR:RKEY (e.g. a past run's `mr_addr`/`mr_rkey`)
+    /// instead of the server's current buffer; memory of a finished run is deregistered,
+    /// so expect IBV_WC_REM_ACCESS_ERR.
+    #[arg(long, value_name = "ADDR:RKEY")]
+    pub use_capability: Option<String>,
     /// fabric-* workloads: the libfabric provider ("tcp;ofi_rxm", "verbs;ofi_rxd", "efa", ...).
     /// Default: from the lab's fabric (rxe: verbs;ofi_rxd, none: tcp;ofi_rxm, efa: efa).
     #[arg(long)]
@@ -131,6 +136,7 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
     params.batches = run.batches.unwrap_or(params.batches);
     params.seed = run.seed;
     params.corrupt_rkey = run.corrupt_rkey;
+    params.capability_override = run.use_capability.clone().unwrap_or_default();
     if let Some(provider) = &run.provider {
         if !lab_core::run::is_fabric(&run.workload) {
             anyhow::bail!(
