@@ -147,6 +147,14 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
     }
     let (limit, why) = limits.size_limit();
     let sizes_to_check = if params.all_sizes {
+        // A sweep runs 2 B, 4 B, ... up to max_size: below 2 it would run nothing.
+        if effective_max_size(params) < 2 {
+            return Err(ValidationError::FieldOutOfRange {
+                field: "max_size",
+                value: params.max_size as i64,
+                range: "0 (default) or 2 ..= the size limit (a sweep starts at 2 B)",
+            });
+        }
         [effective_max_size(params)].to_vec()
     } else {
         vec![params.size]
@@ -307,6 +315,15 @@ mod tests {
         assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
         p.max_size = DEFAULT_MAX_SIZE * 2;
         assert!(validate(&p, NAMES, &limits()).is_err());
+        // Found while writing the fuzz target: a sweep up to 1 B has no sizes,
+        // and the perf workloads' buffer_len panicked on the empty sweep.
+        p.max_size = 1;
+        assert!(validate(&p, NAMES, &limits())
+            .unwrap_err()
+            .to_string()
+            .contains("max_size 1 is out of range"));
+        p.max_size = 2;
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
     }
 
     #[test]
