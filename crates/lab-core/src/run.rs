@@ -111,6 +111,13 @@ impl From<AgentError> for RunError {
 
 /// The parameters a workload runs with when the command line says nothing.
 /// Sized for emulated labs (a few MB/s): seconds, not minutes.
+///
+/// The verbs bandwidth workloads wait for completions on a completion channel
+/// by default: their client only waits when its send queue is full, and then
+/// sleeping gives the CPU to the RNIC's work (on rxe, the kernel's), where a
+/// busy poll competes with it. Measured on the lab: write-bw ~1.5x ib_write_bw,
+/// which busy-polls and cannot do otherwise (perftest refuses `-e` for WRITE).
+/// Latency loops keep polling: there, a sleep would be the latency.
 pub fn default_params(workload: &str) -> WorkloadParams {
     let (size, iterations) = match workload {
         "write-read" | "read" | "send-recv" | "write-imm" => (4096, 16),
@@ -123,8 +130,14 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         w if w.ends_with("-lat") => (2, 200),
         _ => (4096, 16),
     };
+    let bandwidth = matches!(workload, "write-bw" | "read-bw" | "send-bw" | "atomic-bw");
     WorkloadParams {
         workload: workload.to_string(),
+        completion: if bandwidth {
+            CompletionMode::Event as i32
+        } else {
+            CompletionMode::Poll as i32
+        },
         size,
         iterations,
         tx_depth: 0,

@@ -72,9 +72,11 @@ pub struct RunArgs {
     /// Connection setup.
     #[arg(long, value_enum, default_value = "rdma-cm")]
     pub cm: Cm,
-    /// Completion handling.
-    #[arg(long, value_enum, default_value = "poll")]
-    pub completion: Completion,
+    /// Completion handling [default: event for write-bw, read-bw, send-bw and
+    /// atomic-bw (the client sleeps while its send queue is full, leaving the CPU
+    /// to the RNIC's work); poll otherwise].
+    #[arg(long, value_enum)]
+    pub completion: Option<Completion>,
     /// send-recv: answer every message (ping-pong).
     #[arg(long)]
     pub ping_pong: bool,
@@ -128,10 +130,12 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
         Cm::RdmaCm => agent_proto_cm::RdmaCm,
         Cm::Oob => agent_proto_cm::Oob,
     });
-    params.set_completion(match run.completion {
-        Completion::Poll => agent_proto_completion::Poll,
-        Completion::Event => agent_proto_completion::Event,
-    });
+    if let Some(completion) = run.completion {
+        params.set_completion(match completion {
+            Completion::Poll => agent_proto_completion::Poll,
+            Completion::Event => agent_proto_completion::Event,
+        });
+    }
     params.ping_pong = run.ping_pong;
     params.batches = run.batches.unwrap_or(params.batches);
     params.seed = run.seed;

@@ -344,8 +344,10 @@ impl Perf {
         size: usize,
         problems: &mut Vec<String>,
     ) -> Result<SizePoint, SessionError> {
-        // The client keeps every send queue full and spins between empty
-        // polls, as ib_*_bw does (measured: no worse than yielding, and no syscall).
+        // The client keeps every send queue full and waits only when they are
+        // full: on the completion channel in event mode (the controller's
+        // default for bandwidth runs: the sleep leaves the CPU to the RNIC's
+        // work), else spinning between empty polls, as ib_*_bw does.
         side.set_spin_polls(true);
         let depth = tx_depth(side);
         let list = post_list(side);
