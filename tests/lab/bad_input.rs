@@ -46,6 +46,14 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_second_up_on_a_busy_lab_fails_clearly",
             test_second_up_on_a_busy_lab_fails_clearly,
         ),
+        t(
+            "test_labctl_killed_mid_up_leaves_what_down_cleans",
+            test_labctl_killed_mid_up_leaves_what_down_cleans,
+        ),
+        t(
+            "test_broken_image_recipe_fails_with_its_log_and_leaves_nothing",
+            test_broken_image_recipe_fails_with_its_log_and_leaves_nothing,
+        ),
     ]
 }
 
@@ -230,4 +238,80 @@ fn test_missing_mmdebstrap_says_what_to_install(lab: &Labctl) -> Result<(), Fail
         || format!("message: {stderr}"),
     )?;
     nothing_left(&lab, "no-mmdebstrap")
+}
+
+/// labctl itself dies (SIGKILL: no handler runs) while `up` waits for a VM:
+/// the state it saved as resources appeared is enough for `down` to remove
+/// the VM, the supervisor and every file.
+fn test_labctl_killed_mid_up_leaves_what_down_cleans(lab: &Labctl) -> Result<(), Failed> {
+    let path = labs_file("killed.yaml", "labs:\n  - name: killed\n    nodes:\n      - name: a\n");
+    let lab = with_file(lab, path);
+    let mut up = lab
+        .command()
+        .arg("up")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    // Wait until the VM exists (its pid is in the saved state), then kill.
+    let state_path = lab.state_dir("killed").join("state.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let state: serde_json::Value = std::fs::read_to_string(&state_path)
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        if state["nodes"][0]["pid"].is_u64() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = up.kill();
+            let _ = lab.run(&["down"]);
+            return Err("no VM pid in state.json after 120 s".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    up.kill()?;
+    up.wait()?;
+    let dir = lab.state_dir("killed").display().to_string();
+    let running = processes_mentioning(&dir);
+    check(!running.is_empty(), || "the VM did not outlive labctl?".into())?;
+    let down = lab.run(&["down"]);
+    check(down.code == 0, || format!("down after a killed up: {}", down.stderr))?;
+    nothing_left(&lab, "killed")
+}
+
+/// A recipe that cannot build (a package Debian does not have): `up` fails
+/// with the build log's tail naming the package, and leaves no VM, no state
+/// and no half-built image in the cache.
+fn test_broken_image_recipe_fails_with_its_log_and_leaves_nothing(lab: &Labctl) -> Result<(), Failed> {
+    let path = labs_file(
+        "broken-recipe.yaml",
+        "labs:\n  - name: broken-recipe\n    nodes:\n      - name: a\n",
+    );
+    let lab = with_file(lab, path);
+    let cache = bin_dir().join("lab-tests-input").join("broken-recipe-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let out = lab
+        .command()
+        .arg("up")
+        .env("LABCTL_CACHE_DIR", &cache)
+        .env("LAB_EXTRA_PACKAGES", "labctl-no-such-package")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(!out.status.success(), || "up succeeded with a broken recipe".into())?;
+    check(
+        stderr.contains("building the node image failed") && stderr.contains("labctl-no-such-package"),
+        || format!("message: {stderr}"),
+    )?;
+    // Only the build log (and the build lock file) may stay: no image
+    // directory, no half-built work directory.
+    let dirs: Vec<_> = std::fs::read_dir(cache.join("images"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    check(dirs.is_empty(), || format!("left in the image cache: {dirs:?}"))?;
+    nothing_left(&lab, "broken-recipe")
 }

@@ -2,14 +2,19 @@
 //!
 //! Phases, each a libtest run:
 //! 1. bad input and failed `up`s, which need no running lab;
-//! 2. `labctl up` of `tests/labs/e2e.yaml` once, then every test against it;
-//! 3. `labctl down`, checked to leave no process and no file.
+//! 2. `labctl up` of `tests/labs/e2e.yaml` once, then every test against it
+//!    (the faults that break the lab, such as a killed VM, last);
+//! 3. `labctl down`, checked to leave no process and no file;
+//! 4. `labctl ci` on a lab of its own (`tests/labs/ci.yaml`), which it brings
+//!    up and tears down itself, once to completion and once cut by SIGTERM.
 //!
 //! The lab is torn down at the end whatever happened; when anything failed,
 //! console logs, supervisor logs, dmesg and agent logs are saved first under
 //! `<target>/lab-artifacts/`.
 
 mod bad_input;
+mod ci;
+mod faults;
 mod lifecycle;
 mod util;
 mod workloads;
@@ -25,11 +30,13 @@ fn main() -> ExitCode {
     args.test_threads = Some(1);
     let state_base = util::bin_dir().join("lab-tests-state");
     let lab = Labctl::new("tests/labs/e2e.yaml", &state_base);
+    let ci_lab = Labctl::new("tests/labs/ci.yaml", &state_base);
 
     // Leftovers of an interrupted earlier run go first: its lab (VMs and all),
     // then whatever else it left in the suite's private state directory.
     if !args.list {
         lab.run(&["down"]);
+        ci_lab.run(&["down"]);
         let _ = std::fs::remove_dir_all(&state_base);
     }
 
@@ -38,6 +45,9 @@ fn main() -> ExitCode {
 
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(workloads::trials(&lab));
+    lab_trials.extend(faults::trials(&lab));
+    // Last: these break the lab (the teardown trial then checks `down` still cleans).
+    lab_trials.extend(faults::destructive_trials(&lab));
     let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));
     if lab_trials.iter().any(wanted) || args.list {
         if !args.list {
@@ -62,6 +72,13 @@ fn main() -> ExitCode {
     }
     // Whatever happened above, nothing of the lab survives the suite.
     lab.run(&["down"]);
+
+    // `labctl ci` boots its own lab, after the shared one is gone (the
+    // machine has room for one lab at a time).
+    total.add(&libtest_mimic::run(&args, ci::trials(&ci_lab)));
+    if !args.list {
+        ci_lab.run(&["down"]);
+    }
     total.finish()
 }
 

@@ -44,6 +44,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             test_send_recv_ping_pong_with_completion_events,
         ),
         t(
+            "test_several_qps_share_a_bw_run_in_both_cm_modes",
+            test_several_qps_share_a_bw_run_in_both_cm_modes,
+        ),
+        t(
             "test_run_is_saved_with_params_and_node_info",
             test_run_is_saved_with_params_and_node_info,
         ),
@@ -66,6 +70,30 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         t(
             "test_fabric_write_verifies_over_rxe_with_verbs_rxd",
             test_fabric_write_verifies_over_rxe_with_verbs_rxd,
+        ),
+        t(
+            "test_fabric_write_verifies_over_rxe_with_verbs_rxm",
+            test_fabric_write_verifies_over_rxe_with_verbs_rxm,
+        ),
+        t(
+            "test_fabric_bw_and_lat_over_rxe_with_verbs_rxd",
+            test_fabric_bw_and_lat_over_rxe_with_verbs_rxd,
+        ),
+        t(
+            "test_fabric_bw_and_lat_over_tcp_rxm_on_the_data_nic",
+            test_fabric_bw_and_lat_over_tcp_rxm_on_the_data_nic,
+        ),
+        t(
+            "test_fabric_provider_not_present_lists_the_available_ones",
+            test_fabric_provider_not_present_lists_the_available_ones,
+        ),
+        t(
+            "test_fabric_lat_client_agent_killed_mid_run_is_reported",
+            test_fabric_lat_client_agent_killed_mid_run_is_reported,
+        ),
+        t(
+            "test_fabric_bench_pairs_fabric_lat_with_fi_pingpong",
+            test_fabric_bench_pairs_fabric_lat_with_fi_pingpong,
         ),
     ]);
     trials
@@ -177,6 +205,47 @@ fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Fai
         )?;
     }
     Ok(())
+}
+
+/// `--qps N`: N connected QPs on each side (their QPNs in the facts), every
+/// QP running `-n` operations (perftest's `-q`), and the bytes still verified.
+fn test_several_qps_share_a_bw_run_in_both_cm_modes(lab: &Labctl) -> Result<(), Failed> {
+    for cm in ["rdma-cm", "oob"] {
+        for (workload, qps, n) in [("write-bw", 4u64, 50u64), ("read-bw", 3, 30), ("atomic-bw", 2, 60)] {
+            let (qps_arg, n_arg) = (qps.to_string(), n.to_string());
+            let args = [workload, "--qps", &qps_arg, "-n", &n_arg, "--size", "8192", "--cm", cm];
+            let r = run_json(lab, &args)?;
+            let what = format!("{workload} --qps {qps} --cm {cm}");
+            verified(&r).map_err(|e| format!("{what}: {}", e.message().unwrap_or_default()))?;
+            check(r["params"]["num_qps"] == qps, || {
+                format!("{what}: params {}", r["params"])
+            })?;
+            for side in ["server", "client"] {
+                let qpns: Vec<&str> = r[side]["facts"]["qpns"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .split(',')
+                    .collect();
+                let distinct: std::collections::BTreeSet<_> = qpns.iter().filter(|q| !q.is_empty()).collect();
+                check(distinct.len() as u64 == qps, || format!("{what}: {side} QPNs {qpns:?}"))?;
+            }
+            check(r["client"]["ops"].as_u64() == Some(qps * n), || {
+                format!("{what}: client ops {} (want {qps} x {n})", r["client"]["ops"])
+            })?;
+            if workload == "atomic-bw" {
+                // Every QP's fetch-and-adds landed on the one remote word.
+                check(r["server"]["atomic_final"].as_u64() == Some(qps * n), || {
+                    format!("{what}: remote word {}", r["server"]["atomic_final"])
+                })?;
+            }
+        }
+    }
+    // Workloads with one QP by nature refuse more, before touching RDMA.
+    let run = lab.run(&["run", "send-recv", "--qps", "2"]);
+    check(
+        run.code != 0 && run.stderr.contains("InvalidArgument") && run.stderr.contains("num_qps"),
+        || format!("send-recv --qps 2: exit {} {}", run.code, run.stderr),
+    )
 }
 
 fn test_lat_family_reports_latency_percentiles(lab: &Labctl) -> Result<(), Failed> {
@@ -396,4 +465,187 @@ fn test_fabric_write_verifies_over_rxe_with_verbs_rxd(lab: &Labctl) -> Result<()
     check(domain.contains("rxe"), || {
         format!("domain {domain} is not the rxe device")
     })
+}
+
+fn test_fabric_write_verifies_over_rxe_with_verbs_rxm(lab: &Labctl) -> Result<(), Failed> {
+    // verbs;ofi_rxm over rxe needs a bounded FI_UNIVERSE_SIZE, which the agent
+    // sets on soft RoCE nodes by itself: nothing here asks for it.
+    let r = fabric_write(lab, Some("verbs;ofi_rxm"), "verbs;ofi_rxm")?;
+    let domain = r["client"]["facts"]["domain"].as_str().unwrap_or_default();
+    check(domain.contains("rxe"), || {
+        format!("domain {domain} is not the rxe device")
+    })
+}
+
+/// fabric-bw then fabric-lat over `provider`, checked for the verbs
+/// workloads' JSON shape and both verdicts. Small: 32 × 64 KiB, 50 pings.
+fn fabric_bw_and_lat(lab: &Labctl, provider: Option<&str>, expected: &str) -> Result<[Value; 2], Failed> {
+    let with_provider = |mut args: Vec<&'static str>| {
+        let mut owned: Vec<String> = args.drain(..).map(String::from).collect();
+        if let Some(p) = provider {
+            owned.extend(["--provider".to_string(), p.to_string()]);
+        }
+        owned
+    };
+    let bw_args = with_provider(vec!["fabric-bw", "-s", "65536", "-n", "32", "-t", "16"]);
+    let bw = run_json(lab, &bw_args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    verified(&bw)?;
+    check(bw["params"]["provider"] == expected, || {
+        format!("params.provider {}", bw["params"]["provider"])
+    })?;
+    check(
+        bw["server"]["checked"] == true && bw["client"]["checked"] == false,
+        || format!("fabric-bw checks: server {} / client {}", bw["server"], bw["client"]),
+    )?;
+    for side in ["client", "server"] {
+        check(bw[side]["bytes"].as_u64() == Some(32 * 65536), || {
+            format!("fabric-bw {side} bytes {}", bw[side]["bytes"])
+        })?;
+    }
+    let avg = bw["bw_avg_mib_s"].as_f64().unwrap_or(0.0);
+    check(
+        avg > 0.0
+            && bw["bw_peak_mib_s"].as_f64().unwrap_or(0.0) >= avg
+            && bw["bw_avg_gbps"].as_f64().unwrap_or(0.0) > 0.0
+            && bw["msg_rate_mpps"].as_f64().unwrap_or(0.0) > 0.0,
+        || format!("fabric-bw metrics {bw}"),
+    )?;
+    let lat_args = with_provider(vec!["fabric-lat", "-s", "64", "-n", "50"]);
+    let lat = run_json(lab, &lat_args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    verified(&lat)?;
+    check(
+        lat["server"]["checked"] == true && lat["client"]["checked"] == true,
+        || format!("fabric-lat checks: server {} / client {}", lat["server"], lat["client"]),
+    )?;
+    let l = &lat["lat_us"];
+    let num = |k: &str| l[k].as_f64().unwrap_or(-1.0);
+    check(
+        l["samples"].as_u64() == Some(50)
+            && num("min") > 0.0
+            && num("min") <= num("typical")
+            && num("typical") <= num("p99")
+            && num("p99") <= num("max")
+            && num("avg") > 0.0
+            && num("stdev") >= 0.0,
+        || format!("fabric-lat lat_us {l}"),
+    )?;
+    Ok([bw, lat])
+}
+
+fn test_fabric_bw_and_lat_over_rxe_with_verbs_rxd(lab: &Labctl) -> Result<(), Failed> {
+    let [bw, _] = fabric_bw_and_lat(lab, None, "verbs;ofi_rxd")?;
+    let domain = bw["client"]["facts"]["domain"].as_str().unwrap_or_default();
+    check(domain.contains("rxe"), || {
+        format!("domain {domain} is not the rxe device")
+    })
+}
+
+fn test_fabric_bw_and_lat_over_tcp_rxm_on_the_data_nic(lab: &Labctl) -> Result<(), Failed> {
+    for r in fabric_bw_and_lat(lab, Some("tcp;ofi_rxm"), "tcp;ofi_rxm")? {
+        for side in ["server", "client"] {
+            let addr = r[side]["facts"]["fabric_addr"].as_str().unwrap_or_default();
+            check(addr.contains("10.77.0."), || {
+                format!("{side} fabric address {addr} is not on the data network")
+            })?;
+        }
+    }
+    Ok(())
+}
+
+fn test_fabric_provider_not_present_lists_the_available_ones(lab: &Labctl) -> Result<(), Failed> {
+    let run = lab.run(&["run", "fabric-bw", "--provider", "nosuch", "-n", "4"]);
+    check(run.code != 0, || "a missing provider was accepted".into())?;
+    check(
+        run.stderr.contains("nosuch") && run.stderr.contains("tcp") && run.stderr.contains("node `server`"),
+        || {
+            format!(
+                "the error does not name the provider, the node and the available ones: {}",
+                run.stderr
+            )
+        },
+    )
+}
+
+fn test_fabric_lat_client_agent_killed_mid_run_is_reported(lab: &Labctl) -> Result<(), Failed> {
+    // A peer that disappears mid-run ends the run with an error naming it, not a hang.
+    let started = Instant::now();
+    let child = lab
+        .command()
+        .args([
+            "run",
+            "fabric-lat",
+            "--provider",
+            "tcp;ofi_rxm",
+            "-D",
+            "40",
+            "--timeout",
+            "60",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    std::thread::sleep(Duration::from_secs(8));
+    lab.run(&["exec", "client", "--", "pkill -9 -x rdma-agent"]).ok()?;
+    let out = child.wait_with_output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    check(!out.status.success(), || {
+        "the run succeeded although its client agent was killed".into()
+    })?;
+    check(stderr.contains("node `client`"), || {
+        format!("the node is not named: {stderr}")
+    })?;
+    check(started.elapsed() < Duration::from_secs(90), || {
+        format!("reported after {:?}", started.elapsed())
+    })?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if lab.run(&["status", "--json"]).code == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err("the client agent did not come back".into());
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    verified(&run_json(
+        lab,
+        &["fabric-lat", "--provider", "tcp;ofi_rxm", "-n", "20"],
+    )?)
+}
+
+fn test_fabric_bench_pairs_fabric_lat_with_fi_pingpong(lab: &Labctl) -> Result<(), Failed> {
+    // fi_pingpong and fabric-lat alternate on the same provider; the record has both and their ratio.
+    let run = lab.run(&["bench", "--only", "fabric-lat", "--rounds", "2", "-n", "100", "--json"]);
+    check(run.code == 0, || {
+        format!("labctl bench exited {}:\n{}{}", run.code, run.stdout, run.stderr)
+    })?;
+    let r = run.json()?;
+    let pair = &r["pairs"][0];
+    check(
+        pair["spec"]["tool"] == "fi_pingpong" && pair["spec"]["provider"] == "tcp;ofi_rxm",
+        || format!("pair {}", pair["spec"]),
+    )?;
+    for side in ["reference", "ours"] {
+        check(pair[side]["stats"]["n"].as_u64() == Some(2), || {
+            format!("{side} samples {}", pair[side]["samples"])
+        })?;
+    }
+    let (ours, reference) = (
+        pair["ours"]["stats"]["median"].as_f64().unwrap_or(0.0),
+        pair["reference"]["stats"]["median"].as_f64().unwrap_or(0.0),
+    );
+    let ratio = pair["ratio"].as_f64().unwrap_or(0.0);
+    check(
+        ours > 0.0 && reference > 0.0 && (ratio - ours / reference).abs() < 1e-9,
+        || format!("medians {ours} / {reference}, ratio {ratio}"),
+    )?;
+    check(
+        pair["reference"]["samples"][0]["perftest"][0]["iterations"].as_u64() == Some(100),
+        || {
+            format!(
+                "fi_pingpong parsed as {}",
+                pair["reference"]["samples"][0]["perftest"][0]
+            )
+        },
+    )
 }

@@ -902,6 +902,16 @@ impl Endpoint {
         .map(|_| ())
     }
 
+    /// Waits for the next remote write that carries immediate data and returns
+    /// the immediate (masked to `cq_data_size`).
+    pub fn wait_any_remote_write(&mut self, timeout: Duration) -> Result<u64> {
+        self.wait(
+            timeout,
+            || "a remote write with immediate data".into(),
+            |e| e.remote_writes.pop_front(),
+        )
+    }
+
     /// Whether RMA writes ask for `FI_DELIVERY_COMPLETE` (the default): the
     /// initiator's completion then means the target placed the data, and a target-side
     /// failure such as a wrong MR key comes back as an error completion. With `false`
@@ -909,6 +919,19 @@ impl Endpoint {
     /// reports a wrong-key write as a success.
     pub fn set_delivery_complete(&mut self, on: bool) {
         self.write_flags = if on { sys::FI_DELIVERY_COMPLETE as u64 } else { 0 };
+    }
+
+    /// Whether the provider places RMA writes from this endpoint in order
+    /// (`FI_ORDER_RMA_WAW`, or the older `FI_ORDER_WAW`, in `tx_attr.msg_order`):
+    /// a delivery-complete write posted after earlier writes then implies they
+    /// were placed too, so those need only transmit completion.
+    pub fn orders_writes(&self) -> bool {
+        self.info.msg_order() & (sys::FI_ORDER_RMA_WAW | sys::FI_ORDER_WAW as u64) != 0
+    }
+
+    /// Whether writes currently ask for `FI_DELIVERY_COMPLETE`.
+    pub fn delivery_complete(&self) -> bool {
+        self.write_flags != 0
     }
 
     /// A flag every wait checks: once it is set, waits end with

@@ -9,6 +9,9 @@
 //!   from the CQ poll and reports completion errors with the provider's message.
 //! - [`write`] — the `fabric-write` protocol (CONNECT, RandomFill, MT19937-64 pages,
 //!   immediate data on the final write, verification).
+//! - [`perf`] — the `fabric-bw` (windowed writes, final one with the count as
+//!   immediate data, slot check on the target) and `fabric-lat` (`fi_pingpong`-style
+//!   send/recv ping-pong) protocols.
 //! - [`error`] — [`FabricError`].
 //!
 //! All `unsafe` of the data path lives here and in `fabric-sys`.
@@ -30,6 +33,8 @@ pub mod endpoint;
 pub mod error;
 /// Provider discovery.
 pub mod info;
+/// The fabric-bw and fabric-lat protocols.
+pub mod perf;
 /// The fabric-write protocol.
 pub mod write;
 

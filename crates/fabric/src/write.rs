@@ -352,10 +352,11 @@ impl Client {
     }
 }
 
-/// The server side: generates pages into a local staging region and writes them.
+/// The server side: generates pages into two local staging regions in turn
+/// (one is generated while the other's writes are in flight) and writes them.
 #[derive(Debug)]
 pub struct Server {
-    staging: MrHandle,
+    staging: [MrHandle; 2],
     client: Option<(PeerAddr, Vec<RemoteMr>)>,
 }
 
@@ -371,10 +372,13 @@ pub struct ServeReport {
 }
 
 impl Server {
-    /// Registers a local staging region of `staging_size` bytes (at least one page).
+    /// Registers two local staging regions of `staging_size` bytes each (at least one page).
     pub fn new(ep: &mut Endpoint, staging_size: usize) -> Result<Server, WriteError> {
         Ok(Server {
-            staging: ep.register(staging_size, Access::Local)?,
+            staging: [
+                ep.register(staging_size, Access::Local)?,
+                ep.register(staging_size, Access::Local)?,
+            ],
             client: None,
         })
     }
@@ -418,47 +422,53 @@ impl Server {
             .ok_or_else(|| WriteError::Protocol("RandomFill before CONNECT".into()))?;
         check_pages(req, &mrs.iter().map(|m| m.size).collect::<Vec<_>>())?;
         let page_size = req.page_size as usize;
-        let per_batch = ep.mr_len(self.staging)? / page_size;
+        let per_batch = ep.mr_len(self.staging[0])? / page_size;
         if per_batch == 0 {
             return Err(WriteError::Protocol(format!(
                 "page size {page_size} exceeds the staging region"
             )));
         }
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
         let mut mt = Mt64::new(req.seed);
         let (last, rest) = req.pages.split_last().expect("check_pages rejects empty requests");
-        // Pages before the last: in batches that fit the staging region, each batch fully
-        // completed before the next is generated (and before the final write is posted).
-        for batch in rest.chunks(per_batch) {
-            let staging = ep.local_bytes_mut(self.staging)?;
-            for i in 0..batch.len() {
-                fill_page(&mut mt, &mut staging[i * page_size..(i + 1) * page_size]);
+        // Pages before the last, in batches that fit one staging region: batch k is
+        // generated into region k mod 2 once that region's previous writes (batch k-2)
+        // completed, so generation overlaps the other region's writes.
+        let mut in_flight: [Vec<OpId>; 2] = [Vec::new(), Vec::new()];
+        for (k, batch) in rest.chunks(per_batch).enumerate() {
+            let staging = self.staging[k % 2];
+            for op in in_flight[k % 2].drain(..) {
+                ep.wait_op(op, left())?;
             }
-            let ops = batch
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    let remote = &mrs[p.mr as usize];
-                    ep.write(
-                        peer,
-                        self.staging,
-                        i * page_size,
-                        page_size,
-                        remote,
-                        p.page as u64 * req.page_size,
-                        None,
-                    )
-                })
-                .collect::<Result<Vec<OpId>, _>>()?;
-            for op in ops {
-                ep.wait_op(op, timeout)?;
+            let bytes = ep.local_bytes_mut(staging)?;
+            for i in 0..batch.len() {
+                fill_page(&mut mt, &mut bytes[i * page_size..(i + 1) * page_size]);
+            }
+            for (i, p) in batch.iter().enumerate() {
+                let remote = &mrs[p.mr as usize];
+                let op = ep.write(
+                    peer,
+                    staging,
+                    i * page_size,
+                    page_size,
+                    remote,
+                    p.page as u64 * req.page_size,
+                    None,
+                )?;
+                in_flight[k % 2].push(op);
             }
         }
+        // The final write goes out only after every earlier one completed.
+        for op in in_flight.into_iter().flatten() {
+            ep.wait_op(op, left())?;
+        }
         let immediate = ep.mask_cq_data(req.context);
-        fill_page(&mut mt, &mut ep.local_bytes_mut(self.staging)?[..page_size]);
+        fill_page(&mut mt, &mut ep.local_bytes_mut(self.staging[0])?[..page_size]);
         let remote = &mrs[last.mr as usize];
         let op = ep.write(
             peer,
-            self.staging,
+            self.staging[0],
             0,
             page_size,
             remote,

@@ -13,6 +13,14 @@
 //! connection; both under `timeout` on the node and with `-F` (no CPU
 //! frequency check). perftest's "MB/sec" is MiB/s (2^20 bytes, checked from
 //! its message rate), the same unit as our `bw_avg_mib_s`.
+//!
+//! The libfabric pair runs `fi_pingpong` (libfabric-bin: untagged
+//! `fi_send`/`fi_recv` ping-pong on an RDM endpoint) against `fabric-lat`,
+//! which does the same, on the same provider (`tcp;ofi_rxm` on the data NIC,
+//! the provider every lab has). `fi_pingpong`'s only latency figure is
+//! "usec/xfer", the mean half round trip, so the pair compares means
+//! ([`Metric::LatAvgUs`]). libfabric-bin 1.17 has no RMA bandwidth tool, so
+//! `fabric-bw` has no reference pair.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -34,7 +42,7 @@ pub const BENCH_SCHEMA: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Suite {
-    /// write-bw, read-bw, write-lat, atomic-bw.
+    /// write-bw, read-bw, write-lat, atomic-bw, fabric-lat (against fi_pingpong).
     Quick,
     /// Quick plus send-bw, read-lat, send-lat.
     Full,
@@ -50,6 +58,8 @@ pub enum Metric {
     MsgRateMpps,
     /// Median latency, µs (perftest "t_typical"). Lower is better.
     LatTypicalUs,
+    /// Mean latency, µs (`fi_pingpong`'s "usec/xfer", a mean half round trip). Lower is better.
+    LatAvgUs,
 }
 
 impl Metric {
@@ -58,13 +68,13 @@ impl Metric {
         match self {
             Metric::BwAvgMibS => "MiB/s",
             Metric::MsgRateMpps => "Mpps",
-            Metric::LatTypicalUs => "us",
+            Metric::LatTypicalUs | Metric::LatAvgUs => "us",
         }
     }
 
     /// Whether a larger value is better.
     pub fn higher_is_better(self) -> bool {
-        self != Metric::LatTypicalUs
+        !matches!(self, Metric::LatTypicalUs | Metric::LatAvgUs)
     }
 }
 
@@ -85,6 +95,9 @@ pub struct PairSpec {
     pub metric: Metric,
     /// What issue 3 asks of ours / reference, on the median; None: no target.
     pub target: Option<f64>,
+    /// libfabric pairs: the provider both sides use (the reference is then
+    /// `fi_pingpong`, not perftest). None: a verbs pair.
+    pub provider: Option<&'static str>,
 }
 
 /// The pairs of a suite, sized for an emulated lab (a few MB/s, ms latency).
@@ -97,6 +110,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         depth: Some((128, 16)),
         metric: Metric::BwAvgMibS,
         target,
+        provider: None,
     };
     let lat = |workload, tool, size, target| PairSpec {
         workload,
@@ -106,6 +120,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         depth: None,
         metric: Metric::LatTypicalUs,
         target,
+        provider: None,
     };
     let mut pairs = vec![
         bw("write-bw", "ib_write_bw", Some(1.10)),
@@ -119,6 +134,17 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
             depth: Some((128, 16)),
             metric: Metric::MsgRateMpps,
             target: None,
+            provider: None,
+        },
+        PairSpec {
+            workload: "fabric-lat",
+            tool: "fi_pingpong",
+            size: 64,
+            iterations: 200,
+            depth: None,
+            metric: Metric::LatAvgUs,
+            target: None,
+            provider: Some("tcp;ofi_rxm"),
         },
     ];
     if s == Suite::Full {
@@ -444,8 +470,13 @@ pub enum BenchEvent<'a> {
     },
 }
 
-/// The RDMA device and GID index that carry `addr` as a RoCE v2 GID on `node`.
-async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<(String, u32, Ipv4Addr), BenchError> {
+/// Where a node's data address lives: (RDMA device, its RoCE v2 GID index, the
+/// address, the network interface).
+type DataPath = (String, u32, Ipv4Addr, String);
+
+/// The RDMA device and GID index that carry `addr` as a RoCE v2 GID on `node`,
+/// and the interface under that device (`fi_pingpong -d`: tcp's domains are interfaces).
+async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, BenchError> {
     let ns = lab.node_state(state, node)?.clone();
     let session = Arc::new(lab.connect(state, node).await?);
     let mut client = crate::agent::connect(session.clone(), ns.agent_port)
@@ -462,7 +493,7 @@ async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<(String, u3
         for port in &dev.ports {
             for gid in &port.gids {
                 if gid.gid_type == "RoCE v2" && gid.gid.parse::<std::net::Ipv6Addr>().ok() == Some(wanted) {
-                    return Ok((dev.name.clone(), gid.index, ns.data_addr));
+                    return Ok((dev.name.clone(), gid.index, ns.data_addr, dev.netdev.clone()));
                 }
             }
         }
@@ -502,10 +533,13 @@ async fn run_perftest(
     lab: &Lab,
     opts: &BenchOptions,
     spec: &PairSpec,
-    dev: &[(String, u32, Ipv4Addr); 2],
+    dev: &[DataPath; 2],
     port: u16,
     round: u32,
 ) -> Sample {
+    if spec.provider.is_some() {
+        return run_fi_pingpong(lab, opts, spec, dev, port, round).await;
+    }
     let mut sample = Sample {
         round,
         value: None,
@@ -563,9 +597,162 @@ async fn run_perftest(
         Metric::BwAvgMibS => c.bw_avg_mib_s,
         Metric::MsgRateMpps => c.msg_rate_mpps,
         Metric::LatTypicalUs => c.lat_typical_us,
+        Metric::LatAvgUs => c.lat_avg_us,
     };
     sample.peak_mib_s = c.bw_peak_mib_s;
     let moved = gib((c.bytes * c.iterations) as f64);
+    let cpu = |r: &PerftestResult| Some(r.cpu_user_s? + r.cpu_system_s?);
+    if moved > 0.0 {
+        sample.cpu_client_s_per_gib = cpu(&c).map(|x| x / moved);
+        sample.cpu_total_s_per_gib = cpu(&c).zip(cpu(&s)).map(|(a, b)| (a + b) / moved);
+    }
+    sample.perftest = Some([c, s]);
+    sample
+}
+
+/// The `fi_pingpong` command line on one side (`peer` only on the client):
+/// RDM endpoint, untagged messages, the data interface as tcp's domain.
+fn fi_pingpong_command(spec: &PairSpec, provider: &str, netdev: &str, port: u16, peer: Option<Ipv4Addr>) -> String {
+    let mut cmd = format!(
+        "fi_pingpong -p '{provider}' -e rdm -m msg -d {netdev} -I {} -S {}",
+        spec.iterations, spec.size
+    );
+    match peer {
+        Some(peer) => cmd.push_str(&format!(" -P {port} {peer}")),
+        None => cmd.push_str(&format!(" -B {port}")),
+    }
+    cmd
+}
+
+/// Parses one `fi_pingpong` side's output (with the shell's `times` appended):
+/// the row under "bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec".
+/// Sizes print with binary suffixes ("64k"), counts with decimal ones ("2k").
+pub fn parse_fi_pingpong(output: &str) -> Result<PerftestResult, String> {
+    let lines: Vec<&str> = output.lines().collect();
+    let header_at = lines
+        .iter()
+        .position(|l| l.starts_with("bytes") && l.contains("usec/xfer"))
+        .ok_or_else(|| {
+            format!(
+                "no result table (\"bytes ... usec/xfer\") in fi_pingpong output:\n{}",
+                last_lines(output, 12)
+            )
+        })?;
+    let row: Vec<&str> = lines
+        .get(header_at + 1)
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    let bad = || format!("fi_pingpong result row not understood: {:?}", lines.get(header_at + 1));
+    if row.len() < 8 {
+        return Err(bad());
+    }
+    let scaled = |s: &str, base: f64| -> Option<f64> {
+        let s = s.trim_start_matches('=');
+        let (num, mult) = match s.chars().last()? {
+            'k' => (&s[..s.len() - 1], base),
+            'm' => (&s[..s.len() - 1], base * base),
+            'g' => (&s[..s.len() - 1], base * base * base),
+            _ => (s, 1.0),
+        };
+        Some(num.parse::<f64>().ok()? * mult)
+    };
+    let mut r = PerftestResult {
+        bytes: scaled(row[0], 1024.0).ok_or_else(bad)? as u64,
+        iterations: scaled(row[1], 1000.0).ok_or_else(bad)? as u64,
+        lat_avg_us: Some(row[6].parse().map_err(|_| bad())?),
+        ..Default::default()
+    };
+    r.header.insert("tool".into(), "fi_pingpong".into());
+    for (k, v) in [("time", row[4]), ("MB/sec", row[5]), ("Mxfers/sec", row[7])] {
+        r.header.insert(k.into(), v.into());
+    }
+    let times: Vec<(f64, f64)> = lines[header_at + 2..]
+        .iter()
+        .filter_map(|l| {
+            let (u, s) = l.split_once(' ')?;
+            Some((parse_times_field(u.trim())?, parse_times_field(s.trim())?))
+        })
+        .collect();
+    if let Some(&(u, s)) = times.last() {
+        r.cpu_user_s = Some(u);
+        r.cpu_system_s = Some(s);
+    }
+    Ok(r)
+}
+
+/// One round of `fi_pingpong`: the server, then the client once the server's
+/// control port listens (`ss` on the server node; fi_pingpong prints nothing
+/// before its result without -v, and -v logs every byte).
+async fn run_fi_pingpong(
+    lab: &Lab,
+    opts: &BenchOptions,
+    spec: &PairSpec,
+    dev: &[DataPath; 2],
+    port: u16,
+    round: u32,
+) -> Sample {
+    let mut sample = Sample {
+        round,
+        value: None,
+        peak_mib_s: None,
+        cpu_client_s_per_gib: None,
+        cpu_total_s_per_gib: None,
+        verified: None,
+        run_id: None,
+        error: None,
+        perftest: None,
+    };
+    let provider = spec.provider.unwrap_or("tcp;ofi_rxm");
+    let timeout_s = opts.timeout.as_secs().max(10);
+    let server_cmd = wrapped(&fi_pingpong_command(spec, provider, &dev[0].3, port, None), timeout_s);
+    let client_cmd = wrapped(
+        &fi_pingpong_command(spec, provider, &dev[1].3, port, Some(dev[0].2)),
+        timeout_s,
+    );
+    let listening =
+        format!("for i in $(seq 100); do ss -Hltn 'sport = :{port}' | grep -q . && exit 0; sleep 0.2; done; exit 1");
+    let (mut server_out, mut client_out) = (Vec::new(), Vec::new());
+    let server = lab.exec(&opts.server, &server_cmd, |_, data| server_out.extend_from_slice(data));
+    let client = async {
+        match lab.exec(&opts.server, &listening, |_, _| {}).await {
+            Ok(0) => {}
+            Ok(_) => return Err(format!("fi_pingpong server: port {port} not listening after 20 s")),
+            Err(e) => return Err(format!("fi_pingpong server: {e}")),
+        }
+        lab.exec(&opts.client, &client_cmd, |_, data| client_out.extend_from_slice(data))
+            .await
+            .map_err(|e| format!("fi_pingpong client: {e}"))
+    };
+    let (server_rc, client_rc) = tokio::join!(server, client);
+    let server_text = String::from_utf8_lossy(&server_out).into_owned();
+    let client_text = String::from_utf8_lossy(&client_out).into_owned();
+    let outcome = match (client_rc, server_rc) {
+        (Err(e), _) => Err(e),
+        (Ok(0), Ok(0)) => Ok(()),
+        (Ok(code), _) if code != 0 => Err(format!(
+            "fi_pingpong client exited {code}:\n{}",
+            last_lines(&client_text, 8)
+        )),
+        (_, Ok(code)) => Err(format!(
+            "fi_pingpong server exited {code}:\n{}",
+            last_lines(&server_text, 8)
+        )),
+        (_, Err(e)) => Err(format!("fi_pingpong server: {e}")),
+    };
+    if let Err(e) = outcome {
+        sample.error = Some(e);
+        return sample;
+    }
+    let (c, s) = match (parse_fi_pingpong(&client_text), parse_fi_pingpong(&server_text)) {
+        (Ok(c), Ok(s)) => (c, s),
+        (Err(e), _) | (_, Err(e)) => {
+            sample.error = Some(e);
+            return sample;
+        }
+    };
+    sample.value = c.lat_avg_us;
+    // Both directions: iterations × size each way.
+    let moved = gib((2 * c.bytes * c.iterations) as f64);
     let cpu = |r: &PerftestResult| Some(r.cpu_user_s? + r.cpu_system_s?);
     if moved > 0.0 {
         sample.cpu_client_s_per_gib = cpu(&c).map(|x| x / moved);
@@ -583,10 +770,19 @@ async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -
         params.tx_depth = tx;
         params.cq_moderation = cq;
     }
-    let described = format!(
-        "{} size {} iterations {} tx_depth {} cq_moderation {} (rdma_cm, poll)",
-        spec.workload, params.size, params.iterations, params.tx_depth, params.cq_moderation
-    );
+    let described = match spec.provider {
+        Some(provider) => {
+            params.provider = provider.to_string();
+            format!(
+                "{} size {} iterations {} provider {provider}",
+                spec.workload, params.size, params.iterations
+            )
+        }
+        None => format!(
+            "{} size {} iterations {} tx_depth {} cq_moderation {} (rdma_cm, poll)",
+            spec.workload, params.size, params.iterations, params.tx_depth, params.cq_moderation
+        ),
+    };
     let run = RunOptions {
         params,
         server: opts.server.clone(),
@@ -616,6 +812,7 @@ fn fill_ours(sample: &mut Sample, spec: &PairSpec, r: &RunRecord) {
         Metric::BwAvgMibS => r.bw_avg_mib_s,
         Metric::MsgRateMpps => r.msg_rate_mpps,
         Metric::LatTypicalUs => r.lat_us.typical,
+        Metric::LatAvgUs => r.lat_us.avg,
     });
     if spec.metric == Metric::BwAvgMibS {
         sample.peak_mib_s = Some(r.bw_peak_mib_s);
@@ -724,7 +921,10 @@ pub async fn run_bench(
             });
             ours.push(s);
         }
-        let ref_cmd = perftest_command(&spec, &devs[1].0, devs[1].1, 0, Some(devs[0].2)).replace(" -p 0", "");
+        let ref_cmd = match spec.provider {
+            Some(provider) => fi_pingpong_command(&spec, provider, &devs[1].3, 0, Some(devs[0].2)).replace(" -P 0", ""),
+            None => perftest_command(&spec, &devs[1].0, devs[1].1, 0, Some(devs[0].2)).replace(" -p 0", ""),
+        };
         let reference = side_stats(spec.tool, ref_cmd, reference);
         let ours = side_stats(spec.workload, ours_cmd, ours);
         let (ratio, meets_target) = judge(&spec, &reference.stats, &ours.stats);
@@ -810,6 +1010,59 @@ mod tests {
     const READ_LAT: &str = include_str!("bench/fixtures/ib_read_lat.client.txt");
     const SEND_LAT: &str = include_str!("bench/fixtures/ib_send_lat.client.txt");
     const ATOMIC_LAT: &str = include_str!("bench/fixtures/ib_atomic_lat.client.txt");
+    // Real fi_pingpong output (libfabric-bin 1.17, tcp;ofi_rxm on the host's
+    // loopback, the bench's command line), with dash's `times` appended.
+    const PINGPONG: &str = include_str!("bench/fixtures/fi_pingpong.client.txt");
+    const PINGPONG_SERVER: &str = include_str!("bench/fixtures/fi_pingpong.server.txt");
+    const PINGPONG_64K: &str = include_str!("bench/fixtures/fi_pingpong.64k.client.txt");
+
+    #[test]
+    fn test_parses_fi_pingpong_row_and_times() {
+        let r = parse_fi_pingpong(PINGPONG).unwrap();
+        assert_eq!((r.bytes, r.iterations), (64, 200));
+        assert_eq!(r.lat_avg_us, Some(731.32));
+        assert_eq!(r.lat_typical_us, None);
+        assert_eq!(r.header.get("MB/sec").map(String::as_str), Some("0.09"));
+        assert_eq!(r.header.get("time").map(String::as_str), Some("0.29s"));
+        assert_eq!((r.cpu_user_s, r.cpu_system_s), (Some(0.09), Some(0.4)));
+        let s = parse_fi_pingpong(PINGPONG_SERVER).unwrap();
+        assert_eq!(s.lat_avg_us, Some(737.78));
+        assert_eq!(s.cpu_system_s, Some(0.32));
+        // Suffixed sizes and counts, no `times`.
+        let big = parse_fi_pingpong(PINGPONG_64K).unwrap();
+        assert_eq!((big.bytes, big.iterations), (65536, 2000));
+        assert_eq!(big.lat_avg_us, Some(273.86));
+        assert_eq!(big.cpu_user_s, None);
+        assert!(parse_fi_pingpong("fi_getinfo(): -61 (No data available)\n")
+            .unwrap_err()
+            .contains("no result table"));
+        let cut = "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n64 x\n";
+        assert!(parse_fi_pingpong(cut).unwrap_err().contains("not understood"));
+    }
+
+    #[test]
+    fn test_fabric_pair_runs_fi_pingpong_on_the_same_provider() {
+        let pairs = suite(Suite::Quick);
+        let pair = pairs
+            .iter()
+            .find(|p| p.workload == "fabric-lat")
+            .expect("the libfabric pair");
+        assert_eq!(
+            (pair.tool, pair.provider, pair.metric),
+            ("fi_pingpong", Some("tcp;ofi_rxm"), Metric::LatAvgUs)
+        );
+        assert!(!pair.metric.higher_is_better() && pair.metric.unit() == "us");
+        let cmd = fi_pingpong_command(pair, "tcp;ofi_rxm", "eth1", 47600, Some(Ipv4Addr::new(10, 77, 0, 1)));
+        assert_eq!(
+            cmd,
+            "fi_pingpong -p 'tcp;ofi_rxm' -e rdm -m msg -d eth1 -I 200 -S 64 -P 47600 10.77.0.1"
+        );
+        assert!(fi_pingpong_command(pair, "tcp;ofi_rxm", "eth1", 47600, None).ends_with(" -B 47600"));
+        assert!(pairs
+            .iter()
+            .filter(|p| p.provider.is_none())
+            .all(|p| p.tool.starts_with("ib_")));
+    }
 
     #[test]
     fn test_parses_write_bw_table_header_and_times() {
@@ -895,7 +1148,8 @@ mod tests {
         let lat = pairs.iter().find(|p| p.workload == "write-lat").unwrap();
         let (r, ok) = judge(lat, &Stats::of([Some(100.0)]), &Stats::of([Some(120.0)]));
         assert_eq!((r, ok), (Some(1.2), Some(false)));
-        assert_eq!(suite(Suite::Full).len(), 7);
+        // Quick's five (with the fi_pingpong pair) plus three.
+        assert_eq!(suite(Suite::Full).len(), 8);
     }
 
     #[test]

@@ -185,6 +185,7 @@ impl Lab {
             .preflight(&self.spec, &self.nodes)
             .await
             .map_err(|e| discard(e.into()))?;
+        provider.check_agent(&agent).map_err(|e| discard(e.into()))?;
         match self.create(provider.as_ref(), opts, &agent, reporter).await {
             Ok(()) => Ok(UpOutcome::Created),
             Err(e) if opts.keep_on_failure => {

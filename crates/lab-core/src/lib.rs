@@ -8,17 +8,19 @@
 //! - [`model`]: labs.yaml types, defaults and validation with file:line:column errors.
 //! - [`state`]: the lab's state directory, atomic writes, the per-lab lock.
 //! - [`image`]: the node image recipe and its cache.
-//! - [`provider`]: the `Provider` trait and its implementations (`qemu`).
+//! - [`provider`]: the `Provider` trait and its implementations (`qemu`, `multipass`).
 //! - [`ssh`]: russh sessions with pinned host keys, exec, SFTP, direct-tcpip.
 //! - [`provision`]: rxe setup and agent deployment on a node.
 //! - [`agent`]: the gRPC client to a node's rdma-agent, tunnelled over SSH.
 //! - [`lab`]: `up`, `status`, `exec`, `down`.
 //! - [`run`]: `run`: one workload across two nodes, its record and where it is saved.
+//! - [`ci`]: `ci`: a suite of runs on a lab brought up and torn down for it, JUnit and JSON reports.
 //! - [`progress`]: how long steps report progress.
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod bench;
+pub mod ci;
 
 /// The agent contract, re-exported for the binary.
 pub use agent_proto;

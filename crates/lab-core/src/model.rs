@@ -287,6 +287,12 @@ pub struct LabSpec {
     /// in EC2. See docs/providers/aws.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws: Option<AwsSpec>,
+    /// provider multipass only: the Ubuntu image and disk of every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multipass: Option<MultipassSpec>,
+    /// The suite `labctl ci` runs on this lab (unless given `--suite FILE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<crate::ci::Suite>,
 }
 
 /// The `aws:` block of a lab (provider aws).
@@ -329,6 +335,43 @@ pub struct AwsSpec {
 
 fn default_aws_ssh_user() -> String {
     "ubuntu".to_string()
+}
+
+
+/// Settings of `provider: multipass`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MultipassSpec {
+    /// The image `multipass launch` boots, as `multipass find` names it
+    /// (`24.04`, `22.04`, `noble`, ...). Default: 24.04.
+    #[serde(default = "default_multipass_image", deserialize_with = "de_multipass_image")]
+    #[schemars(length(min = 1), example = &"24.04")]
+    pub image: String,
+    /// Disk of every node, 4GiB to 64GiB. Default: 10GiB.
+    #[serde(default = "default_multipass_disk", deserialize_with = "de_multipass_disk")]
+    pub disk: MemorySize,
+}
+
+impl Default for MultipassSpec {
+    fn default() -> Self {
+        MultipassSpec {
+            image: default_multipass_image(),
+            disk: default_multipass_disk(),
+        }
+    }
+}
+
+/// The Multipass image when labs.yaml names none: the current Ubuntu LTS.
+pub const DEFAULT_MULTIPASS_IMAGE: &str = "24.04";
+/// Allowed disk of a Multipass node, in MiB.
+pub const MULTIPASS_DISK_MIB_RANGE: std::ops::RangeInclusive<u64> = 4 * 1024..=64 * 1024;
+
+fn default_multipass_image() -> String {
+    DEFAULT_MULTIPASS_IMAGE.to_string()
+}
+
+fn default_multipass_disk() -> MemorySize {
+    MemorySize::from_mib(10 * 1024)
 }
 
 /// Per-lab defaults for nodes.
@@ -482,7 +525,7 @@ macro_rules! yaml_enum {
 yaml_enum! {
     /// Where a lab's machines run (`provider:`).
     pub enum ProviderKind ("provider") {
-        /// Local QEMU VMs (the default; the only one implemented so far).
+        /// Local QEMU VMs (the default).
         Qemu = "qemu",
         /// Canonical Multipass VMs.
         Multipass = "multipass",
@@ -1044,6 +1087,87 @@ fn de_image<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
     })
 }
 
+fn de_multipass_image<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    scalar(d, |v| match v {
+        Scalar::Null => Ok(default_multipass_image()),
+        Scalar::Str(s) if s.trim().is_empty() || s.contains(char::is_whitespace) => Err(Problem::new(
+            format!("`{s}` is not a Multipass image name"),
+            format!("name an image as `multipass find` lists it, like {DEFAULT_MULTIPASS_IMAGE}, or leave image out"),
+        )),
+        Scalar::Str(s) => Ok(s.into_owned()),
+        Scalar::Float(x) => Err(Problem::new(
+            format!("the image {x} was read as a number"),
+            format!("quote it: image: \"{x}\""),
+        )),
+        other => Err(Problem::new(
+            format!("image must be a name, found {}", other.describe()),
+            format!("write an image like \"{DEFAULT_MULTIPASS_IMAGE}\", or leave image out"),
+        )),
+    })
+}
+
+fn de_multipass_disk<'de, D: Deserializer<'de>>(d: D) -> Result<MemorySize, D::Error> {
+    scalar(d, |v| {
+        let (lo, hi) = (*MULTIPASS_DISK_MIB_RANGE.start(), *MULTIPASS_DISK_MIB_RANGE.end());
+        let fix = "write a size between 4GiB and 64GiB, like 10GiB";
+        let text = match v {
+            Scalar::Null => return Ok(default_multipass_disk()),
+            Scalar::Str(s) => s.into_owned(),
+            Scalar::Int(n) => n.to_string(),
+            other => {
+                return Err(Problem::new(
+                    format!("disk must be a size like 10GiB, found {}", other.describe()),
+                    fix,
+                ))
+            }
+        };
+        let size = parse_size_mib(&text).ok_or_else(|| Problem::new(format!("`{text}` is not a disk size"), fix))?;
+        if !(lo..=hi).contains(&size) {
+            return Err(Problem::new(format!("disk {text} is out of range (4GiB..=64GiB)"), fix));
+        }
+        Ok(MemorySize::from_mib(size))
+    })
+}
+
+/// A whole number of MiB from `10GiB`, `10G`, `10240M` or `10240`.
+fn parse_size_mib(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "m" | "mb" | "mib" => Some(n),
+        "g" | "gb" | "gib" => n.checked_mul(1024),
+        _ => None,
+    }
+}
+
+/// A workload name (suite entries, `ci:`), checked while the parser points at it.
+pub(crate) fn de_workload<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    use crate::run::WORKLOADS;
+    scalar(d, |v| match v {
+        Scalar::Str(s) if WORKLOADS.contains(&s.as_ref()) => Ok(s.into_owned()),
+        Scalar::Str(s) => {
+            let hint = did_you_mean(&s, WORKLOADS)
+                .map(|m| format!("write `{m}`"))
+                .unwrap_or_else(|| format!("use one of: {}", WORKLOADS.join(", ")));
+            Err(Problem::new(format!("unknown workload `{s}`"), hint))
+        }
+        other => Err(Problem::new(
+            format!("workload must be a workload's name, found {}", other.describe()),
+            format!("use one of: {}", WORKLOADS.join(", ")),
+        )),
+    })
+}
+
+/// Splits a serde message carrying one of our problems into (field path,
+/// message, fix); `None` for serde's own messages.
+pub(crate) fn unframe(raw: &str) -> Option<(String, String, String)> {
+    let (s, m, e) = (raw.find(FRAME_START)?, raw.find(FRAME_SPLIT)?, raw.find(FRAME_END)?);
+    let field = raw[..s].trim_end_matches(": ").trim_end_matches('.').to_string();
+    Some((field, raw[s + 1..m].to_string(), raw[m + 1..e].to_string()))
+}
+
 /// A whole number in `range`, for `field`.
 fn int_in<T>(field: &str, v: Scalar<'_>, range: std::ops::RangeInclusive<T>, fix: &str) -> Result<Option<T>, Problem>
 where
@@ -1336,6 +1460,8 @@ const LAB_FIELDS: &[&str] = &[
     "defaults",
     "nodes",
     "aws",
+    "multipass",
+    "ci",
 ];
 const AWS_FIELDS: &[&str] = &[
     "region",
@@ -1907,6 +2033,43 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
     }
     if let Some(issue) = check_aws(i, lab) {
         return Some(issue);
+    }
+    if lab.multipass.is_some() && lab.provider != ProviderKind::Multipass {
+        return Some(Issue::at(
+            lab_field(i, "multipass"),
+            Aim::Key,
+            format!(
+                "`multipass:` applies to provider multipass only; this lab uses provider {}",
+                lab.provider
+            ),
+            "remove the multipass section, or set provider: multipass",
+        ));
+    }
+    if lab.provider == ProviderKind::Multipass {
+        if lab.image != DEFAULT_IMAGE {
+            return Some(Issue::at(
+                lab_field(i, "image"),
+                Aim::Value,
+                "with provider multipass the image is set under `multipass:`",
+                format!(
+                    "remove the image line and write `multipass: {{image: \"{}\"}}`",
+                    lab.image
+                ),
+            ));
+        }
+        for (j, node) in lab.nodes.iter().enumerate() {
+            let field = match (node.data_addr, node.ssh_port) {
+                (Some(_), _) => "data_addr",
+                (None, Some(_)) => "ssh_port",
+                (None, None) => continue,
+            };
+            return Some(Issue::at(
+                node_field(i, j, field),
+                Aim::Value,
+                format!("{field} does not apply to provider multipass: Multipass gives each node its address, and SSH goes to port 22 there"),
+                format!("remove the {field} line"),
+            ));
+        }
     }
     if lab.provider == ProviderKind::Qemu && !QEMU_IMAGES.contains(&lab.image.as_str()) {
         let hint = did_you_mean(&lab.image, QEMU_IMAGES)

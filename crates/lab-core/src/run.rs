@@ -40,6 +40,8 @@ pub const WORKLOADS: &[&str] = &[
     "send-lat",
     "atomic-lat",
     "fabric-write",
+    "fabric-bw",
+    "fabric-lat",
 ];
 
 /// Whether a workload runs over libfabric (`fabric-*`: no QP, no rdma_cm; the
@@ -50,7 +52,8 @@ pub fn is_fabric(workload: &str) -> bool {
 
 /// The libfabric provider that goes with a lab's fabric when `--provider` is
 /// not given: rxe → `verbs;ofi_rxd` (the verbs RDM provider that works over
-/// rxe; `verbs;ofi_rxm` fails at `fi_enable` there), none → `tcp;ofi_rxm`,
+/// rxe with libfabric's defaults; `verbs;ofi_rxm` works there too because the
+/// agent bounds `FI_UNIVERSE_SIZE` on soft RoCE), none → `tcp;ofi_rxm`,
 /// efa → `efa`.
 pub fn default_provider(fabric: crate::model::Fabric) -> &'static str {
     match fabric {
@@ -67,7 +70,7 @@ pub enum RunError {
     #[error(transparent)]
     Lab(#[from] LabError),
     /// An agent refused or failed.
-    #[error("node `{node}` ({role}): {:?}: {}", status.code(), status.message())]
+    #[error("node `{node}` ({role}): {:?}: {}{hint}", status.code(), status.message())]
     Agent {
         /// The node.
         node: String,
@@ -75,6 +78,9 @@ pub enum RunError {
         role: &'static str,
         /// What the agent said.
         status: Box<tonic::Status>,
+        /// What it means for the lab, where the controller can tell (starts
+        /// with a newline; empty otherwise).
+        hint: String,
     },
     /// The run did not finish in time.
     #[error("node `{node}` ({role}): no result within {waited_s} s; the run was aborted")]
@@ -105,20 +111,33 @@ impl From<AgentError> for RunError {
 
 /// The parameters a workload runs with when the command line says nothing.
 /// Sized for emulated labs (a few MB/s): seconds, not minutes.
+///
+/// The verbs bandwidth workloads wait for completions on a completion channel
+/// by default: their client only waits when its send queue is full, and then
+/// sleeping gives the CPU to the RNIC's work (on rxe, the kernel's), where a
+/// busy poll competes with it. Measured on the lab: write-bw ~1.5x ib_write_bw,
+/// which busy-polls and cannot do otherwise (perftest refuses `-e` for WRITE).
+/// Latency loops keep polling: there, a sleep would be the latency.
 pub fn default_params(workload: &str) -> WorkloadParams {
     let (size, iterations) = match workload {
         "write-read" | "read" | "send-recv" | "write-imm" => (4096, 16),
         "atomic" => (8, 64),
         "atomic-bw" => (8, 500),
-        "write-bw" | "read-bw" | "send-bw" => (65536, 200),
+        "write-bw" | "read-bw" | "send-bw" | "fabric-bw" => (65536, 200),
         // 64 pages of 64 KiB scattered over the client's two 16 MiB MRs: 4 MiB,
         // under a second at the emulated lab's ~7 MB/s.
         "fabric-write" => (65536, 64),
         w if w.ends_with("-lat") => (2, 200),
         _ => (4096, 16),
     };
+    let bandwidth = matches!(workload, "write-bw" | "read-bw" | "send-bw" | "atomic-bw");
     WorkloadParams {
         workload: workload.to_string(),
+        completion: if bandwidth {
+            CompletionMode::Event as i32
+        } else {
+            CompletionMode::Poll as i32
+        },
         size,
         iterations,
         tx_depth: 0,
@@ -182,12 +201,15 @@ pub struct ParamsRecord {
     pub batches: u32,
     /// Negative test: a corrupted rkey.
     pub corrupt_rkey: bool,
+    /// Negative test: the capability the client used instead of the server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capability_override: Option<String>,
     /// fabric-* workloads: the libfabric provider (null for the verbs workloads).
     pub provider: Option<String>,
 }
 
 impl ParamsRecord {
-    fn from(p: &WorkloadParams) -> ParamsRecord {
+    pub(crate) fn from(p: &WorkloadParams) -> ParamsRecord {
         ParamsRecord {
             size: p.size,
             iterations: p.iterations,
@@ -209,6 +231,7 @@ impl ParamsRecord {
             ping_pong: p.ping_pong,
             batches: p.batches,
             corrupt_rkey: p.corrupt_rkey,
+            capability_override: (!p.capability_override.is_empty()).then(|| p.capability_override.clone()),
             provider: is_fabric(&p.workload).then(|| p.provider.clone()),
         }
     }
@@ -422,6 +445,74 @@ fn node_record(name: &str, info: NodeInfoReply) -> NodeRecord {
     }
 }
 
+/// A retry-exceeded completion means the peer stopped acknowledging: on a
+/// lab that is the data link (cut, lossy, or the peer gone). The agent knows
+/// only its QP; the controller knows both ends, so it names the link.
+fn explain_link_failure(e: RunError, server: &NodeState, client: &NodeState) -> RunError {
+    match e {
+        RunError::Agent {
+            node,
+            role,
+            status,
+            hint,
+        } if hint.is_empty()
+            && (status.message().contains("IBV_WC_RETRY_EXC_ERR")
+                || status.message().contains("resolve route timed out")) =>
+        {
+            let what = if status.message().contains("IBV_WC_RETRY_EXC_ERR") {
+                "stopped delivering: every retransmission went unacknowledged"
+            } else {
+                "does not deliver: the peer's address did not resolve (no ARP reply)"
+            };
+            let end = |n: &NodeState| {
+                format!(
+                    "`{}` {} ({} on {})",
+                    n.name,
+                    n.data_addr,
+                    n.rdma_device.as_deref().unwrap_or("rdma device"),
+                    n.data_netdev.as_deref().unwrap_or("data NIC")
+                )
+            };
+            let hint = format!(
+                "\n  the RDMA link {} <-> {} {what}.\n  \
+                 check it: labctl exec {} -- ping -c 3 {}  (and `tc qdisc show` for a leftover impairment)",
+                end(client),
+                end(server),
+                client.name,
+                server.data_addr
+            );
+            RunError::Agent {
+                node,
+                role,
+                status,
+                hint,
+            }
+        }
+        other => other,
+    }
+}
+
+/// atomic-bw: only the two sides together know the expected value. The
+/// server reads its word back; it must equal the fetch-and-adds (each adds 1)
+/// the client saw complete, over all QPs.
+fn check_atomic_count(server: &mut SideResult, client: &SideResult) {
+    if !server.checked || !server.verified {
+        return;
+    }
+    if server.atomic_final == client.ops {
+        server.verify_detail = format!(
+            "remote word is {}, the client's completed fetch-and-adds",
+            server.atomic_final
+        );
+    } else {
+        server.verified = false;
+        server.verify_detail = format!(
+            "remote word is {}, but the client completed {} fetch-and-adds",
+            server.atomic_final, client.ops
+        );
+    }
+}
+
 /// Overall verdict: every side that checked passed, and somebody checked.
 pub fn overall_verified(server: &SideResult, client: &SideResult) -> bool {
     (server.checked || client.checked) && (!server.checked || server.verified) && (!client.checked || client.verified)
@@ -439,6 +530,7 @@ impl Peer {
             node: self.node.name.clone(),
             role: self.role,
             status: Box::new(status),
+            hint: String::new(),
         }
     }
 }
@@ -508,7 +600,7 @@ pub async fn run_workload(
         &mut on_progress,
     )
     .await;
-    let (server_side, client_side) = match result {
+    let (mut server_side, client_side) = match result {
         Ok(sides) => sides,
         Err(e) => {
             // Free both sides' resources; each agent also times out on its own.
@@ -519,10 +611,13 @@ pub async fn run_workload(
                 };
                 let _ = tokio::time::timeout(Duration::from_secs(5), peer.client.abort(abort)).await;
             }
-            return Err(e);
+            return Err(explain_link_failure(e, &server.node, &client.node));
         }
     };
 
+    if params.workload == "atomic-bw" {
+        check_atomic_count(&mut server_side, &client_side);
+    }
     let headline = &client_side;
     let bw = headline.bw.unwrap_or_default();
     let moved = client_side.bytes.max(server_side.bytes);
@@ -680,6 +775,22 @@ mod tests {
             verified,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn test_atomic_bw_word_must_match_the_clients_count() {
+        let client = SideResult {
+            ops: 120,
+            ..Default::default()
+        };
+        let mut server = side(true, true);
+        server.atomic_final = 120;
+        check_atomic_count(&mut server, &client);
+        assert!(server.verified, "{}", server.verify_detail);
+        server.atomic_final = 119;
+        check_atomic_count(&mut server, &client);
+        assert!(!server.verified);
+        assert!(server.verify_detail.contains("119") && server.verify_detail.contains("120"));
     }
 
     #[test]

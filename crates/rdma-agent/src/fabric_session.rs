@@ -7,7 +7,7 @@
 //!
 //! `fabric-write` (the protocol is [`fabric::write`]):
 //! - Prepare (server): opens `params.provider` bound to `bind_addr`, registers
-//!   a staging MR, and returns its fabric address; the thread then waits for
+//!   two staging MRs, and returns its fabric address; the thread then waits for
 //!   the client's CONNECT (inserting the client into its AV), serves one
 //!   RandomFill and finishes with its [`SideResult`] (what Collect returns).
 //! - Run (client): opens the provider bound to its `bind_addr`, registers two
@@ -16,6 +16,14 @@
 //!   seeded by `params.seed`), waits for the final write's immediate, verifies
 //!   every page and reports.
 //!
+//! `fabric-bw` and `fabric-lat` (the protocols are [`fabric::perf`]) have the
+//! same metrics and JSON shape as `write-bw` and `send-lat`: sizes from
+//! `params.size` or the all-sizes sweep, `iterations` or `duration_s` per size,
+//! `tx_depth` writes outstanding (bw), bandwidth and latency through
+//! [`crate::metrics`]. Their server checks the bytes (bw: every target slot
+//! against the seed's stream; lat: every ping) and the lat client checks every
+//! echo.
+//!
 //! Abort sets the session's cancel flag, which the endpoint's waits check on
 //! every CQ poll; every wait is also bounded by the session deadline.
 
@@ -23,23 +31,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{CmMode, Endpoint, FabricEndpoint, Progress, Role, SideResult, WorkloadParams};
+use agent_proto::v1::{CmMode, Endpoint, FabricEndpoint, Progress, Role, SideResult, SizePoint, WorkloadParams};
+use fabric::endpoint::MSG_SLOT_SIZE;
+use fabric::perf::{BwClient, BwServer, LatClient, LatServer, Stop, TARGET_MAX};
 use fabric::write::{scatter_pages, Client, RandomFill, Server, WriteError, MR_COUNT, MR_SIZE};
 use fabric::{FabricError, Hints};
 use tokio::sync::oneshot;
 
 use crate::cpu::CpuTimes;
+use crate::metrics::{bandwidth, latency, PeakTracker};
 use crate::session::{ProgressSink, SessionError, SessionHandle, SessionSpec};
 use crate::validate::ValidationError;
 
 /// The libfabric workloads (dispatched here instead of the verbs registry).
-pub const WORKLOADS: &[&str] = &["fabric-write"];
+pub const WORKLOADS: &[&str] = &["fabric-write", "fabric-bw", "fabric-lat"];
 
 /// The provider when `params.provider` is empty.
 pub const DEFAULT_PROVIDER: &str = "tcp;ofi_rxm";
 
-/// Largest staging MR the server generates pages into (one batch of writes).
-const STAGING_MAX: usize = 4 << 20;
+/// Largest of the server's two staging MRs (one batch of writes each: one is
+/// generated while the other's writes are in flight).
+const STAGING_MAX: usize = 2 << 20;
 
 /// Whether `workload` is one of ours.
 pub fn is_fabric(workload: &str) -> bool {
@@ -55,9 +67,82 @@ pub fn provider(params: &WorkloadParams) -> &str {
     }
 }
 
+/// Iterations per size when neither iterations nor duration is given (as the verbs workloads).
+const DEFAULT_ITERATIONS: u64 = 1000;
+/// Outstanding writes when `tx_depth` is 0 (as the verbs workloads).
+const DEFAULT_TX_DEPTH: u32 = 128;
+
+/// The workloads' own limits on top of [`crate::validate`]'s: fabric-write's
+/// pages fit its MRs; a fabric-bw write fits the server's 16 MiB target; a
+/// fabric-lat ping fits one message slot.
+pub fn validate(params: &WorkloadParams) -> Result<(), ValidationError> {
+    match params.workload.as_str() {
+        "fabric-bw" => check_largest(
+            params,
+            TARGET_MAX as u64,
+            "1 ..= 16777216 (fabric-bw: one write fits the server's 16 MiB target)",
+        ),
+        "fabric-lat" => check_largest(
+            params,
+            MSG_SLOT_SIZE as u64,
+            "1 ..= 8192 (fabric-lat: a ping is one message of at most 8 KiB)",
+        ),
+        _ => validate_write(params),
+    }
+}
+
+/// `size` against `limit` (a sweep instead stops at the limit, see [`sizes`]).
+fn check_largest(params: &WorkloadParams, limit: u64, range: &'static str) -> Result<(), ValidationError> {
+    if !params.all_sizes && (params.size == 0 || params.size > limit) {
+        return Err(ValidationError::FieldOutOfRange {
+            field: "size",
+            value: params.size as i64,
+            range,
+        });
+    }
+    Ok(())
+}
+
+/// The sizes of a fabric-bw or fabric-lat run: `size`, or 2 B .. max_size in
+/// powers of two, stopping at the workload's limit (16 MiB writes, 8 KiB pings:
+/// labctl always sends a max_size, 8 MiB unless told otherwise).
+fn sizes(params: &WorkloadParams) -> Vec<usize> {
+    if !params.all_sizes {
+        return vec![params.size.max(1) as usize];
+    }
+    let limit = if params.workload == "fabric-lat" {
+        MSG_SLOT_SIZE as u64
+    } else {
+        TARGET_MAX as u64
+    };
+    let max = crate::validate::effective_max_size(params).min(limit);
+    std::iter::successors(Some(2u64), |s| Some(s * 2))
+        .take_while(|&s| s <= max)
+        .map(|s| s as usize)
+        .collect()
+}
+
+fn stop(params: &WorkloadParams) -> Stop {
+    if params.iterations > 0 {
+        Stop::Count(params.iterations)
+    } else if params.duration_s > 0.0 {
+        Stop::After(Duration::from_secs_f64(params.duration_s))
+    } else {
+        Stop::Count(DEFAULT_ITERATIONS)
+    }
+}
+
+fn tx_depth(params: &WorkloadParams) -> usize {
+    (if params.tx_depth == 0 {
+        DEFAULT_TX_DEPTH
+    } else {
+        params.tx_depth
+    }) as usize
+}
+
 /// fabric-write's own limits: a page fits one MR, the pages fit both MRs,
 /// and the run is counted in pages (no duration-based runs).
-pub fn validate(params: &WorkloadParams) -> Result<(), ValidationError> {
+fn validate_write(params: &WorkloadParams) -> Result<(), ValidationError> {
     if params.size == 0 || params.size > MR_SIZE as u64 {
         return Err(ValidationError::FieldOutOfRange {
             field: "size",
@@ -142,13 +227,39 @@ pub fn spawn(
                 None => serve(&spec, &cancel, deadline, &mut endpoint_tx),
                 Some((peer, sink)) => {
                     endpoint_tx = None;
-                    client(&spec, &cancel, deadline, &peer, sink)
+                    match spec.params.workload.as_str() {
+                        "fabric-bw" => client_bw(&spec, &cancel, deadline, &peer, sink),
+                        "fabric-lat" => client_lat(&spec, &cancel, deadline, &peer, sink),
+                        _ => client(&spec, &cancel, deadline, &peer, sink),
+                    }
                 }
             };
             crate::session::finish_side(outcome, endpoint_tx, result_tx);
         })
         .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
     Ok((handle, endpoint_rx))
+}
+
+/// The `FI_UNIVERSE_SIZE` the agent sets on a node with a software RoCE device
+/// when the user set none. `verbs;ofi_rxm` sizes its message CQ for the whole
+/// universe (libfabric's default is 256 peers), beyond the CQ depth rxe
+/// allows, so `fi_enable` fails with -22 (measured on the lab's rxe); a
+/// session talks to one peer, and 16 leaves headroom.
+pub const SOFT_ROCE_UNIVERSE_SIZE: &str = "16";
+
+/// What to set `FI_UNIVERSE_SIZE` to at agent startup: [`SOFT_ROCE_UNIVERSE_SIZE`]
+/// when it is unset (`current`) and `sysfs` (`/sys/class/infiniband`) holds a
+/// software RDMA device (rxe or siw: they have a `parent` netdev attribute);
+/// None otherwise (a user's value always wins; hardware needs no bound).
+pub fn universe_size_default(current: Option<&str>, sysfs: &std::path::Path) -> Option<&'static str> {
+    if current.is_some() {
+        return None;
+    }
+    let soft = std::fs::read_dir(sysfs)
+        .ok()?
+        .flatten()
+        .any(|d| d.file_name().to_string_lossy().starts_with("rxe") || d.path().join("parent").exists());
+    soft.then_some(SOFT_ROCE_UNIVERSE_SIZE)
 }
 
 /// Opens the session's provider bound to this node's data address.
@@ -196,17 +307,12 @@ fn base_facts(ep: &fabric::Endpoint) -> Vec<(String, String)> {
     facts
 }
 
-fn serve(
+/// Hands the server's fabric endpoint to Prepare: the server now listens.
+fn announce(
     spec: &SessionSpec,
-    cancel: &Arc<AtomicBool>,
-    deadline: Instant,
+    ep: &fabric::Endpoint,
     endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
-) -> Result<SideResult, SessionError> {
-    let mut ep = open(spec, cancel)?;
-    let page = spec.params.size as usize;
-    let total = page * spec.params.iterations as usize;
-    let staging = total.min(STAGING_MAX).max(page);
-    let mut server = Server::new(&mut ep, staging)?;
+) -> Result<(), SessionError> {
     let address = ep.address()?;
     tracing::info!(address = %ep.address_string(&address), provider = ep.provider(), "fabric endpoint ready");
     if let Some(tx) = endpoint_tx.take() {
@@ -222,6 +328,26 @@ fn serve(
             },
         )));
     }
+    Ok(())
+}
+
+fn serve(
+    spec: &SessionSpec,
+    cancel: &Arc<AtomicBool>,
+    deadline: Instant,
+    endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
+) -> Result<SideResult, SessionError> {
+    let mut ep = open(spec, cancel)?;
+    match spec.params.workload.as_str() {
+        "fabric-bw" => return serve_bw(spec, &mut ep, deadline, endpoint_tx),
+        "fabric-lat" => return serve_lat(spec, &mut ep, deadline, endpoint_tx),
+        _ => {}
+    }
+    let page = spec.params.size as usize;
+    // Half the pages per region, so that even a small request uses both.
+    let staging = ((spec.params.iterations as usize).div_ceil(2) * page).min(STAGING_MAX.max(page));
+    let mut server = Server::new(&mut ep, staging)?;
+    announce(spec, &ep, endpoint_tx)?;
     let connect = server.accept(&mut ep, left(deadline))?;
     tracing::info!(client = %ep.address_string(&connect.address), mrs = connect.mrs.len(), "CONNECT");
     let start = Instant::now();
@@ -371,6 +497,292 @@ fn client(
     Ok(result)
 }
 
+fn cpu_usage(cpu: &CpuTimes) -> Option<agent_proto::v1::CpuUsage> {
+    Some(agent_proto::v1::CpuUsage {
+        user_s: cpu.user_s,
+        system_s: cpu.system_s,
+    })
+}
+
+/// A server's result for the sizes it served: ops and bytes it saw, the first problem if any.
+fn served_result(
+    ep: &fabric::Endpoint,
+    ops: u64,
+    bytes: u64,
+    elapsed: Duration,
+    cpu: &CpuTimes,
+    problems: &[String],
+    ok_detail: String,
+) -> SideResult {
+    let mut result = SideResult {
+        role: Role::Server as i32,
+        bytes,
+        ops,
+        elapsed_s: elapsed.as_secs_f64(),
+        cpu: cpu_usage(cpu),
+        facts: base_facts(ep).into_iter().collect(),
+        ..Default::default()
+    };
+    crate::workload::verdict(
+        &mut result,
+        if problems.is_empty() {
+            Ok(ok_detail)
+        } else {
+            Err(problems.join("; "))
+        },
+    );
+    result
+}
+
+/// fabric-bw server: the target of the client's writes; checks every size's slots.
+fn serve_bw(
+    spec: &SessionSpec,
+    ep: &mut fabric::Endpoint,
+    deadline: Instant,
+    endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
+) -> Result<SideResult, SessionError> {
+    let sizes = sizes(&spec.params);
+    let max = *sizes.iter().max().expect("at least one size");
+    announce(spec, ep, endpoint_tx)?;
+    let mut server = BwServer::accept(ep, max, tx_depth(&spec.params), spec.params.seed, left(deadline))?;
+    let (start, cpu_start) = (Instant::now(), CpuTimes::thread_now());
+    let (mut writes, mut bytes, mut problems) = (0u64, 0u64, Vec::new());
+    for (i, &size) in sizes.iter().enumerate() {
+        let served = server.serve_size(ep, i as u32, size, left(deadline))?;
+        writes += served.writes;
+        bytes += served.writes * size as u64;
+        if let Err(m) = served.verdict {
+            problems.push(m);
+        }
+    }
+    let cpu = CpuTimes::thread_now().since(&cpu_start);
+    let mut result = served_result(
+        ep,
+        writes,
+        bytes,
+        start.elapsed(),
+        &cpu,
+        &problems,
+        format!(
+            "every slot of the target held the MT19937-64 stream of seed {} after each of {} size(s)",
+            spec.params.seed,
+            sizes.len()
+        ),
+    );
+    result
+        .facts
+        .insert("tx_depth".into(), tx_depth(&spec.params).to_string());
+    Ok(result)
+}
+
+/// fabric-lat server: echoes every ping and checks it.
+fn serve_lat(
+    spec: &SessionSpec,
+    ep: &mut fabric::Endpoint,
+    deadline: Instant,
+    endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
+) -> Result<SideResult, SessionError> {
+    let sizes = sizes(&spec.params);
+    let max = *sizes.iter().max().expect("at least one size");
+    announce(spec, ep, endpoint_tx)?;
+    let mut server = LatServer::accept(ep, max, spec.params.seed, left(deadline))?;
+    let (start, cpu_start) = (Instant::now(), CpuTimes::thread_now());
+    let (mut pings, mut bytes, mut problems) = (0u64, 0u64, Vec::new());
+    for (i, &size) in sizes.iter().enumerate() {
+        let served = server.serve_size(ep, i as u32, size, left(deadline))?;
+        pings += served.pings;
+        bytes += served.pings * size as u64;
+        if let Err(m) = served.verdict {
+            problems.push(m);
+        }
+    }
+    let cpu = CpuTimes::thread_now().since(&cpu_start);
+    Ok(served_result(
+        ep,
+        pings,
+        bytes,
+        start.elapsed(),
+        &cpu,
+        &problems,
+        format!("echoed {pings} pings; each held the seed's stream and its counter"),
+    ))
+}
+
+/// The client's progress reporter: phase, bytes and ops so far, message.
+fn reporter(mut sink: ProgressSink) -> impl FnMut(&str, u64, u64, String) {
+    let started = Instant::now();
+    move |phase: &str, bytes: u64, ops: u64, message: String| {
+        sink(Progress {
+            phase: phase.into(),
+            bytes,
+            ops,
+            elapsed_s: started.elapsed().as_secs_f64(),
+            message,
+        })
+    }
+}
+
+fn check_peer(peer: &FabricEndpoint) -> Result<(), SessionError> {
+    if peer.fabric_addr.is_empty() {
+        return Err(SessionError::Invalid(ValidationError::Missing {
+            field: "fabric_peer.fabric_addr",
+        }));
+    }
+    Ok(())
+}
+
+/// The client's result from its size points: the last size is the headline
+/// (as the verbs workloads), the sweep is kept when all sizes ran.
+fn measured_result(
+    spec: &SessionSpec,
+    ep: &fabric::Endpoint,
+    sweep: Vec<SizePoint>,
+    elapsed: Duration,
+    cpu: &CpuTimes,
+) -> SideResult {
+    let last = sweep.last().cloned().unwrap_or_default();
+    let mut result = SideResult {
+        role: Role::Client as i32,
+        bytes: sweep.iter().map(|p| p.size * p.iterations).sum(),
+        ops: sweep.iter().map(|p| p.iterations).sum(),
+        elapsed_s: elapsed.as_secs_f64(),
+        bw: last.bw,
+        lat: last.lat,
+        cpu: cpu_usage(cpu),
+        facts: base_facts(ep).into_iter().collect(),
+        ..Default::default()
+    };
+    if spec.params.all_sizes {
+        result.sweep = sweep;
+    }
+    result
+}
+
+/// fabric-bw client: `tx_depth` writes in flight per size; the server checks the bytes.
+fn client_bw(
+    spec: &SessionSpec,
+    cancel: &Arc<AtomicBool>,
+    deadline: Instant,
+    peer: &FabricEndpoint,
+    sink: ProgressSink,
+) -> Result<SideResult, SessionError> {
+    check_peer(peer)?;
+    let mut progress = reporter(sink);
+    let sizes = sizes(&spec.params);
+    let max = *sizes.iter().max().expect("at least one size");
+    let depth = tx_depth(&spec.params);
+    let mut ep = open(spec, cancel)?;
+    progress(
+        "connect",
+        0,
+        0,
+        format!("{}: CONNECT to {}", ep.provider(), ep.address_string(&peer.fabric_addr)),
+    );
+    let mut client = BwClient::connect(&mut ep, &peer.fabric_addr, max, spec.params.seed, left(deadline))?;
+    let (start, cpu_start) = (Instant::now(), CpuTimes::thread_now());
+    let mut sweep = Vec::with_capacity(sizes.len());
+    let (mut bytes, mut ops) = (0u64, 0u64);
+    for (i, &size) in sizes.iter().enumerate() {
+        progress("run", bytes, ops, format!("size {size} B, {depth} writes outstanding"));
+        let mut peak = PeakTracker::new(Duration::from_millis(500));
+        let point = client.run_size(
+            &mut ep,
+            i as u32,
+            size,
+            depth,
+            stop(&spec.params),
+            left(deadline),
+            &mut |b| peak.add(b),
+        )?;
+        let moved = point.writes * size as u64;
+        bytes += moved;
+        ops += point.writes;
+        sweep.push(SizePoint {
+            size: size as u64,
+            iterations: point.writes,
+            bw: Some(bandwidth(moved, point.writes, point.elapsed, peak.windows())),
+            lat: None,
+        });
+    }
+    let cpu = CpuTimes::thread_now().since(&cpu_start);
+    progress("verify", bytes, ops, "the server checks the target slots".into());
+    let mut result = measured_result(spec, &ep, sweep, start.elapsed(), &cpu);
+    // Only the server's check counts (as write-bw).
+    result.checked = false;
+    result.verify_detail = "the server checks the bytes".into();
+    result.facts.insert("tx_depth".into(), depth.to_string());
+    let target = client.target();
+    result.facts.insert(
+        "target_mr".into(),
+        format!("addr {:#x} size {} key {:#x}", target.addr, target.size, target.key),
+    );
+    if cancel.load(Ordering::Relaxed) {
+        return Err(SessionError::Aborted("after the run".into()));
+    }
+    Ok(result)
+}
+
+/// fabric-lat client: send/recv ping-pong per size, every echo checked.
+fn client_lat(
+    spec: &SessionSpec,
+    cancel: &Arc<AtomicBool>,
+    deadline: Instant,
+    peer: &FabricEndpoint,
+    sink: ProgressSink,
+) -> Result<SideResult, SessionError> {
+    check_peer(peer)?;
+    let mut progress = reporter(sink);
+    let sizes = sizes(&spec.params);
+    let max = *sizes.iter().max().expect("at least one size");
+    let mut ep = open(spec, cancel)?;
+    progress(
+        "connect",
+        0,
+        0,
+        format!("{}: CONNECT to {}", ep.provider(), ep.address_string(&peer.fabric_addr)),
+    );
+    let mut client = LatClient::connect(&mut ep, &peer.fabric_addr, max, spec.params.seed, left(deadline))?;
+    let (start, cpu_start) = (Instant::now(), CpuTimes::thread_now());
+    let mut sweep = Vec::with_capacity(sizes.len());
+    let mut problems = Vec::new();
+    let (mut bytes, mut ops) = (0u64, 0u64);
+    for (i, &size) in sizes.iter().enumerate() {
+        progress("run", bytes, ops, format!("size {size} B ping-pong"));
+        let mut point = client.run_size(&mut ep, i as u32, size, stop(&spec.params), left(deadline))?;
+        bytes += point.pings * size as u64;
+        ops += point.pings;
+        if let Err(m) = point.verdict {
+            problems.push(m);
+        }
+        sweep.push(SizePoint {
+            size: size as u64,
+            iterations: point.pings,
+            bw: None,
+            lat: Some(latency(&mut point.samples_us)),
+        });
+    }
+    let cpu = CpuTimes::thread_now().since(&cpu_start);
+    progress(
+        "verify",
+        bytes,
+        ops,
+        format!("{} problem(s) in the echoes", problems.len()),
+    );
+    let mut result = measured_result(spec, &ep, sweep, start.elapsed(), &cpu);
+    crate::workload::verdict(
+        &mut result,
+        if problems.is_empty() {
+            Ok(format!("every one of {ops} echoes matched its ping"))
+        } else {
+            Err(problems.join("; "))
+        },
+    );
+    if cancel.load(Ordering::Relaxed) {
+        return Err(SessionError::Aborted("after the run".into()));
+    }
+    Ok(result)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,6 +817,63 @@ mod tests {
         let mut p = params(1, 1);
         p.provider = "verbs;ofi_rxd".into();
         assert_eq!(provider(&p), "verbs;ofi_rxd");
+    }
+
+    #[test]
+    fn universe_size_is_bounded_only_on_soft_roce_and_only_if_unset() {
+        let dir = std::env::temp_dir().join(format!("fabric-universe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("mlx5_0")).unwrap();
+        assert_eq!(universe_size_default(None, &dir), None, "hardware needs no bound");
+        assert_eq!(universe_size_default(None, &dir.join("missing")), None);
+        std::fs::create_dir_all(dir.join("siw0")).unwrap();
+        std::fs::write(dir.join("siw0/parent"), "eth1\n").unwrap();
+        assert_eq!(universe_size_default(None, &dir), Some("16"));
+        assert_eq!(universe_size_default(Some("64"), &dir), None, "the user's value wins");
+        std::fs::remove_dir_all(dir.join("siw0")).unwrap();
+        std::fs::create_dir_all(dir.join("rxe0")).unwrap();
+        assert_eq!(universe_size_default(None, &dir), Some("16"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn perf_params(workload: &str, size: u64, all_sizes: bool, max_size: u64) -> WorkloadParams {
+        WorkloadParams {
+            workload: workload.into(),
+            size,
+            iterations: 10,
+            all_sizes,
+            max_size,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn bw_and_lat_sizes_and_limits() {
+        assert_eq!(sizes(&perf_params("fabric-bw", 65536, false, 0)), vec![65536]);
+        let sweep = sizes(&perf_params("fabric-lat", 1, true, 0));
+        assert_eq!((sweep[0], *sweep.last().unwrap(), sweep.len()), (2, 8192, 13));
+        assert_eq!(*sizes(&perf_params("fabric-bw", 1, true, 0)).last().unwrap(), 8 << 20);
+        assert!(validate(&perf_params("fabric-bw", 16 << 20, false, 0)).is_ok());
+        assert!(validate(&perf_params("fabric-bw", (16 << 20) + 1, false, 0))
+            .unwrap_err()
+            .to_string()
+            .contains("size"));
+        assert!(validate(&perf_params("fabric-lat", 8192, false, 0)).is_ok());
+        assert!(validate(&perf_params("fabric-lat", 1, true, 0)).is_ok());
+        assert!(validate(&perf_params("fabric-lat", 1, true, 65536)).is_ok());
+        assert_eq!(*sizes(&perf_params("fabric-lat", 1, true, 65536)).last().unwrap(), 8192);
+        assert_eq!(*sizes(&perf_params("fabric-lat", 1, true, 64)).last().unwrap(), 64);
+        let err = validate(&perf_params("fabric-lat", 8193, false, 0))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("size") && err.contains("8192"), "{err}");
+        assert_eq!(stop(&perf_params("fabric-bw", 1, false, 0)), Stop::Count(10));
+        let mut p = perf_params("fabric-bw", 1, false, 0);
+        p.iterations = 0;
+        assert_eq!(stop(&p), Stop::Count(DEFAULT_ITERATIONS));
+        p.duration_s = 0.5;
+        assert_eq!(stop(&p), Stop::After(Duration::from_millis(500)));
+        assert_eq!(tx_depth(&p), 128);
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //! - [`workload`]: the `Workload` trait, the registry by name, and one module
 //!   per workload family; [`session`] drives one side of a session on its own
 //!   thread (connect in `rdma_cm` or out-of-band mode, run, verify).
-//! - [`fabric_session`]: the libfabric workloads (`fabric-write`), one side
-//!   per thread, on the safe `fabric` crate (no `unsafe` here).
+//! - [`fabric_session`]: the libfabric workloads (`fabric-write`, `fabric-bw`,
+//!   `fabric-lat`), one side per thread, on the safe `fabric` crate (no
+//!   `unsafe` here).
 //! - [`verbs`]: the only module with `unsafe`: our rdma_cm wrapper (private
 //!   data on connect/accept, which sideway does not expose) and the data path
 //!   (pre-built work request lists, CQ polling, completion channel) on top of

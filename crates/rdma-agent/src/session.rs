@@ -393,6 +393,12 @@ impl Side {
         let mut facts = self.facts.clone();
         facts.insert("device".into(), self.link.device().to_string());
         facts.insert("qpn".into(), self.link.qp_num().to_string());
+        if self.link.num_qps() > 1 {
+            let qpns: Vec<String> = (0..self.link.num_qps())
+                .map(|i| self.link.qp_num_at(i).to_string())
+                .collect();
+            facts.insert("qpns".into(), qpns.join(","));
+        }
         facts.insert("gid".into(), std::net::Ipv6Addr::from(self.gid).to_string());
         facts.insert("gid_index".into(), self.sgid_index.to_string());
         facts.insert("port".into(), self.port.to_string());
@@ -614,6 +620,7 @@ fn link_config(params: &WorkloadParams, role: Role, device: String) -> LinkConfi
         max_inline: params.inline_size,
         // Servers always get a channel: a passive server sleeps on it.
         completion_channel: params.completion() == CompletionMode::Event || role == Role::Server,
+        num_qps: params.num_qps.max(1),
     }
 }
 
@@ -648,6 +655,11 @@ fn new_side(
         sgid_index: 0,
         port: 1,
     }
+}
+
+/// The starting PSN of QP `i` (each QP of a side starts elsewhere in the 24-bit space).
+fn qp_psn(base: u32, i: usize) -> u32 {
+    base.wrapping_add((i as u32).wrapping_mul(0x0001_0001)) & 0x00FF_FFFF
 }
 
 /// A random-enough 24-bit starting PSN.
@@ -703,7 +715,8 @@ fn cm_server(
     let channel = EventChannel::new()?;
     let listen_id = channel.create_id()?;
     listen_id.bind(SocketAddr::new(ip, 0))?;
-    listen_id.listen(4)?;
+    // One CONNECT_REQUEST per QP; the client sends them one after another.
+    listen_id.listen(spec.params.num_qps.max(1) as i32 + 3)?;
     let port = listen_id.local_port();
     tracing::info!(%ip, port, "listening (rdma_cm)");
     if let Some(tx) = endpoint_tx.take() {
@@ -753,9 +766,41 @@ fn cm_server(
     })?;
     wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
     tracing::info!(qpn = side.link.qp_num(), "connection established");
+    // The other QPs of a multi-QP run: one rdma_cm connection each, to the
+    // same listener, each accepted onto the next QP of the link.
+    let mut ids = vec![id];
+    for i in 1..side.link.num_qps() {
+        let request = wait_cm_event(&channel, CmEventKind::ConnectRequest, cancel, deadline, spec.timeout())?;
+        let id: CmId = request
+            .new_id
+            .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
+        let moved = (|| -> Result<(), SessionError> {
+            side.link.modify_qp_at(i, &id.qp_attr(QueuePairState::Init)?, "INIT")?;
+            side.link
+                .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
+            side.link
+                .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
+            Ok(())
+        })();
+        if let Err(e) = moved {
+            id.reject();
+            return Err(e);
+        }
+        id.accept(&ConnectParams {
+            qp_num: side.link.qp_num_at(i),
+            private_data: &private,
+            initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
+            responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
+        })?;
+        wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+        tracing::info!(qpn = side.link.qp_num_at(i), qp = i, "connection established");
+        ids.push(id);
+    }
     side.start_clock();
     let result = workload.run(&mut side);
-    id.disconnect();
+    for id in &ids {
+        id.disconnect();
+    }
     result
 }
 
@@ -816,6 +861,30 @@ fn cm_client(
         .modify_qp(&id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
     side.link.modify_qp(&id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
     id.establish()?;
+    // The other QPs of a multi-QP run, connected one after another to the
+    // same listener (the server accepts each onto its next QP).
+    let mut ids = vec![id];
+    for i in 1..side.link.num_qps() {
+        let id = channel.create_id()?;
+        id.resolve_addr(Some(SocketAddr::new(ip, 0)), dst, step_timeout)?;
+        wait_cm_event(&channel, CmEventKind::AddrResolved, cancel, deadline, spec.timeout())?;
+        id.resolve_route(step_timeout)?;
+        wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
+        side.link.modify_qp_at(i, &init, "INIT")?;
+        id.connect(&ConnectParams {
+            qp_num: side.link.qp_num_at(i),
+            private_data: &[],
+            initiator_depth: rd_atomic(&side.link),
+            responder_resources: rd_atomic(&side.link),
+        })?;
+        wait_cm_event(&channel, CmEventKind::ConnectResponse, cancel, deadline, spec.timeout())?;
+        side.link
+            .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
+        side.link
+            .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
+        id.establish()?;
+        ids.push(id);
+    }
     fill_local_gid(&mut side, ip, None);
     apply_corrupt_rkey(&mut side);
     side.start_clock();
@@ -829,13 +898,26 @@ fn cm_client(
         ),
     );
     let result = workload.run(&mut side);
-    id.disconnect();
-    // Give the DREQ a moment to leave before the id is destroyed.
+    for id in &ids {
+        id.disconnect();
+    }
+    // Give the DREQs a moment to leave before the ids are destroyed.
     let _ = channel.next_event(Duration::from_millis(200), "DISCONNECTED");
     result
 }
 
 fn apply_corrupt_rkey(side: &mut Side) {
+    if let Some((addr, rkey)) = crate::validate::capability_override(&side.params) {
+        side.facts.insert(
+            "capability_override".into(),
+            format!(
+                "{addr:#x}:{rkey:#x} instead of {:#x}:{:#x}",
+                side.peer.addr, side.peer.rkey
+            ),
+        );
+        side.peer.addr = addr;
+        side.peer.rkey = rkey;
+    }
     if side.params.corrupt_rkey {
         // rxe and mlx5 both compare the key byte: flipping it is always invalid.
         let bad = side.peer.rkey ^ 0xFF;
@@ -918,25 +1000,30 @@ fn oob_side(
         .setup_access_flags(
             AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic,
         );
-    side.link.modify_qp(&init, "INIT")?;
+    for i in 0..side.link.num_qps() {
+        side.link.modify_qp_at(i, &init, "INIT")?;
+    }
     workload.prepare(&mut side)?;
     let mtu = crate::verbs::link::port_active_mtu(side.link.context(), port).unwrap_or(1024);
     let exposed = side.exposed.map(|b| side.link.remote_buf(b)).unwrap_or_default();
-    let me = QpEndpoint {
-        qpn: side.link.qp_num(),
-        psn: side.psn,
-        gid: gid.to_vec(),
-        lid: 0,
-        mtu,
-        addr: exposed.addr,
-        rkey: exposed.rkey,
-        length: exposed.len,
-    };
+    // One entry per QP, in QP order; the peer pairs them up by position.
+    let qps = (0..side.link.num_qps())
+        .map(|i| QpEndpoint {
+            qpn: side.link.qp_num_at(i),
+            psn: qp_psn(side.psn, i),
+            gid: gid.to_vec(),
+            lid: 0,
+            mtu,
+            addr: exposed.addr,
+            rkey: exposed.rkey,
+            length: exposed.len,
+        })
+        .collect();
     if let Some(tx) = endpoint_tx.take() {
         let _ = tx.send(Ok(Endpoint {
             address: spec.bind_ip()?.to_string(),
             port: 0,
-            qps: vec![me],
+            qps,
         }));
     }
     // Wait for the peer's endpoint: Connect on the server, Run on the client.
@@ -981,56 +1068,67 @@ fn oob_side(
     workload.run(&mut side)
 }
 
-/// RTR and RTS with the peer's QP parameters.
+/// RTR and RTS of every QP with the peer's QP parameters (paired by position).
 fn oob_connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), SessionError> {
-    let remote = peer
-        .qps
-        .first()
-        .ok_or_else(|| SessionError::Setup("peer endpoint has no QP (was it prepared with cm=OOB?)".into()))?;
-    let dgid: [u8; 16] = remote
-        .gid
-        .as_slice()
-        .try_into()
-        .map_err(|_| SessionError::Setup(format!("peer GID is {} bytes, expected 16", remote.gid.len())))?;
-    let mtu_bytes = if remote.mtu == 0 {
-        local_mtu
-    } else {
-        local_mtu.min(remote.mtu)
-    };
-    let path_mtu = match mtu_bytes {
-        4096.. => Mtu::Mtu4096,
-        2048.. => Mtu::Mtu2048,
-        1024.. => Mtu::Mtu1024,
-        512.. => Mtu::Mtu512,
-        _ => Mtu::Mtu256,
-    };
-    let mut ah = AddressHandleAttribute::new();
-    ah.setup_port(side.port)
-        .setup_grh(&Gid::from(std::net::Ipv6Addr::from(dgid)), 0, side.sgid_index, 64, 0);
-    let mut rtr = QueuePairAttribute::new();
-    rtr.setup_state(QueuePairState::ReadyToReceive)
-        .setup_path_mtu(path_mtu)
-        .setup_dest_qp_num(remote.qpn)
-        .setup_rq_psn(remote.psn)
-        .setup_max_dest_read_atomic(rd_atomic(&side.link))
-        .setup_min_rnr_timer(12)
-        .setup_address_vector(&ah);
-    side.link.modify_qp(&rtr, "RTR")?;
-    let mut rts = QueuePairAttribute::new();
-    rts.setup_state(QueuePairState::ReadyToSend)
-        .setup_sq_psn(side.psn)
-        .setup_timeout(14)
-        .setup_retry_cnt(7)
-        .setup_rnr_retry(7)
-        .setup_max_read_atomic(rd_atomic(&side.link));
-    side.link.modify_qp(&rts, "RTS")?;
-    side.peer = RemoteBuf {
-        addr: remote.addr,
-        rkey: remote.rkey,
-        len: remote.length,
-    };
-    side.facts.insert("path_mtu".into(), mtu_bytes.to_string());
-    side.facts.insert("peer_qpn".into(), remote.qpn.to_string());
+    let ours = side.link.num_qps();
+    if peer.qps.len() != ours {
+        return Err(SessionError::Setup(if peer.qps.is_empty() {
+            "peer endpoint has no QP (was it prepared with cm=OOB?)".to_string()
+        } else {
+            format!(
+                "peer endpoint has {} QPs, this side has {ours} (were both sides prepared with the same num_qps?)",
+                peer.qps.len()
+            )
+        }));
+    }
+    for (i, remote) in peer.qps.iter().enumerate() {
+        let dgid: [u8; 16] = remote
+            .gid
+            .as_slice()
+            .try_into()
+            .map_err(|_| SessionError::Setup(format!("peer GID is {} bytes, expected 16", remote.gid.len())))?;
+        let mtu_bytes = if remote.mtu == 0 {
+            local_mtu
+        } else {
+            local_mtu.min(remote.mtu)
+        };
+        let path_mtu = match mtu_bytes {
+            4096.. => Mtu::Mtu4096,
+            2048.. => Mtu::Mtu2048,
+            1024.. => Mtu::Mtu1024,
+            512.. => Mtu::Mtu512,
+            _ => Mtu::Mtu256,
+        };
+        let mut ah = AddressHandleAttribute::new();
+        ah.setup_port(side.port)
+            .setup_grh(&Gid::from(std::net::Ipv6Addr::from(dgid)), 0, side.sgid_index, 64, 0);
+        let mut rtr = QueuePairAttribute::new();
+        rtr.setup_state(QueuePairState::ReadyToReceive)
+            .setup_path_mtu(path_mtu)
+            .setup_dest_qp_num(remote.qpn)
+            .setup_rq_psn(remote.psn)
+            .setup_max_dest_read_atomic(rd_atomic(&side.link))
+            .setup_min_rnr_timer(12)
+            .setup_address_vector(&ah);
+        side.link.modify_qp_at(i, &rtr, "RTR")?;
+        let mut rts = QueuePairAttribute::new();
+        rts.setup_state(QueuePairState::ReadyToSend)
+            .setup_sq_psn(qp_psn(side.psn, i))
+            .setup_timeout(14)
+            .setup_retry_cnt(crate::verbs::TRANSPORT_RETRY_COUNT)
+            .setup_rnr_retry(7)
+            .setup_max_read_atomic(rd_atomic(&side.link));
+        side.link.modify_qp_at(i, &rts, "RTS")?;
+        if i == 0 {
+            side.peer = RemoteBuf {
+                addr: remote.addr,
+                rkey: remote.rkey,
+                len: remote.length,
+            };
+            side.facts.insert("path_mtu".into(), mtu_bytes.to_string());
+            side.facts.insert("peer_qpn".into(), remote.qpn.to_string());
+        }
+    }
     Ok(())
 }
 

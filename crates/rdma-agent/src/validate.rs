@@ -11,6 +11,24 @@ pub const MAX_ITERATIONS: u64 = 1_000_000_000;
 pub const DEFAULT_SWEEP_MAX: u64 = 8 * 1024 * 1024;
 /// A session may register at most this fraction of MemAvailable.
 const MEM_AVAILABLE_FRACTION: u64 = 4;
+/// The workloads that spread their requests over several QPs (perftest's `-q`).
+/// send-bw is not among them: its receives would have to be posted on each
+/// QP as it reaches INIT, which the session's connection steps do not do.
+pub const MULTI_QP_WORKLOADS: &[&str] = &["write-bw", "read-bw", "atomic-bw"];
+/// Most QPs one run may ask for.
+pub const MAX_QPS: u32 = 16;
+
+/// The {addr, rkey} of `params.capability_override`, when set and well formed.
+pub fn capability_override(params: &WorkloadParams) -> Option<(u64, u32)> {
+    fn number(s: &str) -> Option<u64> {
+        match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => s.parse().ok(),
+        }
+    }
+    let (addr, rkey) = params.capability_override.trim().split_once(':')?;
+    Some((number(addr)?, u32::try_from(number(rkey)?).ok()?))
+}
 
 /// Why a request was refused.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -60,6 +78,16 @@ pub enum ValidationError {
     Missing {
         /// The field name as in the proto.
         field: &'static str,
+    },
+    /// A string field that does not parse.
+    #[error("{field} {value:?} is malformed: expected {expected}")]
+    Malformed {
+        /// The field name as in the proto.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What it should look like.
+        expected: &'static str,
     },
 }
 
@@ -119,6 +147,14 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
     }
     let (limit, why) = limits.size_limit();
     let sizes_to_check = if params.all_sizes {
+        // A sweep runs 2 B, 4 B, ... up to max_size: below 2 it would run nothing.
+        if effective_max_size(params) < 2 {
+            return Err(ValidationError::FieldOutOfRange {
+                field: "max_size",
+                value: params.max_size as i64,
+                range: "0 (default) or 2 ..= the size limit (a sweep starts at 2 B)",
+            });
+        }
         [effective_max_size(params)].to_vec()
     } else {
         vec![params.size]
@@ -150,15 +186,33 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
     )?;
     check_range("post_list", params.post_list as i64, 0, 1024, "0 (default) ..= 1024")?;
     check_range("inline_size", params.inline_size as i64, 0, 1024, "0 ..= 1024")?;
-    // One QP per session: refuse more rather than run one and report it as many.
-    check_range(
-        "num_qps",
-        params.num_qps as i64,
-        0,
-        1,
-        "0 or 1 (one QP per session; several QPs are not implemented)",
-    )?;
+    // Several QPs only where the run spreads over them; elsewhere refuse
+    // rather than run one and report it as many.
+    if MULTI_QP_WORKLOADS.contains(&params.workload.as_str()) {
+        check_range(
+            "num_qps",
+            params.num_qps as i64,
+            0,
+            MAX_QPS as i64,
+            "0 (default 1) ..= 16",
+        )?;
+    } else {
+        check_range(
+            "num_qps",
+            params.num_qps as i64,
+            0,
+            1,
+            "0 or 1 (several QPs are for write-bw, read-bw and atomic-bw)",
+        )?;
+    }
     check_range("ib_port", params.ib_port as i64, 0, 255, "0 (default 1) ..= 255")?;
+    if !params.capability_override.is_empty() && capability_override(params).is_none() {
+        return Err(ValidationError::Malformed {
+            field: "capability_override",
+            value: params.capability_override.clone(),
+            expected: "ADDR:RKEY, each hex with 0x or decimal (e.g. 0x7f3a2c000000:0x1a2b)",
+        });
+    }
     check_range("gid_index", params.gid_index as i64, -1, 255, "-1 (auto) ..= 255")?;
     check_range(
         "batches",
@@ -203,7 +257,7 @@ fn check_range(
 mod tests {
     use super::*;
 
-    const NAMES: &[&str] = &["write-read", "read"];
+    const NAMES: &[&str] = &["write-read", "read", "write-bw"];
 
     fn limits() -> Limits {
         Limits {
@@ -261,6 +315,15 @@ mod tests {
         assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
         p.max_size = DEFAULT_MAX_SIZE * 2;
         assert!(validate(&p, NAMES, &limits()).is_err());
+        // Found while writing the fuzz target: a sweep up to 1 B has no sizes,
+        // and the perf workloads' buffer_len panicked on the empty sweep.
+        p.max_size = 1;
+        assert!(validate(&p, NAMES, &limits())
+            .unwrap_err()
+            .to_string()
+            .contains("max_size 1 is out of range"));
+        p.max_size = 2;
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
     }
 
     #[test]
@@ -283,13 +346,31 @@ mod tests {
     }
 
     #[test]
+    fn capability_override_parses_hex_and_decimal_or_is_refused() {
+        let mut p = params(8);
+        p.capability_override = "0x7f00dead0000:0x1a2b".into();
+        assert_eq!(capability_override(&p), Some((0x7f00_dead_0000, 0x1a2b)));
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
+        p.capability_override = "4096:77".into();
+        assert_eq!(capability_override(&p), Some((4096, 77)));
+        for bad in ["0x1000", "zz:1", "1:0x1ffffffff", ":"] {
+            p.capability_override = bad.into();
+            let err = validate(&p, NAMES, &limits()).unwrap_err().to_string();
+            assert!(
+                err.contains("capability_override") && err.contains("ADDR:RKEY"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_workload_lists_the_supported_names() {
         let mut p = params(8);
         p.workload = "nope".into();
         let err = validate(&p, NAMES, &limits()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown workload \"nope\"; supported: write-read, read"
+            "unknown workload \"nope\"; supported: write-read, read, write-bw"
         );
         p.workload.clear();
         assert_eq!(
@@ -312,6 +393,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("num_qps 2 is out of range"));
+        p.workload = "write-bw".into();
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
+        p.num_qps = MAX_QPS + 1;
+        assert!(validate(&p, NAMES, &limits())
+            .unwrap_err()
+            .to_string()
+            .contains("num_qps 17 is out of range"));
         let mut p = params(8);
         p.tx_depth = 8;
         p.cq_moderation = 16;

@@ -636,3 +636,68 @@ fn test_aws_example_in_the_provider_doc_is_valid() {
         .iter()
         .all(|l| l.provider == ProviderKind::Aws && l.aws.is_some()));
 }
+
+fn test_multipass_section_defaults_and_errors() {
+    let parse = |text: &str| LabsFile::parse(Path::new("labs.yaml"), text);
+    let mp = |extra: &str| format!("labs:\n  - name: a\n    provider: multipass\n{extra}    nodes:\n      - name: x\n");
+    // Defaults: the current LTS, a 10 GiB disk.
+    let lab = parse(&mp("")).unwrap().labs[0].clone();
+    assert_eq!(lab.multipass, None);
+    assert_eq!(lab.multipass.unwrap_or_default().image, DEFAULT_MULTIPASS_IMAGE);
+    let lab = parse(&mp("    multipass:\n      image: \"22.04\"\n      disk: 20G\n"))
+        .unwrap()
+        .labs[0]
+        .clone();
+    let spec = lab.multipass.unwrap();
+    assert_eq!((spec.image.as_str(), spec.disk.mib()), ("22.04", 20 * 1024));
+
+    let err = |text: String| parse(&text).unwrap_err();
+    // An unquoted version is a number to YAML.
+    let e = err(mp("    multipass:\n      image: 22.04\n"));
+    assert_eq!(e.position(), Some((5, 14)), "{e}");
+    assert!(e.fix().contains("quote it"), "{e}");
+    let e = err(mp("    multipass:\n      disk: 2GiB\n"));
+    assert!(
+        e.to_string().contains("disk 2GiB is out of range (4GiB..=64GiB)"),
+        "{e}"
+    );
+    let e = err(mp("    multipass:\n      disks: 8G\n"));
+    assert!(e.to_string().contains("unknown field `disks`"), "{e}");
+    // The section belongs to provider multipass only.
+    let e = err("labs:\n  - name: a\n    multipass:\n      image: \"24.04\"\n    nodes:\n      - name: x\n".into());
+    assert_eq!(e.position(), Some((3, 5)), "{e}");
+    assert!(e.message().contains("applies to provider multipass only"), "{e}");
+    // Settings Multipass decides itself are refused where they are written.
+    let e = err(mp("    image: debian-bookworm2\n"));
+    assert!(e.message().contains("set under `multipass:`"), "{e}");
+    let e = err(
+        "labs:\n  - name: a\n    provider: multipass\n    nodes:\n      - name: x\n        ssh_port: 2222\n".into(),
+    );
+    assert_eq!(e.position(), Some((6, 19)), "{e}");
+    assert!(
+        e.message().contains("ssh_port does not apply to provider multipass"),
+        "{e}"
+    );
+    let e = err(
+        "labs:\n  - name: a\n    provider: multipass\n    nodes:\n      - name: x\n        data_addr: 10.77.0.9\n"
+            .into(),
+    );
+    assert!(e.message().contains("data_addr does not apply"), "{e}");
+}
+
+#[test]
+fn test_ci_section_is_a_suite() {
+    let text = "labs:\n  - name: a\n    nodes:\n      - name: server\n      - name: client\n    ci:\n      workloads:\n        - workload: write-read\n        - name: bw\n          workload: write-bw\n          size: 65536\n";
+    let lab = LabsFile::parse(Path::new("labs.yaml"), text).unwrap().labs[0].clone();
+    let suite = lab.ci.unwrap();
+    assert_eq!(suite.workloads.len(), 2);
+    assert_eq!(
+        (suite.workloads[1].name(), suite.workloads[1].size),
+        ("bw", Some(65536))
+    );
+    let bad = text.replace("write-bw", "write-bq");
+    let e = LabsFile::parse(Path::new("labs.yaml"), &bad).unwrap_err();
+    assert_eq!(e.position(), Some((10, 21)), "{e}");
+    assert!(e.message().contains("unknown workload `write-bq`"), "{e}");
+    assert_eq!(e.fix(), "write `write-bw`");
+}

@@ -4,6 +4,7 @@
 //! [`crate::provision`].
 
 pub mod aws;
+pub mod multipass;
 pub mod qemu;
 
 use async_trait::async_trait;
@@ -16,7 +17,7 @@ use crate::state::{LabDir, LabState};
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     /// The provider is known but not available in this build yet.
-    #[error("provider `{0}` is not implemented yet; supported providers: qemu, aws")]
+    #[error("provider `{0}` is not implemented yet; supported providers: qemu, multipass, aws")]
     NotImplemented(String),
     /// A host program is missing.
     #[error("`{program}` is not installed; {hint}")]
@@ -47,6 +48,46 @@ pub enum ProviderError {
         console: String,
         /// Its last lines.
         console_tail: String,
+    },
+    /// A node's machine is not running, as its provider reports it.
+    #[error("node `{node}`: the machine is not running: {reason}")]
+    NotRunning {
+        /// The node.
+        node: String,
+        /// What the provider says.
+        reason: String,
+    },
+    /// A provider's command-line tool failed.
+    #[error("`{command}` failed ({status}): {stderr}\n  fix: {hint}")]
+    CommandFailed {
+        /// The command line.
+        command: String,
+        /// Its exit status, or why there is none.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+        /// What to do.
+        hint: String,
+    },
+    /// A machine the lab would create already exists outside the lab's state.
+    #[error("node `{node}`: a Multipass instance `{instance}` already exists ({state}) and is not part of this lab's state\n  fix: delete it with `multipass delete --purge {instance}`, or rename the lab")]
+    InstanceExists {
+        /// The node.
+        node: String,
+        /// The instance.
+        instance: String,
+        /// Its state.
+        state: String,
+    },
+    /// The agent binary cannot run on the lab's nodes.
+    #[error("the rdma-agent binary is built for {agent}, but the nodes of this lab are {nodes}\n  fix: {how}")]
+    AgentArch {
+        /// What the binary is built for.
+        agent: String,
+        /// The nodes' architecture.
+        nodes: String,
+        /// How to build a fitting agent.
+        how: String,
     },
     /// The image could not be built.
     #[error(transparent)]
@@ -96,6 +137,12 @@ pub trait Provider: Send + Sync {
         reporter: &dyn Reporter,
     ) -> Result<(), ProviderError>;
 
+    /// Checks that the agent binary can run on this provider's nodes (their
+    /// CPU architecture), before anything is created.
+    fn check_agent(&self, _agent: &crate::provision::AgentBinary) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
     /// Whether node `node`'s machine is still running; the error explains
     /// why not (exit status, console tail). Cheap: called while waiting.
     fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError>;
@@ -117,7 +164,7 @@ pub fn for_kind(kind: ProviderKind) -> Result<Box<dyn Provider>, ProviderError> 
     match kind {
         ProviderKind::Qemu => Ok(Box::new(qemu::QemuProvider::new())),
         ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(None, crate::model::Fabric::Rxe))),
-        other => Err(ProviderError::NotImplemented(other.to_string())),
+        ProviderKind::Multipass => Ok(Box::new(multipass::MultipassProvider::new())),
     }
 }
 

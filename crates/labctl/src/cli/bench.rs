@@ -13,7 +13,8 @@ use super::{open_lab, Args};
 /// Which pairs to run.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum SuiteArg {
-    /// write-bw, read-bw, write-lat, atomic-bw against ib_write_bw, ib_read_bw, ib_write_lat, ib_atomic_bw.
+    /// write-bw, read-bw, write-lat, atomic-bw against ib_write_bw, ib_read_bw, ib_write_lat, ib_atomic_bw;
+    /// fabric-lat against fi_pingpong (tcp;ofi_rxm).
     Quick,
     /// quick plus send-bw, read-lat, send-lat.
     Full,

@@ -1,6 +1,7 @@
 //! Command-line arguments and dispatch: one file per verb.
 
 mod bench;
+mod ci;
 mod down;
 mod exec;
 mod run;
@@ -57,6 +58,8 @@ pub enum Command {
     Ssh(ssh::SshArgs),
     /// Compare our workloads with perftest on the same two nodes (alternating, min/median/max).
     Bench(bench::BenchArgs),
+    /// Bring the lab up, run its suite of workloads, tear it down; JUnit XML and JSON results.
+    Ci(ci::CiArgs),
     /// Print the JSON schema of labs.yaml (for editors).
     Schema,
     /// Internal: the per-lab VM supervisor.
@@ -91,6 +94,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Run(a) => run::run(&args, a).await,
         Command::Ssh(a) => ssh::run(&args, a),
         Command::Bench(a) => bench::run(&args, a).await,
+        Command::Ci(a) => ci::run(&args, a).await,
         Command::Schema => schema::run(),
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
     }
@@ -98,6 +102,9 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Exit code for an error: 2 for bad input, 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<lab_core::ci::SuiteError>().is_some() {
+        return 2;
+    }
     match e.downcast_ref::<LabError>() {
         Some(LabError::Config(_) | LabError::UnknownNode { .. }) => 2,
         _ => match e.downcast_ref::<lab_core::run::RunError>() {

@@ -72,9 +72,11 @@ pub struct RunArgs {
     /// Connection setup.
     #[arg(long, value_enum, default_value = "rdma-cm")]
     pub cm: Cm,
-    /// Completion handling.
-    #[arg(long, value_enum, default_value = "poll")]
-    pub completion: Completion,
+    /// Completion handling [default: event for write-bw, read-bw, send-bw and
+    /// atomic-bw (the client sleeps while its send queue is full, leaving the CPU
+    /// to the RNIC's work); poll otherwise].
+    #[arg(long, value_enum)]
+    pub completion: Option<Completion>,
     /// send-recv: answer every message (ping-pong).
     #[arg(long)]
     pub ping_pong: bool,
@@ -90,6 +92,11 @@ pub struct RunArgs {
     /// Negative test: the client uses a corrupted rkey (expect IBV_WC_REM_ACCESS_ERR).
     #[arg(long)]
     pub corrupt_rkey: bool,
+    /// Negative test: the client targets ADDR:RKEY (e.g. a past run's `mr_addr`/`mr_rkey`)
+    /// instead of the server's current buffer; memory of a finished run is deregistered,
+    /// so expect IBV_WC_REM_ACCESS_ERR.
+    #[arg(long, value_name = "ADDR:RKEY")]
+    pub use_capability: Option<String>,
     /// fabric-* workloads: the libfabric provider ("tcp;ofi_rxm", "verbs;ofi_rxd", "efa", ...).
     /// Default: from the lab's fabric (rxe: verbs;ofi_rxd, none: tcp;ofi_rxm, efa: efa).
     #[arg(long)]
@@ -123,14 +130,17 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
         Cm::RdmaCm => agent_proto_cm::RdmaCm,
         Cm::Oob => agent_proto_cm::Oob,
     });
-    params.set_completion(match run.completion {
-        Completion::Poll => agent_proto_completion::Poll,
-        Completion::Event => agent_proto_completion::Event,
-    });
+    if let Some(completion) = run.completion {
+        params.set_completion(match completion {
+            Completion::Poll => agent_proto_completion::Poll,
+            Completion::Event => agent_proto_completion::Event,
+        });
+    }
     params.ping_pong = run.ping_pong;
     params.batches = run.batches.unwrap_or(params.batches);
     params.seed = run.seed;
     params.corrupt_rkey = run.corrupt_rkey;
+    params.capability_override = run.use_capability.clone().unwrap_or_default();
     if let Some(provider) = &run.provider {
         if !lab_core::run::is_fabric(&run.workload) {
             anyhow::bail!(

@@ -352,7 +352,8 @@ impl ConnectParams<'_> {
             responder_resources: self.responder_resources,
             initiator_depth: self.initiator_depth,
             flow_control: 0,
-            retry_count: 7,
+            retry_count: crate::verbs::TRANSPORT_RETRY_COUNT,
+            // 7 = retry forever on RNR NAK (the receiver is only slow).
             rnr_retry_count: 7,
             srq: 0,
             qp_num: self.qp_num,

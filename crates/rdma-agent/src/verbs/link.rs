@@ -79,6 +79,9 @@ pub struct LinkConfig {
     pub max_inline: u32,
     /// Create a completion channel for event-driven completion.
     pub completion_channel: bool,
+    /// RC QPs to create (at least 1), all on the one CQ and PD; the bandwidth
+    /// workloads spread their requests over them (perftest's `-q`).
+    pub num_qps: u32,
 }
 
 /// Who may touch a buffer.
@@ -328,7 +331,7 @@ static NEXT_LINK_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Link {
     // Field order is drop order: the QP goes first so no DMA can target the
     // buffers while they are deregistered and freed.
-    qp: BasicQueuePair,
+    qps: Vec<BasicQueuePair>,
     cq: Arc<BasicCompletionQueue>,
     channel: Option<Arc<CompletionChannel>>,
     buffers: Vec<Buffer>,
@@ -407,7 +410,8 @@ impl Link {
         } else {
             None
         };
-        let cqe = cfg.max_send_wr + cfg.max_recv_wr + 16;
+        let num_qps = cfg.num_qps.max(1);
+        let cqe = (cfg.max_send_wr + cfg.max_recv_wr) * num_qps + 16;
         let mut cq_builder = ctx.create_cq_builder();
         cq_builder.setup_cqe(cqe);
         if let Some(channel) = &channel {
@@ -416,28 +420,34 @@ impl Link {
         let cq = cq_builder
             .build()
             .map_err(|e| verbs_err(format!("ibv_create_cq({cqe})"), e))?;
-        let mut qp_builder = pd.create_qp_builder();
-        qp_builder
-            .setup_max_send_wr(cfg.max_send_wr)
-            .setup_max_recv_wr(cfg.max_recv_wr)
-            .setup_max_send_sge(1)
-            .setup_max_recv_sge(1)
-            .setup_max_inline_data(cfg.max_inline)
-            .setup_send_cq(cq.clone())
-            .setup_recv_cq(cq.clone());
-        let qp = qp_builder.build().map_err(|e| {
-            verbs_err(
-                format!(
-                    "ibv_create_qp(send {}, recv {}, inline {})",
-                    cfg.max_send_wr, cfg.max_recv_wr, cfg.max_inline
-                ),
-                e,
-            )
-        })?;
+        let mut qps = Vec::with_capacity(num_qps as usize);
+        for _ in 0..num_qps {
+            let mut qp_builder = pd.create_qp_builder();
+            qp_builder
+                .setup_max_send_wr(cfg.max_send_wr)
+                .setup_max_recv_wr(cfg.max_recv_wr)
+                .setup_max_send_sge(1)
+                .setup_max_recv_sge(1)
+                .setup_max_inline_data(cfg.max_inline)
+                .setup_send_cq(cq.clone())
+                .setup_recv_cq(cq.clone());
+            qps.push(qp_builder.build().map_err(|e| {
+                verbs_err(
+                    format!(
+                        "ibv_create_qp #{} of {num_qps} (send {}, recv {}, inline {})",
+                        qps.len() + 1,
+                        cfg.max_send_wr,
+                        cfg.max_recv_wr,
+                        cfg.max_inline
+                    ),
+                    e,
+                )
+            })?);
+        }
         // SAFETY: an all-zero ibv_wc is a valid value of this plain C struct.
         let wcs = vec![unsafe { std::mem::zeroed::<sys::ibv_wc>() }; 32].into_boxed_slice();
         Ok(Link {
-            qp,
+            qps,
             cq,
             channel,
             buffers: Vec::new(),
@@ -459,16 +469,37 @@ impl Link {
         &self.ctx
     }
 
-    /// Our QP number.
+    /// The first QP's number (the QP of every workload but the multi-QP bandwidth runs).
     pub fn qp_num(&self) -> u32 {
-        self.qp.qp_number()
+        self.qp_num_at(0)
     }
 
-    /// Moves the QP (INIT/RTR/RTS) with sideway's checked modify.
+    /// QP `i`'s number.
+    pub fn qp_num_at(&self, i: usize) -> u32 {
+        self.qps[i].qp_number()
+    }
+
+    /// How many QPs this link has.
+    pub fn num_qps(&self) -> usize {
+        self.qps.len()
+    }
+
+    /// Moves the first QP (INIT/RTR/RTS) with sideway's checked modify.
     pub fn modify_qp(&mut self, attr: &QueuePairAttribute, what: &str) -> Result<(), LinkError> {
-        self.qp
+        self.modify_qp_at(0, attr, what)
+    }
+
+    /// Moves QP `i` (INIT/RTR/RTS) with sideway's checked modify.
+    pub fn modify_qp_at(&mut self, i: usize, attr: &QueuePairAttribute, what: &str) -> Result<(), LinkError> {
+        let n = self.qps.len();
+        self.qps
+            .get_mut(i)
+            .ok_or_else(|| LinkError::BadWorkRequest(format!("no QP #{i} (the link has {n})")))?
             .modify(attr)
-            .map_err(|e| verbs_err(format!("ibv_modify_qp to {what}"), e))
+            .map_err(|e| {
+                let which = if n > 1 { format!(" (QP #{i})") } else { String::new() };
+                verbs_err(format!("ibv_modify_qp to {what}{which}"), e)
+            })
     }
 
     /// Allocates, zeroes, and registers a buffer of `len` bytes.
@@ -707,8 +738,14 @@ impl Link {
         })
     }
 
-    /// Posts the whole send chain with one ibv_post_send.
+    /// Posts the whole send chain with one ibv_post_send on the first QP.
     pub fn post_send(&mut self, chain: &mut SendChain) -> Result<(), LinkError> {
+        self.post_send_on(0, chain)
+    }
+
+    /// Posts the whole send chain with one ibv_post_send on QP `qp`.
+    pub fn post_send_on(&mut self, qp: usize, chain: &mut SendChain) -> Result<(), LinkError> {
+        let qp = self.qp_ptr(qp)?;
         if chain.link_id != self.id {
             return Err(LinkError::BadWorkRequest("send chain built for another link".into()));
         }
@@ -719,7 +756,7 @@ impl Link {
         // SAFETY: the chain was built by this link (checked above): every sge
         // points into one of our registered buffers, which outlive the QP; the
         // list is linked within the chain's own boxed slice.
-        let rc = unsafe { sys::ibv_post_send(self.qp.qp().as_ptr(), chain.wrs.as_mut_ptr(), &mut bad) };
+        let rc = unsafe { sys::ibv_post_send(qp, chain.wrs.as_mut_ptr(), &mut bad) };
         if rc != 0 {
             return Err(LinkError::Post {
                 call: "ibv_post_send",
@@ -729,8 +766,14 @@ impl Link {
         Ok(())
     }
 
-    /// Posts receive request `i` of `chain` alone.
+    /// Posts receive request `i` of `chain` alone on the first QP.
     pub fn post_recv_one(&mut self, chain: &mut RecvChain, i: usize) -> Result<(), LinkError> {
+        self.post_recv_one_on(0, chain, i)
+    }
+
+    /// Posts receive request `i` of `chain` alone on QP `qp`.
+    pub fn post_recv_one_on(&mut self, qp: usize, chain: &mut RecvChain, i: usize) -> Result<(), LinkError> {
+        let qp = self.qp_ptr(qp)?;
         if chain.link_id != self.id {
             return Err(LinkError::BadWorkRequest("recv chain built for another link".into()));
         }
@@ -741,7 +784,7 @@ impl Link {
         wr.next = std::ptr::null_mut();
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: as in `post_send`; `wr` is a single, unlinked request.
-        let rc = unsafe { sys::ibv_post_recv(self.qp.qp().as_ptr(), wr, &mut bad) };
+        let rc = unsafe { sys::ibv_post_recv(qp, wr, &mut bad) };
         if rc != 0 {
             return Err(LinkError::Post {
                 call: "ibv_post_recv",
@@ -757,6 +800,15 @@ impl Link {
             self.post_recv_one(chain, i)?;
         }
         Ok(())
+    }
+
+    fn qp_ptr(&self, i: usize) -> Result<*mut sys::ibv_qp, LinkError> {
+        self.qps
+            .get(i)
+            // SAFETY: the raw handle is only passed to ibv_post_send/recv by
+            // this link's `&mut self` methods, while the QP (owned by `self`) lives.
+            .map(|qp| unsafe { qp.qp() }.as_ptr())
+            .ok_or_else(|| LinkError::BadWorkRequest(format!("no QP #{i} (the link has {})", self.qps.len())))
     }
 
     /// Polls up to `out.len()` completions; returns how many were written.

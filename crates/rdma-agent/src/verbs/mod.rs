@@ -17,6 +17,11 @@ pub use link::{
     Access, BufId, Completion, Link, LinkConfig, LinkError, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr,
 };
 
+/// Transport retries before a send fails with IBV_WC_RETRY_EXC_ERR (both
+/// connection modes). Not 7: rxe reads a retry count of 7 as "forever", as
+/// the spec does only for RNR retries, and a cut link would hang the run.
+pub const TRANSPORT_RETRY_COUNT: u8 = 6;
+
 /// The calling thread's user and system CPU seconds (RUSAGE_THREAD).
 pub fn thread_cpu_seconds() -> (f64, f64) {
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.

@@ -211,6 +211,31 @@ impl Workload for Perf {
     }
 }
 
+/// One QP's share of a bandwidth run.
+struct Lane {
+    /// Its pre-built post_list chain.
+    chain: crate::verbs::SendChain,
+    /// Requests posted, completed, and covered by a signaled request.
+    posted: u64,
+    completed: u64,
+    signaled: u64,
+    /// Posts of the chain so far (every `cq_moderation`-th is signaled).
+    posts: u64,
+}
+
+/// wr_id sequence numbers of a bandwidth run: the QP's index above bit 40,
+/// the QP's own request count below, so a completion names its lane.
+const LANE_SHIFT: u32 = 40;
+
+fn lane_seq(qp: usize, seq: u64) -> u64 {
+    ((qp as u64) << LANE_SHIFT) | (seq & ((1 << LANE_SHIFT) - 1))
+}
+
+fn lane_of(wr_id: u64) -> (usize, u64) {
+    let seq = OpKind::seq(wr_id);
+    ((seq >> LANE_SHIFT) as usize, seq & ((1 << LANE_SHIFT) - 1))
+}
+
 fn tx_depth(side: &Side) -> usize {
     (if side.params.tx_depth == 0 {
         128
@@ -319,13 +344,16 @@ impl Perf {
         size: usize,
         problems: &mut Vec<String>,
     ) -> Result<SizePoint, SessionError> {
-        // The client keeps the send queue full and spins between empty polls,
-        // as ib_*_bw does (measured: no worse than yielding, and no syscall).
+        // The client keeps every send queue full and waits only when they are
+        // full: on the completion channel in event mode (the controller's
+        // default for bandwidth runs: the sleep leaves the CPU to the RNIC's
+        // work), else spinning between empty polls, as ib_*_bw does.
         side.set_spin_polls(true);
         let depth = tx_depth(side);
         let list = post_list(side);
-        // Signal the last request of every `every`-th post.
-        let every = cq_moderation(side).div_ceil(list).max(1);
+        // Signal the last request of every `every`-th post; never let a full
+        // queue hold only unsignaled requests (nothing would complete).
+        let every = cq_moderation(side).div_ceil(list).min(depth / list).max(1);
         let buf = side.bufs[0];
         let local = LocalSlice {
             buf,
@@ -333,60 +361,87 @@ impl Perf {
             len: size,
         };
         let wrs: Vec<SendWr> = (0..list).map(|_| self.op_wr(side, local, 0, false)).collect();
-        let mut chain = side.link.send_chain(&wrs)?;
+        // One lane per QP, posted round-robin; like perftest's `-q`, each QP
+        // runs `iterations` operations with up to `tx_depth` outstanding.
+        let mut lanes = Vec::with_capacity(side.link.num_qps());
+        for _ in 0..side.link.num_qps() {
+            lanes.push(Lane {
+                chain: side.link.send_chain(&wrs)?,
+                posted: 0,
+                completed: 0,
+                signaled: 0,
+                posts: 0,
+            });
+        }
         let planned = planned_iterations(side);
         let stop_at = Instant::now() + Duration::from_secs_f64(side.params.duration_s.max(0.0));
         let mut peak = PeakTracker::new(Duration::from_millis(500));
-        let (mut posted, mut completed, mut posts) = (0u64, 0u64, 0u64);
         let start = Instant::now();
         loop {
-            let remaining = planned.map(|n| n.saturating_sub(posted));
-            let finished_posting =
-                remaining == Some(0) || (planned.is_none() && Instant::now() >= stop_at && posted > 0);
-            if finished_posting && completed == posted {
-                break;
-            }
-            let in_flight = (posted - completed) as usize;
-            if !finished_posting && in_flight + list <= depth && remaining.is_none_or(|r| r >= list as u64) {
-                posts += 1;
-                let last_post = remaining == Some(list as u64) || (planned.is_none() && Instant::now() >= stop_at);
-                let signaled = posts % every as u64 == 0 || last_post;
-                chain.set_signaled(list - 1, signaled);
-                chain.set_wr_id(list - 1, self.kind().wr_id(posted + list as u64));
-                side.link.post_send(&mut chain)?;
-                posted += list as u64;
-                if !signaled {
+            let time_up = planned.is_none() && Instant::now() >= stop_at;
+            let mut posted_any = false;
+            let mut all_done = true;
+            for (q, lane) in lanes.iter_mut().enumerate() {
+                let remaining = planned.map(|n| n.saturating_sub(lane.posted));
+                // A timed lane is finished once its last posted request is signaled.
+                let finished_posting =
+                    remaining == Some(0) || (time_up && lane.posted > 0 && lane.signaled == lane.posted);
+                if finished_posting {
+                    all_done &= lane.completed == lane.posted;
                     continue;
                 }
-                if last_post && planned.is_none() {
-                    // Timed run: this signaled post is the last one.
-                    while completed < posted {
-                        let c = side.next_completion("bandwidth completions")?;
-                        let upto = OpKind::seq(c.wr_id);
-                        peak.add((upto - completed) * size as u64);
-                        completed = upto;
+                all_done = false;
+                let in_flight = (lane.posted - lane.completed) as usize;
+                if in_flight + list <= depth && remaining.is_none_or(|r| r >= list as u64) {
+                    lane.posts += 1;
+                    // The last full post is signaled (a shorter tail, if any, waits for it).
+                    let last_post = remaining.is_some_and(|r| r < 2 * list as u64) || time_up;
+                    let signaled = lane.posts % every as u64 == 0 || last_post;
+                    lane.chain.set_signaled(list - 1, signaled);
+                    lane.chain
+                        .set_wr_id(list - 1, self.kind().wr_id(lane_seq(q, lane.posted + list as u64)));
+                    side.link.post_send_on(q, &mut lane.chain)?;
+                    lane.posted += list as u64;
+                    if signaled {
+                        lane.signaled = lane.posted;
                     }
-                    break;
+                    posted_any = true;
+                } else if remaining.is_some_and(|r| r < list as u64) && in_flight == 0 {
+                    // Tail shorter than post_list: a one-off chain, signaled.
+                    let r = remaining.unwrap_or(0) as usize;
+                    let tail: Vec<SendWr> = (0..r)
+                        .map(|i| {
+                            self.op_wr(
+                                side,
+                                local,
+                                self.kind().wr_id(lane_seq(q, lane.posted + i as u64 + 1)),
+                                i + 1 == r,
+                            )
+                        })
+                        .collect();
+                    let mut tail_chain = side.link.send_chain(&tail)?;
+                    side.link.post_send_on(q, &mut tail_chain)?;
+                    lane.posted += r as u64;
+                    lane.signaled = lane.posted;
+                    posted_any = true;
                 }
+            }
+            if all_done {
+                break;
+            }
+            if posted_any {
                 continue;
             }
-            if !finished_posting && remaining.is_some_and(|r| r < list as u64) && in_flight == 0 {
-                // Tail shorter than post_list: a one-off chain, signaled.
-                let tail: Vec<SendWr> = (0..remaining.unwrap_or(0) as usize)
-                    .map(|i| {
-                        let last = i + 1 == remaining.unwrap_or(0) as usize;
-                        self.op_wr(side, local, self.kind().wr_id(posted + i as u64 + 1), last)
-                    })
-                    .collect();
-                let mut tail_chain = side.link.send_chain(&tail)?;
-                side.link.post_send(&mut tail_chain)?;
-                posted += tail.len() as u64;
-                continue;
-            }
+            // Every queue is full (or draining): wait for a completion. A
+            // signaled request's completion means every earlier one on its QP
+            // completed too (a QP's send queue completes in order).
             let c = side.next_completion("bandwidth completions")?;
-            let upto = OpKind::seq(c.wr_id);
-            peak.add(upto.saturating_sub(completed) * size as u64);
-            completed = completed.max(upto);
+            let (q, upto) = lane_of(c.wr_id);
+            let lane = lanes.get_mut(q).ok_or_else(|| {
+                SessionError::Protocol(format!("completion for QP #{q}, which this run does not have"))
+            })?;
+            peak.add(upto.saturating_sub(lane.completed) * size as u64);
+            lane.completed = lane.completed.max(upto);
         }
         let elapsed = start.elapsed();
         if self.op == PerfOp::Read {
@@ -394,6 +449,7 @@ impl Perf {
                 problems.push(format!("read-bw at {size} B: {m}"));
             }
         }
+        let posted: u64 = lanes.iter().map(|l| l.posted).sum();
         let bytes = posted * size as u64;
         Ok(SizePoint {
             size: size as u64,
@@ -741,6 +797,15 @@ impl Perf {
 mod tests {
     use super::*;
     use crate::pattern::Pattern;
+
+    #[test]
+    fn lane_sequence_numbers_round_trip_through_wr_ids() {
+        for (qp, seq) in [(0, 0), (0, 1), (3, 12345), (15, (1 << LANE_SHIFT) - 1)] {
+            let id = OpKind::Write.wr_id(lane_seq(qp, seq));
+            assert_eq!(lane_of(id), (qp, seq));
+            assert_eq!(OpKind::name_of(id), "WRITE");
+        }
+    }
 
     #[test]
     fn write_lat_counter_is_never_zero_and_wraps() {

@@ -1,0 +1,723 @@
+//! The Multipass provider: one Multipass instance (an Ubuntu VM) per node,
+//! driven through the `multipass` command line.
+//!
+//! Instances are named `<lab>-<node>`. Each is launched with a cloud-init
+//! user-data (`provisioning/cloud-init/user-data.yaml`) that installs the
+//! RDMA user space, authorizes the lab's SSH key for root and loads
+//! `rdma_rxe`; from then on the node is provisioned over SSH like any other
+//! (rxe link, agent). State is read from `multipass info --format json` and
+//! `multipass list --format json`, parsed into the typed shapes below, which
+//! follow Multipass's own JSON formatter. The node's SSH and data address is
+//! the first IPv4 address Multipass reports for it.
+//!
+//! Multipass runs VMs of the host's own architecture, so on Apple silicon
+//! (and any arm64 host) the nodes are aarch64 and the deployed agent must be
+//! an aarch64 Linux build; [`MultipassProvider::check_agent`] says how.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::join_all;
+use serde::Deserialize;
+
+use super::{Provider, ProviderError};
+use crate::image::which;
+use crate::model::{LabSpec, MultipassSpec, ResolvedNode};
+use crate::progress::{step, Reporter};
+use crate::provision::AgentBinary;
+use crate::state::{LabDir, LabState, NodeState};
+
+/// The program labctl runs.
+pub const PROGRAM: &str = "multipass";
+/// The cloud-init user-data template; `@HOSTNAME@` and `@AUTHORIZED_KEY@` are
+/// filled in per node.
+pub const USER_DATA: &str = include_str!("../../../../provisioning/cloud-init/user-data.yaml");
+/// How long `multipass launch` may take (image download, package install by
+/// cloud-init); passed to Multipass's own `--timeout` too.
+pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(900);
+/// How long the quick commands (`info`, `list`, `version`, `delete`) may take.
+const QUICK_TIMEOUT: Duration = Duration::from_secs(120);
+/// Multipass does not report the prefix of an instance's address; its
+/// default networks (`mpqemubr0` on Linux, the vmnet network on macOS) are /24.
+const DATA_PREFIX: u8 = 24;
+/// How to install Multipass, for the missing-program error.
+const INSTALL_HINT: &str = "install Multipass: `snap install multipass` on Ubuntu, `brew install --cask multipass` on macOS (see https://canonical.com/multipass/install)";
+
+// ---------------------------------------------------------------------------
+// The JSON shapes of `multipass ... --format json`
+// ---------------------------------------------------------------------------
+
+/// An instance's state, as Multipass prints it (`status_string_for` in its
+/// client, one per `InstanceStatus` of its RPC protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum InstanceState {
+    /// Running.
+    Running,
+    /// Stopped.
+    Stopped,
+    /// Deleted but not purged (`multipass recover` brings it back).
+    Deleted,
+    /// Booting.
+    Starting,
+    /// Rebooting.
+    Restarting,
+    /// Running, with a shutdown scheduled (`multipass stop --time`).
+    #[serde(rename = "Delayed Shutdown")]
+    DelayedShutdown,
+    /// Being suspended.
+    Suspending,
+    /// Suspended.
+    Suspended,
+    /// Anything else Multipass reports (its own fallback is `Unknown`).
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+impl InstanceState {
+    /// Whether the machine runs (a delayed shutdown still runs).
+    pub fn is_running(self) -> bool {
+        matches!(self, InstanceState::Running | InstanceState::DelayedShutdown)
+    }
+
+    /// The state as Multipass writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceState::Running => "Running",
+            InstanceState::Stopped => "Stopped",
+            InstanceState::Deleted => "Deleted",
+            InstanceState::Starting => "Starting",
+            InstanceState::Restarting => "Restarting",
+            InstanceState::DelayedShutdown => "Delayed Shutdown",
+            InstanceState::Suspending => "Suspending",
+            InstanceState::Suspended => "Suspended",
+            InstanceState::Unknown => "Unknown",
+        }
+    }
+}
+
+/// `multipass info --format json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct InfoReport {
+    /// Always empty in the JSON output (errors go to stderr and the exit status).
+    #[serde(default)]
+    pub errors: Vec<serde_json::Value>,
+    /// Per instance name.
+    pub info: BTreeMap<String, InstanceInfo>,
+}
+
+/// One instance in `multipass info`. Fields a stopped instance lacks, or that
+/// older Multipass versions do not print (`cpu_count`, `snapshot_count`),
+/// are optional.
+#[derive(Debug, Clone, Deserialize)]
+pub struct InstanceInfo {
+    /// Its state.
+    #[serde(default)]
+    pub state: InstanceState,
+    /// Its IPv4 addresses, the default network's first.
+    #[serde(default)]
+    pub ipv4: Vec<String>,
+    /// The image's hash.
+    #[serde(default)]
+    pub image_hash: String,
+    /// The image's release (`24.04 LTS`).
+    #[serde(default)]
+    pub image_release: String,
+    /// The running OS (`Ubuntu 24.04.1 LTS`); empty when stopped.
+    #[serde(default)]
+    pub release: String,
+    /// vCPUs, as text.
+    #[serde(default)]
+    pub cpu_count: Option<String>,
+    /// Snapshots, as text.
+    #[serde(default)]
+    pub snapshot_count: Option<String>,
+    /// Load averages; empty when stopped.
+    #[serde(default)]
+    pub load: Vec<f64>,
+    /// Disk usage per disk (Multipass names the one disk `sda1`).
+    #[serde(default)]
+    pub disks: BTreeMap<String, DiskUsage>,
+    /// Memory usage, bytes.
+    #[serde(default)]
+    pub memory: MemoryUsage,
+    /// Mounts per target path.
+    #[serde(default)]
+    pub mounts: BTreeMap<String, Mount>,
+    /// Snapshots per name (`multipass info --snapshots`).
+    #[serde(default)]
+    pub snapshots: BTreeMap<String, serde_json::Value>,
+}
+
+/// Disk usage; bytes, as text.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct DiskUsage {
+    /// Used bytes.
+    pub used: Option<String>,
+    /// Total bytes.
+    pub total: Option<String>,
+}
+
+/// Memory usage, bytes.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct MemoryUsage {
+    /// Used.
+    pub used: Option<u64>,
+    /// Total.
+    pub total: Option<u64>,
+}
+
+/// A mount of a host directory.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Mount {
+    /// The host directory.
+    #[serde(default)]
+    pub source_path: String,
+    /// `host:instance` uid pairs.
+    #[serde(default)]
+    pub uid_mappings: Vec<String>,
+    /// `host:instance` gid pairs.
+    #[serde(default)]
+    pub gid_mappings: Vec<String>,
+}
+
+/// `multipass list --format json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ListReport {
+    /// Every instance.
+    pub list: Vec<ListEntry>,
+}
+
+/// One instance in `multipass list`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ListEntry {
+    /// Its name.
+    pub name: String,
+    /// Its state.
+    #[serde(default)]
+    pub state: InstanceState,
+    /// Its IPv4 addresses.
+    #[serde(default)]
+    pub ipv4: Vec<String>,
+    /// `Ubuntu 24.04 LTS`, or `Not Available`.
+    #[serde(default)]
+    pub release: String,
+}
+
+/// `multipass version --format json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct VersionReport {
+    /// The client's version.
+    pub multipass: String,
+    /// The daemon's version; absent when the daemon did not answer.
+    #[serde(default)]
+    pub multipassd: Option<String>,
+}
+
+/// Parses `multipass info --format json`.
+pub fn parse_info(json: &str) -> Result<InfoReport, serde_json::Error> {
+    serde_json::from_str(json)
+}
+
+/// Parses `multipass list --format json`.
+pub fn parse_list(json: &str) -> Result<ListReport, serde_json::Error> {
+    serde_json::from_str(json)
+}
+
+impl InstanceInfo {
+    /// The first IPv4 address: the node's SSH and data address.
+    pub fn first_ipv4(&self) -> Option<std::net::Ipv4Addr> {
+        self.ipv4.iter().find_map(|a| a.parse().ok())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Command lines
+// ---------------------------------------------------------------------------
+
+/// The Multipass instance of `node` in `lab`.
+pub fn instance_name(lab: &str, node: &str) -> String {
+    format!("{lab}-{node}")
+}
+
+/// The cloud-init user-data of one node.
+pub fn user_data(hostname: &str, authorized_key: &str) -> String {
+    USER_DATA
+        .replace("@HOSTNAME@", hostname)
+        .replace("@AUTHORIZED_KEY@", authorized_key.trim())
+}
+
+/// Sizes as `multipass launch` takes them: a number and a unit letter.
+fn mib_arg(mib: u64) -> String {
+    if mib.is_multiple_of(1024) {
+        format!("{}G", mib / 1024)
+    } else {
+        format!("{mib}M")
+    }
+}
+
+/// The arguments of `multipass launch` for one node.
+pub fn launch_args(instance: &str, node: &ResolvedNode, spec: &MultipassSpec, user_data: &Path) -> Vec<String> {
+    vec![
+        "launch".into(),
+        "--name".into(),
+        instance.into(),
+        "--cpus".into(),
+        node.cpus.to_string(),
+        "--memory".into(),
+        mib_arg(node.memory_mib),
+        "--disk".into(),
+        mib_arg(spec.disk.mib()),
+        "--cloud-init".into(),
+        user_data.display().to_string(),
+        "--timeout".into(),
+        LAUNCH_TIMEOUT.as_secs().to_string(),
+        spec.image.clone(),
+    ]
+}
+
+// ---------------------------------------------------------------------------
+// Agent architecture
+// ---------------------------------------------------------------------------
+
+/// The CPU an ELF binary is built for (`x86_64`, `aarch64`), from its header.
+pub fn elf_machine(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.len() < 20 || &bytes[..4] != b"\x7fELF" {
+        return None;
+    }
+    let machine = match bytes[5] {
+        1 => u16::from_le_bytes([bytes[18], bytes[19]]),
+        2 => u16::from_be_bytes([bytes[18], bytes[19]]),
+        _ => return None,
+    };
+    Some(match machine {
+        0x3e => "x86_64",
+        0xb7 => "aarch64",
+        0x03 => "x86",
+        0x28 => "arm",
+        0xf3 => "riscv64",
+        _ => "another architecture",
+    })
+}
+
+/// How to get an agent for `arch`, for the error.
+fn agent_build_hint(arch: &str) -> String {
+    if arch == "aarch64" {
+        "build rdma-agent for aarch64 Linux and pass it with --agent (or LABCTL_AGENT): either on an arm64 Linux machine \
+         (a Multipass instance will do) with `cargo build --release -p rdma-agent`, or cross-build with \
+         `rustup target add aarch64-unknown-linux-gnu`, an aarch64 linker and arm64 rdma-core/libfabric dev packages, then \
+         `cargo build --release -p rdma-agent --target aarch64-unknown-linux-gnu`; see docs/providers/multipass.md#apple-silicon-arm64"
+            .into()
+    } else {
+        format!("build rdma-agent for {arch} Linux (`cargo build --release -p rdma-agent` on such a machine) and pass it with --agent")
+    }
+}
+
+/// Checks that `agent` runs on nodes of architecture `node_arch`.
+pub fn check_agent_arch(agent: &[u8], node_arch: &str) -> Result<(), ProviderError> {
+    match elf_machine(agent) {
+        Some(arch) if arch == node_arch => Ok(()),
+        found => Err(ProviderError::AgentArch {
+            agent: found.unwrap_or("not a Linux (ELF) executable").to_string(),
+            nodes: node_arch.to_string(),
+            how: agent_build_hint(node_arch),
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The provider
+// ---------------------------------------------------------------------------
+
+/// The Multipass provider.
+#[derive(Debug, Clone)]
+pub struct MultipassProvider {
+    program: Option<PathBuf>,
+}
+
+impl Default for MultipassProvider {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The lab's instances, recorded in `provider_state` before any is launched.
+#[derive(Debug, Clone, Default, serde::Serialize, Deserialize)]
+struct Recorded {
+    #[serde(default)]
+    instances: Vec<String>,
+}
+
+impl MultipassProvider {
+    /// A provider using `multipass` from PATH.
+    pub fn new() -> MultipassProvider {
+        MultipassProvider {
+            program: which(PROGRAM),
+        }
+    }
+
+    fn program(&self) -> Result<&Path, ProviderError> {
+        self.program.as_deref().ok_or_else(|| ProviderError::MissingProgram {
+            program: PROGRAM.into(),
+            hint: INSTALL_HINT.into(),
+        })
+    }
+
+    /// Runs `multipass ARGS`; a non-zero exit is an error with its stderr.
+    async fn run(&self, args: &[String], timeout: Duration) -> Result<Output, ProviderError> {
+        let program = self.program()?;
+        let command_line = format!("{PROGRAM} {}", args.join(" "));
+        let mut command = tokio::process::Command::new(program);
+        // Its own process group: a Ctrl-C aimed at labctl must not kill a
+        // `multipass delete` of the teardown. A dropped launch (labctl
+        // interrupted) is killed instead, and the teardown deletes it.
+        command
+            .args(args)
+            .kill_on_drop(true)
+            .process_group(0)
+            .stdin(std::process::Stdio::null());
+        let output = tokio::time::timeout(timeout, command.output())
+            .await
+            .map_err(|_| ProviderError::CommandFailed {
+                command: command_line.clone(),
+                status: format!("no answer within {} s", timeout.as_secs()),
+                stderr: String::new(),
+                hint: "check `multipass list`; the Multipass daemon may be stuck (restart it)".into(),
+            })?
+            .map_err(|source| ProviderError::Io {
+                context: format!("running {command_line}"),
+                source,
+            })?;
+        if !output.status.success() {
+            return Err(command_failed(&command_line, &output));
+        }
+        Ok(output)
+    }
+
+    async fn list(&self) -> Result<ListReport, ProviderError> {
+        let args = ["list", "--format", "json"].map(String::from);
+        let out = self.run(&args, QUICK_TIMEOUT).await?;
+        parse_list(&String::from_utf8_lossy(&out.stdout)).map_err(|e| unparsable("multipass list --format json", &e))
+    }
+
+    async fn info(&self, instances: &[String]) -> Result<InfoReport, ProviderError> {
+        let mut args: Vec<String> = ["info", "--format", "json"].map(String::from).to_vec();
+        args.extend(instances.iter().cloned());
+        let out = self.run(&args, QUICK_TIMEOUT).await?;
+        parse_info(&String::from_utf8_lossy(&out.stdout)).map_err(|e| unparsable("multipass info --format json", &e))
+    }
+
+    /// The instances this lab may have: those recorded in its state, and
+    /// those whose user-data was written (a crash between writing it and
+    /// saving state still leaves the file).
+    fn lab_instances(dir: &LabDir, state: Option<&LabState>) -> Vec<String> {
+        let mut names: Vec<String> = state
+            .and_then(|s| serde_json::from_value::<Recorded>(s.provider_state.clone()).ok())
+            .map(|r| r.instances)
+            .unwrap_or_default();
+        let lab = dir.root().file_name().map(|n| n.to_string_lossy().into_owned());
+        if let (Some(lab), Ok(entries)) = (lab, std::fs::read_dir(user_data_dir(dir))) {
+            for entry in entries.flatten() {
+                let file = entry.file_name().to_string_lossy().into_owned();
+                if let Some(node) = file.strip_suffix(".user-data.yaml") {
+                    names.push(instance_name(&lab, node));
+                }
+            }
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+}
+
+fn user_data_dir(dir: &LabDir) -> PathBuf {
+    dir.root().join("multipass")
+}
+
+fn command_failed(command_line: &str, output: &Output) -> ProviderError {
+    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+    let hint = if stderr.contains("multipassd") || stderr.contains("cannot connect") {
+        "the Multipass daemon does not answer: start it (`snap start multipass` on Ubuntu; on macOS reopen Multipass.app)"
+    } else if stderr.contains("does not exist") {
+        "the instance is gone; `labctl down` and `labctl up` recreate the lab"
+    } else {
+        "see Multipass's message above; `multipass list` shows what exists"
+    };
+    ProviderError::CommandFailed {
+        command: command_line.to_string(),
+        status: output.status.to_string(),
+        stderr,
+        hint: hint.into(),
+    }
+}
+
+fn unparsable(command: &str, e: &serde_json::Error) -> ProviderError {
+    ProviderError::CommandFailed {
+        command: command.into(),
+        status: "exit status 0".into(),
+        stderr: format!("unexpected JSON: {e}"),
+        hint: "this Multipass version prints a layout labctl does not know; report it with `multipass version`".into(),
+    }
+}
+
+#[async_trait]
+impl Provider for MultipassProvider {
+    async fn preflight(&self, lab: &LabSpec, nodes: &[ResolvedNode]) -> Result<(), ProviderError> {
+        self.program()?;
+        let version = self
+            .run(&["version", "--format", "json"].map(String::from), QUICK_TIMEOUT)
+            .await?;
+        let version: VersionReport =
+            serde_json::from_slice(&version.stdout).map_err(|e| unparsable("multipass version --format json", &e))?;
+        if version.multipassd.is_none() {
+            return Err(ProviderError::CommandFailed {
+                command: "multipass version --format json".into(),
+                status: "exit status 0".into(),
+                stderr: format!(
+                    "client {} answered, but the daemon multipassd did not",
+                    version.multipass
+                ),
+                hint: "start the Multipass daemon (`snap start multipass` on Ubuntu; on macOS open Multipass.app)"
+                    .into(),
+            });
+        }
+        let existing = self.list().await?;
+        for node in nodes {
+            let name = instance_name(&lab.name, &node.name);
+            if let Some(found) = existing.list.iter().find(|i| i.name == name) {
+                return Err(ProviderError::InstanceExists {
+                    node: node.name.clone(),
+                    instance: name,
+                    state: found.state.as_str().into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_agent(&self, agent: &AgentBinary) -> Result<(), ProviderError> {
+        // Multipass runs VMs of the host's own architecture.
+        check_agent_arch(&agent.bytes, std::env::consts::ARCH)
+    }
+
+    async fn create(
+        &self,
+        lab: &LabSpec,
+        nodes: &[ResolvedNode],
+        dir: &LabDir,
+        state: &mut LabState,
+        authorized_key: &str,
+        reporter: &dyn Reporter,
+    ) -> Result<(), ProviderError> {
+        let spec = lab.multipass.clone().unwrap_or_default();
+        let ud_dir = user_data_dir(dir);
+        std::fs::create_dir_all(&ud_dir).map_err(|source| ProviderError::Io {
+            context: format!("creating {}", ud_dir.display()),
+            source,
+        })?;
+        let instances: Vec<String> = nodes.iter().map(|n| instance_name(&lab.name, &n.name)).collect();
+        state.provider_state = serde_json::json!({
+            "instances": instances,
+            "image": spec.image,
+            "disk": spec.disk.to_string(),
+        });
+        dir.save(state)?;
+        reporter.note(
+            "lab",
+            &format!("multipass: launching {} ({})", instances.join(", "), spec.image),
+        );
+        let launches = nodes.iter().zip(&instances).map(|(node, instance)| {
+            let path = ud_dir.join(format!("{}.user-data.yaml", node.name));
+            let spec = &spec;
+            async move {
+                std::fs::write(&path, user_data(&node.name, authorized_key)).map_err(|source| ProviderError::Io {
+                    context: format!("writing {}", path.display()),
+                    source,
+                })?;
+                let args = launch_args(instance, node, spec, &path);
+                step(
+                    reporter,
+                    &node.name,
+                    "launch",
+                    self.run(&args, LAUNCH_TIMEOUT + Duration::from_secs(60)),
+                )
+                .await
+                .map(|_| ())
+            }
+        });
+        for result in join_all(launches).await {
+            result?;
+        }
+        let info = self.info(&instances).await?;
+        for (node, instance) in nodes.iter().zip(&instances) {
+            let found = info.info.get(instance).ok_or_else(|| ProviderError::NotRunning {
+                node: node.name.clone(),
+                reason: format!("`multipass info` does not list instance `{instance}` after its launch"),
+            })?;
+            let addr = match (found.state.is_running(), found.first_ipv4()) {
+                (true, Some(addr)) => addr,
+                (running, _) => {
+                    return Err(ProviderError::NotRunning {
+                        node: node.name.clone(),
+                        reason: if running {
+                            format!("instance `{instance}` runs but Multipass reports no IPv4 address for it")
+                        } else {
+                            format!("instance `{instance}` is {} after its launch", found.state.as_str())
+                        },
+                    })
+                }
+            };
+            state.nodes.push(NodeState {
+                name: node.name.clone(),
+                ssh_host: addr.to_string(),
+                ssh_port: 22,
+                ssh_user: "root".into(),
+                data_addr: addr,
+                data_prefix: DATA_PREFIX,
+                data_netdev: None,
+                rdma_device: None,
+                host_key: None,
+                pid: None,
+                agent_sha256: None,
+                agent_port: super::qemu::AGENT_PORT,
+                provisioned: false,
+            });
+        }
+        dir.save(state)?;
+        Ok(())
+    }
+
+    fn check_alive(&self, _dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
+        let program = self.program()?;
+        let instance = instance_name(&state.lab, node);
+        let down = |reason: String| ProviderError::NotRunning {
+            node: node.to_string(),
+            reason,
+        };
+        let output = std::process::Command::new(program)
+            .args(["info", "--format", "json", &instance])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|source| ProviderError::Io {
+                context: format!("running {PROGRAM} info"),
+                source,
+            })?;
+        if !output.status.success() {
+            return Err(down(format!(
+                "`multipass info {instance}` failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+        let info = parse_info(&String::from_utf8_lossy(&output.stdout))
+            .map_err(|e| unparsable("multipass info --format json", &e))?;
+        match info.info.get(&instance) {
+            Some(i) if i.state.is_running() => Ok(()),
+            Some(i) => Err(down(format!(
+                "Multipass reports instance `{instance}` as {}",
+                i.state.as_str()
+            ))),
+            None => Err(down(format!("Multipass does not know instance `{instance}`"))),
+        }
+    }
+
+    async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError> {
+        let ours = Self::lab_instances(dir, state);
+        if ours.is_empty() {
+            return Ok(());
+        }
+        let existing = self.list().await?;
+        let doomed: Vec<String> = existing
+            .list
+            .iter()
+            .filter(|i| ours.contains(&i.name))
+            .map(|i| i.name.clone())
+            .collect();
+        if doomed.is_empty() {
+            return Ok(());
+        }
+        let mut args = vec!["delete".to_string(), "--purge".to_string()];
+        args.extend(doomed);
+        self.run(&args, QUICK_TIMEOUT).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_sizes_are_written_as_multipass_takes_them() {
+        assert_eq!(mib_arg(1024), "1G");
+        assert_eq!(mib_arg(1536), "1536M");
+        assert_eq!(mib_arg(10 * 1024), "10G");
+    }
+
+    #[test]
+    fn test_user_data_carries_key_hostname_and_packages() {
+        let text = user_data("server", "ssh-ed25519 AAAAC3 labctl\n");
+        assert!(text.starts_with("#cloud-config\n"), "cloud-init needs the header first");
+        assert!(text.contains("hostname: server\n"));
+        assert!(text.contains("  - ssh-ed25519 AAAAC3 labctl\n"));
+        assert!(text.contains("disable_root: false"));
+        for package in [
+            "rdma-core",
+            "ibverbs-utils",
+            "rdmacm-utils",
+            "perftest",
+            "libfabric-bin",
+            "iproute2",
+        ] {
+            assert!(text.contains(&format!("  - {package}\n")), "{package} missing");
+        }
+        assert!(text.contains("modprobe rdma_rxe"));
+        assert!(!text.contains('@'), "a placeholder was left: {text}");
+        // It is YAML, and the key is where cloud-init looks for it.
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        assert_eq!(
+            doc["ssh_authorized_keys"][0].as_str(),
+            Some("ssh-ed25519 AAAAC3 labctl")
+        );
+    }
+
+    fn elf(class_le: bool, machine: u16) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = if class_le { 1 } else { 2 };
+        let m = if class_le {
+            machine.to_le_bytes()
+        } else {
+            machine.to_be_bytes()
+        };
+        b[18..20].copy_from_slice(&m);
+        b
+    }
+
+    #[test]
+    fn test_agent_must_match_the_node_architecture() {
+        assert_eq!(elf_machine(&elf(true, 0x3e)), Some("x86_64"));
+        assert_eq!(elf_machine(&elf(true, 0xb7)), Some("aarch64"));
+        assert_eq!(elf_machine(&elf(false, 0xb7)), Some("aarch64"));
+        assert_eq!(elf_machine(b"#!/bin/sh\n"), None);
+        assert!(check_agent_arch(&elf(true, 0x3e), "x86_64").is_ok());
+        let e = check_agent_arch(&elf(true, 0x3e), "aarch64").unwrap_err().to_string();
+        assert!(e.contains("built for x86_64") && e.contains("are aarch64"), "{e}");
+        assert!(e.contains("rustup target add aarch64-unknown-linux-gnu"), "{e}");
+        assert!(e.contains("--target aarch64-unknown-linux-gnu"), "{e}");
+        let e = check_agent_arch(b"\xcf\xfa\xed\xfe mach-o", "aarch64")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a Linux (ELF) executable"), "{e}");
+    }
+
+    #[test]
+    fn test_the_agent_this_build_made_fits_this_host() {
+        // The test binary itself is an ELF for this host: the check accepts it.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert!(check_agent_arch(&me, std::env::consts::ARCH).is_ok());
+    }
+}
