@@ -337,7 +337,6 @@ fn default_aws_ssh_user() -> String {
     "ubuntu".to_string()
 }
 
-
 /// Settings of `provider: multipass`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -637,6 +637,7 @@ fn test_aws_example_in_the_provider_doc_is_valid() {
         .all(|l| l.provider == ProviderKind::Aws && l.aws.is_some()));
 }
 
+#[test]
 fn test_multipass_section_defaults_and_errors() {
     let parse = |text: &str| LabsFile::parse(Path::new("labs.yaml"), text);
     let mp = |extra: &str| format!("labs:\n  - name: a\n    provider: multipass\n{extra}    nodes:\n      - name: x\n");
