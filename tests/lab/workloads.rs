@@ -371,10 +371,19 @@ fn test_size_beyond_the_limit_is_invalid_argument(lab: &Labctl) -> Result<(), Fa
 }
 
 fn test_client_agent_killed_mid_run_is_reported(lab: &Labctl) -> Result<(), Failed> {
+    client_agent_killed_mid_run_is_reported(lab, &["write-bw"], &["write-read"])
+}
+
+/// Starts a 40 s run of `workload`, kills the client's agent 8 s in, and
+/// checks the run fails naming the node well within its timeout, the agent
+/// comes back, and `after` then verifies.
+fn client_agent_killed_mid_run_is_reported(lab: &Labctl, workload: &[&str], after: &[&str]) -> Result<(), Failed> {
     let started = Instant::now();
     let child = lab
         .command()
-        .args(["run", "write-bw", "-D", "40", "--timeout", "60"])
+        .arg("run")
+        .args(workload)
+        .args(["-D", "40", "--timeout", "60"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
@@ -403,7 +412,7 @@ fn test_client_agent_killed_mid_run_is_reported(lab: &Labctl) -> Result<(), Fail
         }
         std::thread::sleep(Duration::from_secs(1));
     }
-    verified(&run_json(lab, &["write-read"])?)
+    verified(&run_json(lab, after)?)
 }
 
 /// fabric-write with `provider` (None: the lab's default), checked end to end:
@@ -568,49 +577,11 @@ fn test_fabric_provider_not_present_lists_the_available_ones(lab: &Labctl) -> Re
 
 fn test_fabric_lat_client_agent_killed_mid_run_is_reported(lab: &Labctl) -> Result<(), Failed> {
     // A peer that disappears mid-run ends the run with an error naming it, not a hang.
-    let started = Instant::now();
-    let child = lab
-        .command()
-        .args([
-            "run",
-            "fabric-lat",
-            "--provider",
-            "tcp;ofi_rxm",
-            "-D",
-            "40",
-            "--timeout",
-            "60",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    std::thread::sleep(Duration::from_secs(8));
-    lab.run(&["exec", "client", "--", "pkill -9 -x rdma-agent"]).ok()?;
-    let out = child.wait_with_output()?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    check(!out.status.success(), || {
-        "the run succeeded although its client agent was killed".into()
-    })?;
-    check(stderr.contains("node `client`"), || {
-        format!("the node is not named: {stderr}")
-    })?;
-    check(started.elapsed() < Duration::from_secs(90), || {
-        format!("reported after {:?}", started.elapsed())
-    })?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if lab.run(&["status", "--json"]).code == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err("the client agent did not come back".into());
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    verified(&run_json(
+    client_agent_killed_mid_run_is_reported(
         lab,
+        &["fabric-lat", "--provider", "tcp;ofi_rxm"],
         &["fabric-lat", "--provider", "tcp;ofi_rxm", "-n", "20"],
-    )?)
+    )
 }
 
 fn test_fabric_bench_pairs_fabric_lat_with_fi_pingpong(lab: &Labctl) -> Result<(), Failed> {
