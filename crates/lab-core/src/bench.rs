@@ -321,7 +321,7 @@ pub fn parse_perftest(output: &str) -> Result<PerftestResult, String> {
 }
 
 /// One measurement of one side.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Sample {
     /// The round (0-based).
     pub round: u32,
@@ -542,14 +542,7 @@ async fn run_perftest(
     }
     let mut sample = Sample {
         round,
-        value: None,
-        peak_mib_s: None,
-        cpu_client_s_per_gib: None,
-        cpu_total_s_per_gib: None,
-        verified: None,
-        run_id: None,
-        error: None,
-        perftest: None,
+        ..Default::default()
     };
     let timeout_s = opts.timeout.as_secs().max(10);
     let server_cmd = wrapped(&perftest_command(spec, &dev[0].0, dev[0].1, port, None), timeout_s);
@@ -693,14 +686,7 @@ async fn run_fi_pingpong(
 ) -> Sample {
     let mut sample = Sample {
         round,
-        value: None,
-        peak_mib_s: None,
-        cpu_client_s_per_gib: None,
-        cpu_total_s_per_gib: None,
-        verified: None,
-        run_id: None,
-        error: None,
-        perftest: None,
+        ..Default::default()
     };
     let provider = spec.provider.unwrap_or("tcp;ofi_rxm");
     let timeout_s = opts.timeout.as_secs().max(10);
@@ -791,14 +777,7 @@ async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -
     };
     let mut sample = Sample {
         round,
-        value: None,
-        peak_mib_s: None,
-        cpu_client_s_per_gib: None,
-        cpu_total_s_per_gib: None,
-        verified: None,
-        run_id: None,
-        error: None,
-        perftest: None,
+        ..Default::default()
     };
     match run_workload(lab, &run, |_| {}).await {
         Ok(r) => fill_ours(&mut sample, spec, &r),
