@@ -28,6 +28,7 @@ pub use agent_proto;
 pub mod image;
 pub mod lab;
 pub mod model;
+pub mod plot;
 pub mod progress;
 pub mod provider;
 pub mod provision;
