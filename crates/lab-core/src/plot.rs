@@ -267,7 +267,7 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
 pub fn bytes_label(v: f64) -> String {
     let v = v.round() as u64;
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if v >= 1 << shift && v % (1 << shift) == 0 {
+        if v >= 1 << shift && v.is_multiple_of(1 << shift) {
             return format!("{} {unit}", v >> shift);
         }
     }
