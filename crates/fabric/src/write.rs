@@ -441,9 +441,11 @@ impl Server {
             for op in in_flight[k % 2].drain(..) {
                 ep.wait_op(op, left())?;
             }
-            let bytes = ep.local_bytes_mut(staging)?;
             for i in 0..batch.len() {
-                fill_page(&mut mt, &mut bytes[i * page_size..(i + 1) * page_size]);
+                fill_page(&mut mt, &mut ep.local_bytes_mut(staging)?[i * page_size..(i + 1) * page_size]);
+                // With manual-progress providers (tcp, EFA) the other region's bytes move only
+                // inside libfabric calls; without this the wire idles while pages are generated.
+                ep.progress()?;
             }
             for (i, p) in batch.iter().enumerate() {
                 let remote = &mrs[p.mr as usize];
