@@ -442,7 +442,10 @@ impl Server {
                 ep.wait_op(op, left())?;
             }
             for i in 0..batch.len() {
-                fill_page(&mut mt, &mut ep.local_bytes_mut(staging)?[i * page_size..(i + 1) * page_size]);
+                fill_page(
+                    &mut mt,
+                    &mut ep.local_bytes_mut(staging)?[i * page_size..(i + 1) * page_size],
+                );
                 // With manual-progress providers (tcp, EFA) the other region's bytes move only
                 // inside libfabric calls; without this the wire idles while pages are generated.
                 ep.progress()?;

@@ -148,7 +148,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         },
     ];
     if s == Suite::Full {
-        pairs.push(bw("send-bw", "ib_send_bw", None));
+        pairs.push(bw("send-bw", "ib_send_bw", Some(1.0)));
         pairs.push(lat("read-lat", "ib_read_lat", 2, None));
         pairs.push(lat("send-lat", "ib_send_lat", 2, None));
     }

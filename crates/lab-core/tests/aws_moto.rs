@@ -203,6 +203,40 @@ async fn test_second_create_changes_nothing() {
 }
 
 #[tokio::test]
+async fn test_up_from_a_new_controller_address_adds_only_its_ssh_rule() {
+    let f = fixture("moved").await;
+    let (mut spec, dir) = f.lab("moved", "t3.medium", "rxe", "");
+    let first = f.create(&spec, &dir).await.unwrap();
+    let before = tagged(&f.client, "moved").await;
+
+    // The controller moved to another network: the group is reused and opened to it.
+    spec.aws.as_mut().unwrap().ssh_cidr = Some("203.0.113.9/32".into());
+    f.create(&spec, &dir).await.unwrap();
+    assert_eq!(tagged(&f.client, "moved").await, before, "nothing new is created");
+    let group = AwsState::from_lab_state(&first).unwrap().security_group_id.unwrap();
+    let described = f
+        .client
+        .describe_security_groups()
+        .group_ids(&group)
+        .send()
+        .await
+        .unwrap();
+    let ssh_sources: Vec<&str> = described.security_groups()[0]
+        .ip_permissions()
+        .iter()
+        .filter(|r| r.from_port() == Some(22))
+        .flat_map(|r| r.ip_ranges().iter().filter_map(|r| r.cidr_ip()))
+        .collect();
+    assert_eq!(ssh_sources.len(), 2, "{ssh_sources:?}");
+    assert!(ssh_sources.contains(&"198.51.100.7/32") && ssh_sources.contains(&"203.0.113.9/32"));
+
+    // Same address again: no duplicate rule (EC2 would refuse one anyway).
+    f.create(&spec, &dir).await.unwrap();
+    f.provider(&spec).delete(&dir, Some(&first)).await.unwrap();
+    assert_eq!(tagged(&f.client, "moved").await, vec![]);
+}
+
+#[tokio::test]
 async fn test_launch_refused_midway_leaves_nothing_after_delete() {
     let f = fixture("refused").await;
     let spec = lab(&f.base, "refused", "ami-0000000000000dead", "t3.medium", "rxe", "");

@@ -811,8 +811,20 @@ impl Ec2<'_> {
             .send()
             .await
             .map_err(|e| ctx.err("DescribeSecurityGroups", &name, e))?;
-        if let Some(id) = existing.security_groups().iter().find_map(|g| g.group_id()) {
+        if let Some(found) = existing.security_groups().iter().find(|g| g.group_id().is_some()) {
+            let id = found.group_id().unwrap_or_default();
             record(id)?;
+            // Reused as found, except SSH: the controller's address changes (a laptop on
+            // another network) and without its rule every SSH wait would time out.
+            if !allows_ssh_from(found.ip_permissions(), ssh_cidr) {
+                self.client
+                    .authorize_security_group_ingress()
+                    .group_id(id)
+                    .ip_permissions(ssh_rule(ssh_cidr))
+                    .send()
+                    .await
+                    .map_err(|e| ctx.err("AuthorizeSecurityGroupIngress", id, e))?;
+            }
             return Ok(id.to_string());
         }
         let group = self
@@ -836,22 +848,11 @@ impl Ec2<'_> {
             .ip_protocol("-1")
             .user_id_group_pairs(UserIdGroupPair::builder().group_id(&group).build())
             .build();
-        let ssh = IpPermission::builder()
-            .ip_protocol("tcp")
-            .from_port(22)
-            .to_port(22)
-            .ip_ranges(
-                IpRange::builder()
-                    .cidr_ip(ssh_cidr)
-                    .description("SSH from the labctl controller")
-                    .build(),
-            )
-            .build();
         self.client
             .authorize_security_group_ingress()
             .group_id(&group)
             .ip_permissions(to_self.clone())
-            .ip_permissions(ssh)
+            .ip_permissions(ssh_rule(ssh_cidr))
             .send()
             .await
             .map_err(|e| ctx.err("AuthorizeSecurityGroupIngress", &group, e))?;
@@ -1579,4 +1580,31 @@ impl LeakedScan {
         }
         Ok(())
     }
+}
+
+/// TCP 22 from `cidr`: how the controller reaches the nodes.
+fn ssh_rule(cidr: &str) -> IpPermission {
+    IpPermission::builder()
+        .ip_protocol("tcp")
+        .from_port(22)
+        .to_port(22)
+        .ip_ranges(
+            IpRange::builder()
+                .cidr_ip(cidr)
+                .description("SSH from the labctl controller")
+                .build(),
+        )
+        .build()
+}
+
+/// Whether `rules` already let `cidr` reach TCP 22 (by a rule naming exactly that range).
+fn allows_ssh_from(rules: &[IpPermission], cidr: &str) -> bool {
+    rules.iter().any(|r| {
+        let port_22 = match r.ip_protocol() {
+            Some("-1") => true,
+            Some("tcp") | Some("6") => r.from_port().unwrap_or(0) <= 22 && r.to_port().unwrap_or(0) >= 22,
+            _ => false,
+        };
+        port_22 && r.ip_ranges().iter().any(|range| range.cidr_ip() == Some(cidr))
+    })
 }
