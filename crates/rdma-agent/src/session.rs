@@ -616,7 +616,7 @@ fn link_config(params: &WorkloadParams, role: Role, device: String) -> LinkConfi
     LinkConfig {
         device,
         max_send_wr: depth,
-        max_recv_wr: depth,
+        max_recv_wr: workload::recv_queue_depth(params),
         max_inline: params.inline_size,
         // Servers always get a channel: a passive server sleeps on it.
         completion_channel: params.completion() == CompletionMode::Event || role == Role::Server,

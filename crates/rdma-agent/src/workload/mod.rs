@@ -108,6 +108,17 @@ pub fn queue_depth(params: &WorkloadParams) -> u32 {
     tx.max(params.batches + 4).max(16)
 }
 
+/// Receive queue depth for a run: send-bw/send-lat servers keep up to 1024
+/// receives posted ([`perf::recv_ring`]) plus the done message.
+pub fn recv_queue_depth(params: &WorkloadParams) -> u32 {
+    let depth = queue_depth(params);
+    if matches!(params.workload.as_str(), "send-bw" | "send-lat") {
+        depth.max(1024 + 4)
+    } else {
+        depth
+    }
+}
+
 /// Iterations of a functional workload (0 → 1: functional runs are counted, not timed).
 pub fn iterations(params: &WorkloadParams) -> u64 {
     params.iterations.max(1)

@@ -57,8 +57,17 @@ pub struct Perf {
 
 /// Iterations per size when neither iterations nor duration is given.
 const DEFAULT_ITERATIONS: u64 = 1000;
-/// Receives the server keeps posted for send-bw/send-lat.
-const RECV_RING: usize = 64;
+/// Bytes the send-bw/send-lat server may spend on its receive ring.
+const RECV_RING_BYTES: usize = 64 << 20;
+
+/// Receives the send-bw/send-lat server keeps posted: twice the client's send
+/// depth, so the client cannot outrun them while the server reposts (a SEND
+/// finding no receive is an RNR NAK, and the sender then stalls for the RNR
+/// timer), within [`RECV_RING_BYTES`] for large messages; at least 8.
+pub fn recv_ring(params: &agent_proto::v1::WorkloadParams, message_len: usize) -> usize {
+    let wanted = (2 * crate::workload::queue_depth(params) as usize).clamp(64, 1024);
+    wanted.min(RECV_RING_BYTES / message_len.max(1)).max(8)
+}
 
 fn sizes(side: &Side, op: PerfOp) -> Vec<u64> {
     if op == PerfOp::Atomic {
@@ -97,7 +106,11 @@ impl Workload for Perf {
                 }
                 side.exposed = Some(exposed);
                 // Receives for SENDs (and the done message), reposted as they complete.
-                let slots = if self.op == PerfOp::Send { RECV_RING } else { 1 };
+                let slots = if self.op == PerfOp::Send {
+                    recv_ring(&side.params, len)
+                } else {
+                    1
+                };
                 let rx = side.link.add_buffer(len * slots, Access::Local)?;
                 let slices: Vec<LocalSlice> = (0..slots)
                     .map(|s| LocalSlice {
