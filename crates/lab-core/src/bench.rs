@@ -239,18 +239,7 @@ fn parse_times_field(s: &str) -> Option<f64> {
 /// Parses one perftest side's output (with the shell's `times` appended).
 pub fn parse_perftest(output: &str) -> Result<PerftestResult, String> {
     let lines: Vec<&str> = output.lines().collect();
-    let mut r = PerftestResult::default();
-    for line in &lines {
-        // " TX depth        : 128" and "Dual-port : OFF\t\tDevice : rxe0".
-        for part in line.split('\t').filter(|p| !p.trim().is_empty()) {
-            if let Some((k, v)) = part.split_once(" : ").or_else(|| part.split_once(": ")) {
-                let (k, v) = (k.trim(), v.trim());
-                if !k.is_empty() && !k.starts_with('#') && !k.contains("address") && k.len() < 40 {
-                    r.header.insert(k.to_string(), v.to_string());
-                }
-            }
-        }
-    }
+    let mut r = perftest_preamble(&lines);
     let header_at = lines
         .iter()
         .position(|l| l.trim_start().starts_with("#bytes"))
@@ -300,6 +289,24 @@ pub fn parse_perftest(output: &str) -> Result<PerftestResult, String> {
     } else {
         return Err(format!("unknown perftest table header: {}", header.trim()));
     }
+    Ok(r)
+}
+
+/// What every perftest side prints besides its table: the header facts and,
+/// appended by [`wrapped`], the CPU times.
+fn perftest_preamble(lines: &[&str]) -> PerftestResult {
+    let mut r = PerftestResult::default();
+    for line in lines {
+        // " TX depth        : 128" and "Dual-port : OFF\t\tDevice : rxe0".
+        for part in line.split('\t').filter(|p| !p.trim().is_empty()) {
+            if let Some((k, v)) = part.split_once(" : ").or_else(|| part.split_once(": ")) {
+                let (k, v) = (k.trim(), v.trim());
+                if !k.is_empty() && !k.starts_with('#') && !k.contains("address") && k.len() < 40 {
+                    r.header.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
+    }
     // dash's `times`: the shell's line, then its children's (perftest's).
     let times: Vec<(f64, f64)> = lines
         .iter()
@@ -317,7 +324,18 @@ pub fn parse_perftest(output: &str) -> Result<PerftestResult, String> {
         r.cpu_user_s = Some(u);
         r.cpu_system_s = Some(s);
     }
-    Ok(r)
+    r
+}
+
+/// Parses the passive side's output. Servers of the read and atomic latency
+/// tests print no result table (only the client measures), so there a table
+/// is optional and the header and CPU times are what the server gives.
+pub fn parse_perftest_server(output: &str) -> Result<PerftestResult, String> {
+    if output.lines().any(|l| l.trim_start().starts_with("#bytes")) {
+        parse_perftest(output)
+    } else {
+        Ok(perftest_preamble(&output.lines().collect::<Vec<_>>()))
+    }
 }
 
 /// One measurement of one side.
@@ -579,7 +597,7 @@ async fn run_perftest(
         sample.error = Some(e);
         return sample;
     }
-    let (c, s) = match (parse_perftest(&client_text), parse_perftest(&server_text)) {
+    let (c, s) = match (parse_perftest(&client_text), parse_perftest_server(&server_text)) {
         (Ok(c), Ok(s)) => (c, s),
         (Err(e), _) | (_, Err(e)) => {
             sample.error = Some(e);
@@ -987,6 +1005,7 @@ mod tests {
     const ATOMIC_BW: &str = include_str!("bench/fixtures/ib_atomic_bw.client.txt");
     const WRITE_LAT: &str = include_str!("bench/fixtures/ib_write_lat.client.txt");
     const READ_LAT: &str = include_str!("bench/fixtures/ib_read_lat.client.txt");
+    const READ_LAT_SERVER: &str = include_str!("bench/fixtures/ib_read_lat.server.txt");
     const SEND_LAT: &str = include_str!("bench/fixtures/ib_send_lat.client.txt");
     const ATOMIC_LAT: &str = include_str!("bench/fixtures/ib_atomic_lat.client.txt");
     // Real fi_pingpong output (libfabric-bin 1.17, tcp;ofi_rxm on the host's
@@ -1062,6 +1081,18 @@ mod tests {
         let s = parse_perftest(WRITE_BW_SERVER).unwrap();
         assert_eq!(s.bw_avg_mib_s, Some(6.80));
         assert!(s.cpu_user_s.is_some());
+    }
+
+    #[test]
+    fn test_a_read_lat_server_without_a_table_still_gives_its_cpu_times() {
+        let s = parse_perftest_server(READ_LAT_SERVER).unwrap();
+        assert_eq!((s.bytes, s.iterations, s.lat_typical_us, s.bw_avg_mib_s), (0, 0, None, None));
+        assert_eq!((s.cpu_user_s, s.cpu_system_s), (Some(0.182), Some(0.121)));
+        assert_eq!(s.header.get("Outstand reads").map(String::as_str), Some("128"));
+        // A server that did print a table must still parse it, and a broken one is an error.
+        assert_eq!(parse_perftest_server(WRITE_BW_SERVER).unwrap().bw_avg_mib_s, Some(6.80));
+        assert!(parse_perftest_server(" #bytes #iterations BW average[MB/sec]\n").is_err());
+        assert!(parse_perftest(READ_LAT_SERVER).is_err());
     }
 
     #[test]
