@@ -1086,7 +1086,10 @@ mod tests {
     #[test]
     fn test_a_read_lat_server_without_a_table_still_gives_its_cpu_times() {
         let s = parse_perftest_server(READ_LAT_SERVER).unwrap();
-        assert_eq!((s.bytes, s.iterations, s.lat_typical_us, s.bw_avg_mib_s), (0, 0, None, None));
+        assert_eq!(
+            (s.bytes, s.iterations, s.lat_typical_us, s.bw_avg_mib_s),
+            (0, 0, None, None)
+        );
         assert_eq!((s.cpu_user_s, s.cpu_system_s), (Some(0.182), Some(0.121)));
         assert_eq!(s.header.get("Outstand reads").map(String::as_str), Some("128"));
         // A server that did print a table must still parse it, and a broken one is an error.
