@@ -184,7 +184,7 @@ fn test_pattern_inference_ring_batches_arrive_in_order_with_their_bytes(lab: &La
         let detail = r["server"]["verify_detail"].as_str().unwrap_or_default();
         check(
             detail.contains(&format!("{batches} batches"))
-                && detail.contains(&format!("{slots}-slot ring"))
+                && detail.contains(&format!("ring of {slots} slots"))
                 && detail.contains("in order"),
             || format!("{what}: consumer detail {detail:?}"),
         )?;

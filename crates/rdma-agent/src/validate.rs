@@ -241,7 +241,7 @@ fn check_pattern_workloads(params: &WorkloadParams, limits: &Limits) -> Result<(
             "mr-cache's server holds a slot per size: 15 x size".to_string(),
         ),
         "param-server" => {
-            if params.size % crate::workload::param_server::VALUE_BYTES != 0 {
+            if !params.size.is_multiple_of(crate::workload::param_server::VALUE_BYTES) {
                 return Err(ValidationError::FieldOutOfRange {
                     field: "size",
                     value: params.size as i64,

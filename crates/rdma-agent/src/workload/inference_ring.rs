@@ -179,7 +179,7 @@ fn consume(side: &mut Side) -> Result<SideResult, SessionError> {
         &mut result,
         if ledger.problems.is_empty() && ledger.verified == n {
             Ok(format!(
-                "{n} batches of {len} B through a {k}-slot ring: ids 0..{} in order, every batch's bytes match",
+                "{n} batches of {len} B through a ring of {k} slots: ids 0..{} in order, every batch's bytes match",
                 n.saturating_sub(1)
             ))
         } else {

@@ -210,6 +210,8 @@ impl Workload for MrCache {
         let p = pattern(&side.params);
         let sizes = size_cycle(base);
         if side.role == Role::Server {
+            // One-sided: nothing to do until the done message; sleep for it.
+            side.set_passive(true);
             wait_for_done(side)?;
             let exposed = side.exposed.expect("prepared");
             let mut checked = Vec::new();
