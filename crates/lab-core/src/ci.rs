@@ -703,6 +703,7 @@ mod tests {
             server: side("server", verified),
             client: side("client", true),
             sweep: vec![],
+            mr_cache: None,
             saved_to: None,
         }
     }

@@ -42,6 +42,9 @@ pub const WORKLOADS: &[&str] = &[
     "fabric-write",
     "fabric-bw",
     "fabric-lat",
+    "mr-cache",
+    "param-server",
+    "inference-ring",
 ];
 
 /// Whether a workload runs over libfabric (`fabric-*`: no QP, no rdma_cm; the
@@ -128,6 +131,12 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         // under a second at the emulated lab's ~7 MB/s.
         "fabric-write" => (65536, 64),
         w if w.ends_with("-lat") => (2, 200),
+        // 40 uses of 4..32 KiB, twice (uncached, cached): about 1.2 MiB.
+        "mr-cache" => (4096, 40),
+        // 8 rounds of 2 workers x 4 KiB pushed and pulled.
+        "param-server" => (4096, 8),
+        // 64 batches of 4 KiB through an 8-slot ring (tx_depth below).
+        "inference-ring" => (4096, 64),
         _ => (4096, 16),
     };
     let bandwidth = matches!(workload, "write-bw" | "read-bw" | "send-bw" | "atomic-bw");
@@ -140,11 +149,11 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         },
         size,
         iterations,
-        tx_depth: 0,
+        tx_depth: if workload == "inference-ring" { 8 } else { 0 },
         cq_moderation: 0,
         post_list: 0,
         inline_size: 0,
-        num_qps: 1,
+        num_qps: if workload == "param-server" { 2 } else { 1 },
         ib_port: 1,
         gid_index: -1,
         seed: 1,
@@ -389,8 +398,59 @@ pub struct RunRecord {
     pub client: SideRecord,
     /// Size sweep, when asked for.
     pub sweep: Vec<SweepPoint>,
+    /// mr-cache: the client's registration cache against none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mr_cache: Option<MrCacheRecord>,
     /// Where the record was saved.
     pub saved_to: Option<String>,
+}
+
+/// mr-cache's accounting (the agent's `MrCacheStats`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MrCacheRecord {
+    /// The cycle's sizes, bytes.
+    pub sizes: Vec<u64>,
+    /// Buffer uses per pass.
+    pub ops: u64,
+    /// Uses served by a kept registration.
+    pub hits: u64,
+    /// Uses that registered.
+    pub misses: u64,
+    /// ibv_reg_mr calls with the cache.
+    pub registrations: u64,
+    /// ibv_reg_mr calls without it (one per use).
+    pub uncached_registrations: u64,
+    /// µs in ibv_reg_mr with the cache.
+    pub cached_reg_us: f64,
+    /// µs in ibv_dereg_mr with the cache (its flush).
+    pub cached_dereg_us: f64,
+    /// µs in ibv_reg_mr without the cache.
+    pub uncached_reg_us: f64,
+    /// µs in ibv_dereg_mr without the cache.
+    pub uncached_dereg_us: f64,
+    /// Registration time the cache saved, µs.
+    pub saved_us: f64,
+    /// The same as a share of the uncached time, percent.
+    pub saved_pct: f64,
+}
+
+impl MrCacheRecord {
+    fn from(s: &agent_proto::v1::MrCacheStats) -> MrCacheRecord {
+        MrCacheRecord {
+            sizes: s.sizes.clone(),
+            ops: s.ops,
+            hits: s.hits,
+            misses: s.misses,
+            registrations: s.registrations,
+            uncached_registrations: s.uncached_registrations,
+            cached_reg_us: s.cached_reg_us,
+            cached_dereg_us: s.cached_dereg_us,
+            uncached_reg_us: s.uncached_reg_us,
+            uncached_dereg_us: s.uncached_dereg_us,
+            saved_us: s.saved_us,
+            saved_pct: s.saved_pct,
+        }
+    }
 }
 
 fn latency(l: Option<&agent_proto::v1::Latency>) -> LatencyRecord {
@@ -660,6 +720,7 @@ pub async fn run_workload(
                 }
             })
             .collect(),
+        mr_cache: client_side.mr_cache.as_ref().map(MrCacheRecord::from),
         saved_to: None,
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
@@ -811,6 +872,9 @@ mod tests {
             assert!(p.size >= 2 && p.iterations >= 1, "{w}: {p:?}");
         }
         assert_eq!(default_params("atomic").size, 8);
+        assert_eq!(default_params("param-server").num_qps, 2);
+        assert_eq!(default_params("inference-ring").tx_depth, 8);
+        assert_eq!(default_params("mr-cache").iterations, 40);
         assert_eq!(default_params("write-bw").size, 65536);
         assert_eq!(
             (

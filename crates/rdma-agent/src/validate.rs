@@ -14,7 +14,7 @@ const MEM_AVAILABLE_FRACTION: u64 = 4;
 /// The workloads that spread their requests over several QPs (perftest's `-q`).
 /// send-bw is not among them: its receives would have to be posted on each
 /// QP as it reaches INIT, which the session's connection steps do not do.
-pub const MULTI_QP_WORKLOADS: &[&str] = &["write-bw", "read-bw", "atomic-bw"];
+pub const MULTI_QP_WORKLOADS: &[&str] = &["write-bw", "read-bw", "atomic-bw", "param-server"];
 /// Most QPs one run may ask for.
 pub const MAX_QPS: u32 = 16;
 
@@ -202,7 +202,7 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
             params.num_qps as i64,
             0,
             1,
-            "0 or 1 (several QPs are for write-bw, read-bw and atomic-bw)",
+            "0 or 1 (several QPs are for write-bw, read-bw, atomic-bw and param-server)",
         )?;
     }
     check_range("ib_port", params.ib_port as i64, 0, 255, "0 (default 1) ..= 255")?;
@@ -221,11 +221,50 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
         1_000_000,
         "0 (default) ..= 1000000",
     )?;
+    check_pattern_workloads(params, limits)?;
     if params.cq_moderation > 0 && params.tx_depth > 0 && params.cq_moderation > params.tx_depth {
         return Err(ValidationError::FieldOutOfRange {
             field: "cq_moderation",
             value: params.cq_moderation as i64,
             range: "<= tx_depth",
+        });
+    }
+    Ok(())
+}
+
+/// mr-cache, param-server and inference-ring register a multiple of `size`.
+fn check_pattern_workloads(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
+    let (limit, why) = limits.size_limit();
+    let (factor, what) = match params.workload.as_str() {
+        "mr-cache" => (
+            crate::workload::mr_cache::SERVER_BUFFER_FACTOR,
+            "mr-cache's server holds a slot per size: 15 x size".to_string(),
+        ),
+        "param-server" => {
+            if !params.size.is_multiple_of(crate::workload::param_server::VALUE_BYTES) {
+                return Err(ValidationError::FieldOutOfRange {
+                    field: "size",
+                    value: params.size as i64,
+                    range: "a multiple of 4 for param-server (gradients are u32 values)",
+                });
+            }
+            let workers = u64::from(params.num_qps.max(1));
+            (
+                workers + 1,
+                format!("param-server's server holds {workers} gradient slots and the weights"),
+            )
+        }
+        "inference-ring" => {
+            let slots = crate::workload::inference_ring::slots(params) as u64;
+            (slots, format!("inference-ring's ring holds {slots} slots (tx_depth)"))
+        }
+        _ => return Ok(()),
+    };
+    if params.size.saturating_mul(factor) > limit {
+        return Err(ValidationError::SizeOutOfRange {
+            size: params.size,
+            limit: limit / factor,
+            why: format!("{what}, within {why}"),
         });
     }
     Ok(())
@@ -377,6 +416,33 @@ mod tests {
             validate(&p, NAMES, &limits()),
             Err(ValidationError::Missing { field: "workload" })
         );
+    }
+
+    #[test]
+    fn test_pattern_workloads_check_what_they_register() {
+        let names = &["mr-cache", "param-server", "inference-ring"];
+        let mut p = params(4096);
+        p.workload = "mr-cache".into();
+        assert_eq!(validate(&p, names, &limits()), Ok(()));
+        p.size = DEFAULT_MAX_SIZE / 8;
+        let err = validate(&p, names, &limits()).unwrap_err().to_string();
+        assert!(err.contains("15 x size"), "{err}");
+        let mut p = params(4096);
+        p.workload = "param-server".into();
+        p.num_qps = 3;
+        assert_eq!(validate(&p, names, &limits()), Ok(()));
+        p.size = 4097;
+        let err = validate(&p, names, &limits()).unwrap_err().to_string();
+        assert!(err.contains("multiple of 4"), "{err}");
+        p.size = DEFAULT_MAX_SIZE / 2;
+        let err = validate(&p, names, &limits()).unwrap_err().to_string();
+        assert!(err.contains("3 gradient slots"), "{err}");
+        let mut p = params(DEFAULT_MAX_SIZE / 8);
+        p.workload = "inference-ring".into();
+        assert_eq!(validate(&p, names, &limits()), Ok(()));
+        p.tx_depth = 16;
+        let err = validate(&p, names, &limits()).unwrap_err().to_string();
+        assert!(err.contains("16 slots"), "{err}");
     }
 
     #[test]

@@ -66,9 +66,9 @@ pub struct RunArgs {
     /// Send payloads up to this size inline.
     #[arg(short = 'I', long)]
     pub inline_size: Option<u32>,
-    /// Number of QPs.
-    #[arg(short = 'q', long, default_value_t = 1)]
-    pub qps: u32,
+    /// Number of QPs [default: 1; param-server: 2, one per worker].
+    #[arg(short = 'q', long)]
+    pub qps: Option<u32>,
     /// Connection setup.
     #[arg(long, value_enum, default_value = "rdma-cm")]
     pub cm: Cm,
@@ -125,7 +125,7 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
     params.cq_moderation = run.cq_moderation.unwrap_or(params.cq_moderation);
     params.post_list = run.post_list.unwrap_or(params.post_list);
     params.inline_size = run.inline_size.unwrap_or(params.inline_size);
-    params.num_qps = run.qps;
+    params.num_qps = run.qps.unwrap_or(params.num_qps);
     params.set_cm(match run.cm {
         Cm::RdmaCm => agent_proto_cm::RdmaCm,
         Cm::Oob => agent_proto_cm::Oob,
@@ -265,6 +265,25 @@ fn print_record(r: &RunRecord) {
                 s.size, s.iterations, s.bw_avg_mib_s, s.bw_peak_mib_s, s.msg_rate_mpps, s.lat_us.typical
             );
         }
+    }
+    if let Some(m) = &r.mr_cache {
+        let sizes: Vec<String> = m.sizes.iter().map(u64::to_string).collect();
+        println!(
+            "  mr cache    {} uses of {} B: {} hits, {} misses, {} registrations ({} without the cache)",
+            m.ops,
+            sizes.join("/"),
+            m.hits,
+            m.misses,
+            m.registrations,
+            m.uncached_registrations
+        );
+        println!(
+            "              reg+dereg {:.0} us with the cache, {:.0} us without: saved {:.0} us ({:.1}%)",
+            m.cached_reg_us + m.cached_dereg_us,
+            m.uncached_reg_us + m.uncached_dereg_us,
+            m.saved_us,
+            m.saved_pct
+        );
     }
     if let Some(path) = &r.saved_to {
         println!("  saved       {path}");

@@ -6,8 +6,11 @@
 //!
 //! Soundness rests on ownership: buffers are only ever added to a [`Link`],
 //! never removed, and a chain remembers which link built it, so every
-//! scatter/gather entry posted points into memory the link keeps registered
-//! and allocated until after its QP is destroyed (field order below).
+//! scatter/gather entry posted points into memory the link keeps allocated
+//! until after its QP is destroyed (field order below). A buffer may be
+//! deregistered and registered again ([`Link::deregister_buffer`], for the
+//! mr-cache workload); its memory stays, so a stale lkey in an old chain
+//! is refused by the device, it never reaches memory that is not ours.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -319,10 +322,12 @@ impl Drop for AlignedMem {
 }
 
 struct Buffer {
-    // Field order matters: deregister before freeing.
-    mr: Arc<MemoryRegion>,
+    // Field order matters: deregister before freeing. None: deregistered
+    // (the memory stays until the link drops).
+    mr: Option<Arc<MemoryRegion>>,
     mem: AlignedMem,
     len: usize,
+    access: Access,
 }
 
 static NEXT_LINK_ID: AtomicU64 = AtomicU64::new(1);
@@ -505,6 +510,17 @@ impl Link {
     /// Allocates, zeroes, and registers a buffer of `len` bytes.
     pub fn add_buffer(&mut self, len: usize, access: Access) -> Result<BufId, LinkError> {
         let mem = AlignedMem::new(len)?;
+        let mr = self.register(&mem, len, access)?;
+        self.buffers.push(Buffer {
+            mr: Some(mr),
+            mem,
+            len,
+            access,
+        });
+        Ok(BufId(self.buffers.len() - 1))
+    }
+
+    fn register(&self, mem: &AlignedMem, len: usize, access: Access) -> Result<Arc<MemoryRegion>, LinkError> {
         let flags = match access {
             Access::Local => AccessFlags::LocalWrite,
             Access::Remote => {
@@ -512,11 +528,36 @@ impl Link {
             }
         };
         // SAFETY: `mem` is valid for `len` bytes and is kept alive (and not
-        // reallocated) in `self.buffers` until after the MR is deregistered.
-        let mr = unsafe { self.pd.reg_mr(mem.ptr.as_ptr() as usize, len.max(8), flags) }
-            .map_err(|e| verbs_err(format!("ibv_reg_mr of {len} B"), e))?;
-        self.buffers.push(Buffer { mr, mem, len });
-        Ok(BufId(self.buffers.len() - 1))
+        // reallocated) in `self.buffers` until after the QP is destroyed and
+        // the MR deregistered (buffers are never removed).
+        unsafe { self.pd.reg_mr(mem.ptr.as_ptr() as usize, len.max(8), flags) }
+            .map_err(|e| verbs_err(format!("ibv_reg_mr of {len} B"), e))
+    }
+
+    /// Deregisters a buffer (ibv_dereg_mr) and keeps its memory, as a program
+    /// without a registration cache does after each use. Work requests built
+    /// over it before fail with a local protection error; build new ones
+    /// after [`Link::register_buffer`]. Deregistering twice is a no-op.
+    pub fn deregister_buffer(&mut self, id: BufId) {
+        // Dropping the only reference calls ibv_dereg_mr (the link never shares its MRs).
+        self.buffers[id.0].mr = None;
+    }
+
+    /// Registers a deregistered buffer's memory again (ibv_reg_mr; new lkey
+    /// and rkey). A buffer that is registered already stays as it is.
+    pub fn register_buffer(&mut self, id: BufId) -> Result<(), LinkError> {
+        let b = &self.buffers[id.0];
+        if b.mr.is_some() {
+            return Ok(());
+        }
+        let mr = self.register(&b.mem, b.len, b.access)?;
+        self.buffers[id.0].mr = Some(mr);
+        Ok(())
+    }
+
+    /// Whether a buffer is registered (see [`Link::deregister_buffer`]).
+    pub fn is_registered(&self, id: BufId) -> bool {
+        self.buffers[id.0].mr.is_some()
     }
 
     /// Length of a buffer.
@@ -565,7 +606,8 @@ impl Link {
         let b = &self.buffers[id.0];
         RemoteBuf {
             addr: b.mem.ptr.as_ptr() as u64,
-            rkey: b.mr.rkey(),
+            // A deregistered buffer has no rkey; 0 is never a valid one on rxe or mlx5.
+            rkey: b.mr.as_ref().map_or(0, |mr| mr.rkey()),
             len: b.len as u64,
         }
     }
@@ -584,10 +626,13 @@ impl Link {
         if s.len == 0 {
             return Ok(None);
         }
+        let mr = b.mr.as_ref().ok_or_else(|| {
+            LinkError::BadWorkRequest(format!("buffer #{} is deregistered (register it again first)", s.buf.0))
+        })?;
         Ok(Some(sys::ibv_sge {
             addr: b.mem.ptr.as_ptr() as u64 + s.offset as u64,
             length: s.len as u32,
-            lkey: b.mr.lkey(),
+            lkey: mr.lkey(),
         }))
     }
 
@@ -754,7 +799,8 @@ impl Link {
         }
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: the chain was built by this link (checked above): every sge
-        // points into one of our registered buffers, which outlive the QP; the
+        // points into one of our buffers, whose memory outlives the QP (an
+        // lkey gone stale by deregistration is refused by the device); the
         // list is linked within the chain's own boxed slice.
         let rc = unsafe { sys::ibv_post_send(qp, chain.wrs.as_mut_ptr(), &mut bad) };
         if rc != 0 {

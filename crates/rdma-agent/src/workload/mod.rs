@@ -12,6 +12,10 @@ mod read;
 mod send_recv;
 mod write_imm;
 mod write_read;
+// The patterns of docs/labs: registration caching, a parameter server, an inference ring.
+pub mod inference_ring;
+pub mod mr_cache;
+pub mod param_server;
 
 use agent_proto::v1::WorkloadParams;
 
@@ -77,6 +81,9 @@ static REGISTRY: &[&dyn Workload] = &[
         op: perf::PerfOp::Atomic,
         latency: true,
     },
+    &mr_cache::MrCache,
+    &param_server::ParamServer,
+    &inference_ring::InferenceRing,
 ];
 
 /// The names of every workload the agent runs: the verbs registry, then the
@@ -103,6 +110,11 @@ pub fn lookup(name: &str) -> Result<&'static dyn Workload, ValidationError> {
 
 /// Send/receive queue depth for a run.
 pub fn queue_depth(params: &WorkloadParams) -> u32 {
+    if params.workload == "inference-ring" {
+        // Credits bound what is in flight: a batch per slot, a credit per
+        // slot (with its send completion possibly not yet polled), and done.
+        return (2 * inference_ring::slots(params) as u32 + 2).max(16);
+    }
     let tx = if params.tx_depth == 0 { 128 } else { params.tx_depth };
     // write-imm needs one receive per batch, plus the notification and done.
     tx.max(params.batches + 4).max(16)
@@ -205,5 +217,13 @@ mod tests {
         };
         assert!(queue_depth(&p) >= 204);
         assert_eq!(queue_depth(&WorkloadParams::default()), 128);
+        // inference-ring's depth follows its ring, not its batch count.
+        let ring = WorkloadParams {
+            workload: "inference-ring".into(),
+            batches: 100_000,
+            tx_depth: 64,
+            ..Default::default()
+        };
+        assert_eq!(queue_depth(&ring), 130);
     }
 }
