@@ -42,6 +42,8 @@ pub const WORKLOADS: &[&str] = &[
     "fabric-write",
     "fabric-bw",
     "fabric-lat",
+    "bulk-rdma",
+    "bulk-tcp",
 ];
 
 /// Whether a workload runs over libfabric (`fabric-*`: no QP, no rdma_cm; the
@@ -128,9 +130,11 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         // under a second at the emulated lab's ~7 MB/s.
         "fabric-write" => (65536, 64),
         w if w.ends_with("-lat") => (2, 200),
+        // 4 MiB in 256 KiB chunks (`total` below): under a second on the emulated lab.
+        "bulk-rdma" | "bulk-tcp" => (BULK_DEFAULT_CHUNK, BULK_DEFAULT_TOTAL / BULK_DEFAULT_CHUNK),
         _ => (4096, 16),
     };
-    let bandwidth = matches!(workload, "write-bw" | "read-bw" | "send-bw" | "atomic-bw");
+    let bandwidth = matches!(workload, "write-bw" | "read-bw" | "send-bw" | "atomic-bw" | "bulk-rdma");
     WorkloadParams {
         workload: workload.to_string(),
         completion: if bandwidth {
@@ -149,9 +153,19 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         gid_index: -1,
         seed: 1,
         batches: if workload == "write-imm" { 8 } else { 0 },
+        total: if workload.starts_with("bulk-") {
+            BULK_DEFAULT_TOTAL
+        } else {
+            0
+        },
         ..Default::default()
     }
 }
+
+/// Bytes a bulk transfer moves unless told otherwise.
+pub const BULK_DEFAULT_TOTAL: u64 = 4 << 20;
+/// Chunk of a bulk transfer unless told otherwise.
+pub const BULK_DEFAULT_CHUNK: u64 = 256 << 10;
 
 /// What to run, where.
 #[derive(Debug, Clone)]
@@ -206,6 +220,9 @@ pub struct ParamsRecord {
     pub capability_override: Option<String>,
     /// fabric-* workloads: the libfabric provider (null for the verbs workloads).
     pub provider: Option<String>,
+    /// bulk-* workloads: bytes moved in `size`-byte chunks (absent elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 impl ParamsRecord {
@@ -233,6 +250,7 @@ impl ParamsRecord {
             corrupt_rkey: p.corrupt_rkey,
             capability_override: (!p.capability_override.is_empty()).then(|| p.capability_override.clone()),
             provider: is_fabric(&p.workload).then(|| p.provider.clone()),
+            total: (p.total > 0).then_some(p.total),
         }
     }
 }
@@ -301,6 +319,18 @@ pub struct SideRecord {
     pub atomic_final: u64,
     /// Device, GID, QPN, MTU, addr, rkey...
     pub facts: std::collections::BTreeMap<String, String>,
+    /// bulk-*: bytes moved over time, as this side saw them (absent when empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelineSample>,
+}
+
+/// One point of a transfer's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimelineSample {
+    /// Seconds since the side's clock started.
+    pub t_s: f64,
+    /// Bytes moved so far.
+    pub bytes: u64,
 }
 
 /// One point of a size sweep.
@@ -429,6 +459,14 @@ fn side_record(node: &str, s: &SideResult) -> SideRecord {
         immediates: s.immediates.clone(),
         atomic_final: s.atomic_final,
         facts: s.facts.clone().into_iter().collect(),
+        timeline: s
+            .timeline
+            .iter()
+            .map(|p| TimelineSample {
+                t_s: p.t_s,
+                bytes: p.bytes,
+            })
+            .collect(),
     }
 }
 
