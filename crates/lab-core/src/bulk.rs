@@ -330,23 +330,38 @@ pub fn reading(rdma: &BulkLeg, tcp: &BulkLeg) -> String {
     format!("RDMA moved the same {amount} in {r:.3} s vs {t:.3} s over TCP, {cpu}")
 }
 
-/// MiB/s between successive samples: (t, rate) per sample; the first is
-/// measured from (0 s, 0 B). A sample at the same instant as the one before
-/// gets the average so far instead of an infinite rate.
+/// MiB/s at each sample: (t, rate), the rate measured back to the latest
+/// earlier sample at least 2% of the transfer's duration before (or to
+/// (0 s, 0 B)). One read or chunk alone can take microseconds and make a
+/// spike that means nothing; the window smooths that away. A sample with
+/// no time before it gets the average so far (0 at t = 0).
 pub fn rates(timeline: &[crate::run::TimelineSample]) -> Vec<(f64, f64)> {
-    let mut prev = (0.0, 0u64);
+    let window = timeline.last().map_or(0.0, |p| p.t_s / 50.0);
+    let at = |j: usize| {
+        if j == 0 {
+            (0.0, 0u64)
+        } else {
+            (timeline[j - 1].t_s, timeline[j - 1].bytes)
+        }
+    };
+    // `base` indexes (0 s, 0 B) as 0 and sample k as k + 1.
+    let mut base = 0usize;
     timeline
         .iter()
-        .map(|p| {
-            let dt = p.t_s - prev.0;
+        .enumerate()
+        .map(|(i, p)| {
+            while base < i && timeline[base].t_s <= p.t_s - window {
+                base += 1;
+            }
+            let (t0, b0) = at(base);
+            let dt = p.t_s - t0;
             let rate = if dt > 0.0 {
-                p.bytes.saturating_sub(prev.1) as f64 / MIB / dt
+                p.bytes.saturating_sub(b0) as f64 / MIB / dt
             } else if p.t_s > 0.0 {
                 p.bytes as f64 / MIB / p.t_s
             } else {
                 0.0
             };
-            prev = (p.t_s, p.bytes);
             (p.t_s, rate)
         })
         .collect()
@@ -367,7 +382,7 @@ pub fn timelines(runs: &[RunRecord]) -> Vec<(&'static str, &'static str, &[crate
 }
 
 /// The timelines as CSV: `transport,side,t_s,bytes,mib_s`, one row per
-/// sample; `mib_s` is the throughput since the previous sample ([`rates`]).
+/// sample; `mib_s` is the throughput at the sample ([`rates`]).
 pub fn timeline_csv(timelines: &[(&str, &str, &[crate::run::TimelineSample])]) -> String {
     let mut out = String::from("transport,side,t_s,bytes,mib_s\n");
     for (transport, side_name, timeline) in timelines {
@@ -514,10 +529,24 @@ mod tests {
         assert_eq!(r.len(), 4);
         assert_eq!(r[0], (0.5, 2.0));
         assert_eq!(r[1], (1.0, 4.0));
-        // Same instant as the sample before: the average so far, not infinity.
-        assert_eq!(r[2], (1.0, 3.0));
+        // Same instant as the sample before: measured back past it, not infinity.
+        assert_eq!(r[2], (1.0, 4.0));
         assert_eq!(r[3], (2.0, 1.0));
         assert!(rates(&[]).is_empty());
+        // Reads microseconds apart are smoothed over 2% of the transfer.
+        let bursty: Vec<TimelineSample> = (1..=100u64)
+            .flat_map(|i| {
+                [
+                    sample(i as f64 * 0.01, i * mib - 4096),
+                    sample(i as f64 * 0.01 + 1e-6, i * mib),
+                ]
+            })
+            .collect();
+        assert!(
+            rates(&bursty).iter().all(|&(_, r)| r > 50.0 && r < 200.0),
+            "{:?}",
+            rates(&bursty)
+        );
         assert_eq!(rates(&[sample(0.0, 10)]), vec![(0.0, 0.0)]);
     }
 
