@@ -13,6 +13,7 @@
 //! `<target>/lab-artifacts/`.
 
 mod bad_input;
+mod bulk;
 mod ci;
 mod faults;
 mod lifecycle;
@@ -47,6 +48,7 @@ fn main() -> ExitCode {
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(workloads::trials(&lab));
     lab_trials.extend(patterns::trials(&lab));
+    lab_trials.extend(bulk::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).
     lab_trials.extend(faults::destructive_trials(&lab));

@@ -670,6 +670,7 @@ mod tests {
             immediates: vec![],
             atomic_final: 0,
             facts: Default::default(),
+            timeline: vec![],
         };
         let node = |name: &str| crate::run::NodeRecord {
             name: name.into(),

@@ -14,12 +14,14 @@
 //! - [`agent`]: the gRPC client to a node's rdma-agent, tunnelled over SSH.
 //! - [`lab`]: `up`, `status`, `exec`, `down`.
 //! - [`run`]: `run`: one workload across two nodes, its record and where it is saved.
+//! - [`bulk`]: `bulk`: the same bytes by RDMA WRITE and by TCP, side by side, with CSV and charts.
 //! - [`ci`]: `ci`: a suite of runs on a lab brought up and torn down for it, JUnit and JSON reports.
 //! - [`progress`]: how long steps report progress.
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod bench;
+pub mod bulk;
 pub mod ci;
 
 /// The agent contract, re-exported for the binary.

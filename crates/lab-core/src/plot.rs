@@ -189,7 +189,7 @@ pub fn write_bar_chart(chart: &BarChart, stem: &Path) -> Result<Vec<PathBuf>, Pl
 
 fn draw_bars<DB: DrawingBackend>(chart: &BarChart, root: DrawingArea<DB, Shift>) -> Result<(), String> {
     let y_max = chart.bars.iter().map(|b| b.1).fold(0.0, f64::max);
-    let y_top = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
+    let y_top = if y_max > 0.0 { y_max * 1.2 } else { 1.0 };
     let n = chart.bars.len();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut ctx = ChartBuilder::on(&root)
@@ -215,14 +215,10 @@ fn draw_bars<DB: DrawingBackend>(chart: &BarChart, root: DrawingArea<DB, Shift>)
             color.filled(),
         )))
         .map_err(|e| e.to_string())?;
-        // Value above the bar, label inside its foot.
+        // Label and value above the bar, in black: readable however short the bar is.
         ctx.draw_series([
-            Text::new(format!("{v:.2}"), (x + 0.3, *v + y_top * 0.05), (FONT, 16)),
-            Text::new(
-                label.clone(),
-                (x + 0.22, y_top * 0.04),
-                (FONT, 16).into_font().color(&WHITE),
-            ),
+            Text::new(label.clone(), (x + 0.22, *v + y_top * 0.08), (FONT, 16).into_font()),
+            Text::new(format!("{v:.2}"), (x + 0.22, *v + y_top * 0.04), (FONT, 16).into_font()),
         ])
         .map_err(|e| e.to_string())?;
     }

@@ -45,6 +45,8 @@ pub const WORKLOADS: &[&str] = &[
     "mr-cache",
     "param-server",
     "inference-ring",
+    "bulk-rdma",
+    "bulk-tcp",
 ];
 
 /// Whether a workload runs over libfabric (`fabric-*`: no QP, no rdma_cm; the
@@ -137,9 +139,11 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         "param-server" => (4096, 8),
         // 64 batches of 4 KiB through an 8-slot ring (tx_depth below).
         "inference-ring" => (4096, 64),
+        // 4 MiB in 256 KiB chunks (`total` below): under a second on the emulated lab.
+        "bulk-rdma" | "bulk-tcp" => (BULK_DEFAULT_CHUNK, BULK_DEFAULT_TOTAL / BULK_DEFAULT_CHUNK),
         _ => (4096, 16),
     };
-    let bandwidth = matches!(workload, "write-bw" | "read-bw" | "send-bw" | "atomic-bw");
+    let bandwidth = matches!(workload, "write-bw" | "read-bw" | "send-bw" | "atomic-bw" | "bulk-rdma");
     WorkloadParams {
         workload: workload.to_string(),
         completion: if bandwidth {
@@ -158,9 +162,19 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         gid_index: -1,
         seed: 1,
         batches: if workload == "write-imm" { 8 } else { 0 },
+        total: if workload.starts_with("bulk-") {
+            BULK_DEFAULT_TOTAL
+        } else {
+            0
+        },
         ..Default::default()
     }
 }
+
+/// Bytes a bulk transfer moves unless told otherwise.
+pub const BULK_DEFAULT_TOTAL: u64 = 4 << 20;
+/// Chunk of a bulk transfer unless told otherwise.
+pub const BULK_DEFAULT_CHUNK: u64 = 256 << 10;
 
 /// What to run, where.
 #[derive(Debug, Clone)]
@@ -215,6 +229,9 @@ pub struct ParamsRecord {
     pub capability_override: Option<String>,
     /// fabric-* workloads: the libfabric provider (null for the verbs workloads).
     pub provider: Option<String>,
+    /// bulk-* workloads: bytes moved in `size`-byte chunks (absent elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
 }
 
 impl ParamsRecord {
@@ -242,6 +259,7 @@ impl ParamsRecord {
             corrupt_rkey: p.corrupt_rkey,
             capability_override: (!p.capability_override.is_empty()).then(|| p.capability_override.clone()),
             provider: is_fabric(&p.workload).then(|| p.provider.clone()),
+            total: (p.total > 0).then_some(p.total),
         }
     }
 }
@@ -310,6 +328,18 @@ pub struct SideRecord {
     pub atomic_final: u64,
     /// Device, GID, QPN, MTU, addr, rkey...
     pub facts: std::collections::BTreeMap<String, String>,
+    /// bulk-*: bytes moved over time, as this side saw them (absent when empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelineSample>,
+}
+
+/// One point of a transfer's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TimelineSample {
+    /// Seconds since the side's clock started.
+    pub t_s: f64,
+    /// Bytes moved so far.
+    pub bytes: u64,
 }
 
 /// One point of a size sweep.
@@ -489,6 +519,14 @@ fn side_record(node: &str, s: &SideResult) -> SideRecord {
         immediates: s.immediates.clone(),
         atomic_final: s.atomic_final,
         facts: s.facts.clone().into_iter().collect(),
+        timeline: s
+            .timeline
+            .iter()
+            .map(|p| TimelineSample {
+                t_s: p.t_s,
+                bytes: p.bytes,
+            })
+            .collect(),
     }
 }
 

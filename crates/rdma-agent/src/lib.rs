@@ -16,6 +16,9 @@
 //! - [`fabric_session`]: the libfabric workloads (`fabric-write`, `fabric-bw`,
 //!   `fabric-lat`), one side per thread, on the safe `fabric` crate (no
 //!   `unsafe` here).
+//! - [`tcp_session`]: `bulk-tcp`, the TCP counterpart of `bulk-rdma` (same
+//!   bytes, same measurements, a plain kernel socket); [`timeline`] keeps a
+//!   transfer's progress over time for both.
 //! - [`verbs`]: the only module with `unsafe`: our rdma_cm wrapper (private
 //!   data on connect/accept, which sideway does not expose) and the data path
 //!   (pre-built work request lists, CQ polling, completion channel) on top of
@@ -32,6 +35,8 @@ pub mod node_info;
 pub mod pattern;
 pub mod service;
 pub mod session;
+pub mod tcp_session;
+pub mod timeline;
 pub mod validate;
 #[allow(unsafe_code)]
 pub mod verbs;

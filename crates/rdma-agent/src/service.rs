@@ -87,6 +87,26 @@ fn check_session_id(id: &str) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// A verbs session, or a bulk-tcp one: both get their endpoint from Prepare
+/// (rdma_cm listener or TCP listener) and their peer's in Run.
+#[allow(clippy::type_complexity)]
+fn spawn_session(
+    spec: SessionSpec,
+    run: Option<(agent_proto::v1::Endpoint, session::ProgressSink)>,
+) -> Result<
+    (
+        SessionHandle,
+        tokio::sync::oneshot::Receiver<Result<agent_proto::v1::Endpoint, SessionError>>,
+    ),
+    SessionError,
+> {
+    if crate::tcp_session::is_tcp(&spec.params.workload) {
+        crate::tcp_session::spawn(spec, run)
+    } else {
+        session::spawn(spec, run)
+    }
+}
+
 fn collect_timeout(requested_ms: u64) -> Duration {
     if requested_ms == 0 {
         session::DEFAULT_TIMEOUT
@@ -128,7 +148,7 @@ impl AgentService {
             bind_addr: req.bind_addr,
         };
         let timeout = spec.timeout();
-        let (handle, endpoint) = session::spawn(spec, None)?;
+        let (handle, endpoint) = spawn_session(spec, None)?;
         self.insert(&req.session_id, handle)?;
         let endpoint = match tokio::time::timeout(timeout, endpoint).await {
             Ok(Ok(Ok(endpoint))) => endpoint,
@@ -273,7 +293,7 @@ impl AgentService {
                 .take()
                 .ok_or_else(|| SessionError::Setup("session is already running".into()))?
         } else {
-            let (mut handle, _endpoint) = session::spawn(spec, Some((peer, sink)))?;
+            let (mut handle, _endpoint) = spawn_session(spec, Some((peer, sink)))?;
             let result = handle.result.take().expect("fresh handle");
             self.insert(&req.session_id, handle)?;
             result

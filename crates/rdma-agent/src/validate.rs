@@ -18,6 +18,21 @@ pub const MULTI_QP_WORKLOADS: &[&str] = &["write-bw", "read-bw", "atomic-bw", "p
 /// Most QPs one run may ask for.
 pub const MAX_QPS: u32 = 16;
 
+/// The bulk transfers: `total` bytes in `size`-byte chunks.
+pub const BULK_WORKLOADS: &[&str] = &["bulk-rdma", "bulk-tcp"];
+/// Largest `total` of a bulk transfer (the server holds all of it in memory).
+pub const MAX_BULK_TOTAL: u64 = 1 << 30;
+
+/// The bytes a bulk transfer moves: `total`, or `size` x `iterations` when
+/// `total` is 0 (saturating: an overflow is refused as out of range).
+pub fn bulk_total(params: &WorkloadParams) -> u64 {
+    if params.total > 0 {
+        params.total
+    } else {
+        params.size.saturating_mul(params.iterations)
+    }
+}
+
 /// The {addr, rkey} of `params.capability_override`, when set and well formed.
 pub fn capability_override(params: &WorkloadParams) -> Option<(u64, u32)> {
     fn number(s: &str) -> Option<u64> {
@@ -89,6 +104,16 @@ pub enum ValidationError {
         /// What it should look like.
         expected: &'static str,
     },
+    /// A bulk transfer's total outside 1 B .. the limit.
+    #[error("total {total} B is out of range: must be 1 B ..= {limit} B ({why}); total 0 means size x iterations")]
+    TotalOutOfRange {
+        /// The bytes asked for (size x iterations when total was 0).
+        total: u64,
+        /// The effective limit.
+        limit: u64,
+        /// Where the limit comes from.
+        why: String,
+    },
 }
 
 /// Limits that depend on the node (so tests can pin them).
@@ -118,6 +143,23 @@ impl Limits {
             ),
             _ => (self.max_size, "agent limit".to_string()),
         }
+    }
+}
+
+impl Limits {
+    /// A bulk transfer's total against [`MAX_BULK_TOTAL`] and 1/4 of MemAvailable.
+    fn check_bulk_total(&self, total: u64) -> Result<(), ValidationError> {
+        let (limit, why) = match self.mem_available {
+            Some(avail) if avail / MEM_AVAILABLE_FRACTION < MAX_BULK_TOTAL => (
+                avail / MEM_AVAILABLE_FRACTION,
+                format!("1/{MEM_AVAILABLE_FRACTION} of MemAvailable {avail} B: the server holds all of it"),
+            ),
+            _ => (MAX_BULK_TOTAL, "agent limit for bulk transfers, 1 GiB".to_string()),
+        };
+        if total == 0 || total > limit {
+            return Err(ValidationError::TotalOutOfRange { total, limit, why });
+        }
+        Ok(())
     }
 }
 
@@ -214,6 +256,9 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
         });
     }
     check_range("gid_index", params.gid_index as i64, -1, 255, "-1 (auto) ..= 255")?;
+    if BULK_WORKLOADS.contains(&params.workload.as_str()) {
+        limits.check_bulk_total(bulk_total(params))?;
+    }
     check_range(
         "batches",
         params.batches as i64,
@@ -473,5 +518,34 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("cq_moderation"));
+    }
+
+    #[test]
+    fn test_bulk_total_is_capped_and_falls_back_to_size_times_iterations() {
+        let mut p = params(1 << 20);
+        p.workload = "bulk-rdma".into();
+        p.total = 64 << 20;
+        assert_eq!(validate(&p, &["bulk-rdma"], &limits()), Ok(()));
+        p.total = MAX_BULK_TOTAL + 1;
+        let err = validate(&p, &["bulk-rdma"], &limits()).unwrap_err().to_string();
+        assert!(
+            err.contains("total 1073741825 B is out of range") && err.contains("1 GiB"),
+            "{err}"
+        );
+        // total 0: size x iterations.
+        p.total = 0;
+        p.iterations = 8;
+        assert_eq!(bulk_total(&p), 8 << 20);
+        assert_eq!(validate(&p, &["bulk-rdma"], &limits()), Ok(()));
+        p.iterations = u64::MAX / 2;
+        assert_eq!(bulk_total(&p), u64::MAX);
+        let small = Limits {
+            max_size: DEFAULT_MAX_SIZE,
+            mem_available: Some(64 << 20),
+        };
+        p.total = 32 << 20;
+        p.iterations = 1;
+        let err = validate(&p, &["bulk-rdma"], &small).unwrap_err().to_string();
+        assert!(err.contains("MemAvailable") && err.contains("16777216"), "{err}");
     }
 }

@@ -1,6 +1,7 @@
 //! Command-line arguments and dispatch: one file per verb.
 
 mod bench;
+mod bulk;
 mod ci;
 mod down;
 mod exec;
@@ -60,6 +61,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Bring the lab up, run its suite of workloads, tear it down; JUnit XML and JSON results.
     Ci(ci::CiArgs),
+    /// The same bytes by RDMA WRITE and by TCP between two nodes: time, MiB/s, CPU; CSV and charts.
+    Bulk(bulk::BulkArgs),
     /// Print the JSON schema of labs.yaml (for editors).
     Schema,
     /// Internal: the per-lab VM supervisor.
@@ -95,6 +98,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Ssh(a) => ssh::run(&args, a),
         Command::Bench(a) => bench::run(&args, a).await,
         Command::Ci(a) => ci::run(&args, a).await,
+        Command::Bulk(a) => bulk::run(&args, a).await,
         Command::Schema => schema::run(),
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
     }

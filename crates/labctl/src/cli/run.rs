@@ -39,8 +39,8 @@ pub struct RunArgs {
     /// The active node (connects, posts the work).
     #[arg(long, default_value = "client")]
     pub client: String,
-    /// Message size in bytes (default depends on the workload).
-    #[arg(short, long)]
+    /// Message size in bytes, or with a unit: 4096, 64KiB, 1MiB (default depends on the workload).
+    #[arg(short, long, value_parser = parse_size)]
     pub size: Option<u64>,
     /// Operations to run (default depends on the workload).
     #[arg(short = 'n', long)]
@@ -101,9 +101,16 @@ pub struct RunArgs {
     /// Default: from the lab's fabric (rxe: verbs;ofi_rxd, none: tcp;ofi_rxm, efa: efa).
     #[arg(long)]
     pub provider: Option<String>,
+    /// bulk-rdma, bulk-tcp: bytes to move in --size chunks, e.g. 64MiB [default: 4MiB].
+    #[arg(long, value_parser = parse_size)]
+    pub total: Option<u64>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    lab_core::text::parse_size(text)
 }
 
 pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -149,6 +156,12 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
             );
         }
         params.provider = provider.clone();
+    }
+    if let Some(total) = run.total {
+        if !run.workload.starts_with("bulk-") {
+            anyhow::bail!("--total applies to bulk-rdma and bulk-tcp, not to {}", run.workload);
+        }
+        params.total = total;
     }
     let opts = RunOptions {
         params,

@@ -7,6 +7,7 @@
 //! their run with [`Side::send_done`]; servers run until they see it.
 
 mod atomic;
+pub mod bulk;
 mod perf;
 mod read;
 mod send_recv;
@@ -84,6 +85,7 @@ static REGISTRY: &[&dyn Workload] = &[
     &mr_cache::MrCache,
     &param_server::ParamServer,
     &inference_ring::InferenceRing,
+    &bulk::BulkRdma,
 ];
 
 /// The names of every workload the agent runs: the verbs registry, then the
@@ -93,6 +95,7 @@ pub fn names() -> Vec<&'static str> {
         .iter()
         .map(|w| w.name())
         .chain(crate::fabric_session::WORKLOADS.iter().copied())
+        .chain(crate::tcp_session::WORKLOADS.iter().copied())
         .collect()
 }
 
@@ -197,7 +200,7 @@ mod tests {
     #[test]
     fn registry_finds_each_name_and_rejects_others() {
         for name in names() {
-            if crate::fabric_session::is_fabric(name) {
+            if crate::fabric_session::is_fabric(name) || crate::tcp_session::is_tcp(name) {
                 continue;
             }
             assert_eq!(lookup(name).unwrap().name(), name);
