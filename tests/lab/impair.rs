@@ -22,12 +22,12 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
     };
     vec![
         t(
-            "test_impair_loss_shows_retransmissions_and_clear_restores_the_link",
-            test_impair_loss_shows_retransmissions_and_clear_restores_the_link,
+            "test_wire_loss_shows_retransmissions_and_clear_restores_the_link",
+            test_wire_loss_shows_retransmissions_and_clear_restores_the_link,
         ),
         t(
-            "test_capture_holds_the_runs_rdma_writes_reads_and_immediates",
-            test_capture_holds_the_runs_rdma_writes_reads_and_immediates,
+            "test_wire_capture_holds_the_runs_rdma_writes_reads_and_immediates",
+            test_wire_capture_holds_the_runs_rdma_writes_reads_and_immediates,
         ),
     ]
 }
@@ -74,7 +74,7 @@ fn node_status<'a>(status: &'a Value, name: &str) -> Result<&'a Value, Failed> {
 /// 1024, so about 10 lost; none lost has odds of 0.98^512 = 3e-5) still
 /// verifies, and the counters show the Go-Back-N work. After `--clear`,
 /// status shows no impairment and the same run retransmits nothing.
-fn test_impair_loss_shows_retransmissions_and_clear_restores_the_link(lab: &Labctl) -> Result<(), Failed> {
+fn test_wire_loss_shows_retransmissions_and_clear_restores_the_link(lab: &Labctl) -> Result<(), Failed> {
     let bad = lab.run(&["impair", "client", "--jitter", "5ms"]);
     check(bad.code == 2 && bad.stderr.contains("needs --delay"), || {
         format!("--jitter without --delay: exit {}, {}", bad.code, bad.stderr)
@@ -256,12 +256,14 @@ fn temp_pcap(name: &str) -> PathBuf {
 /// SIGINT: the pcap holds RC RDMA WRITE packets, READ requests and
 /// responses, and the very immediates the server reported, in order; labctl's
 /// packet count matches the file. A second capture stops itself at --count.
-fn test_capture_holds_the_runs_rdma_writes_reads_and_immediates(lab: &Labctl) -> Result<(), Failed> {
+fn test_wire_capture_holds_the_runs_rdma_writes_reads_and_immediates(lab: &Labctl) -> Result<(), Failed> {
     let path = temp_pcap("runs");
     let _ = std::fs::remove_file(&path);
     let capture = Capture::start(lab, "server", &["--duration", "300"], &path)?;
     lab.run(&["run", "write-read", "-n", "4"]).ok()?;
     let imm = lab.run(&["run", "write-imm", "--json"]).ok()?.json()?;
+    // The emulated node's tcpdump may lag the run a little.
+    std::thread::sleep(Duration::from_secs(2));
     let got = capture.finish(true)?;
     check(got["stopped_by"] == "interrupted", || format!("capture: {got}"))?;
     let (all, roce) = roce_packets(&path)?;

@@ -163,11 +163,15 @@ pub async fn capture(
 /// tcpdump's command line (quoted for the node's shell).
 pub fn tcpdump_command(netdev: &str, file: &str, count: Option<u64>, filter: &str) -> String {
     // -Z root: Debian's tcpdump otherwise drops to user `tcpdump`, which may
-    // not write into the root-owned temporary directory.
+    // not write into the root-owned temporary directory. --immediate-mode:
+    // otherwise the kernel hands packets over in blocks, and the packets of
+    // a block still pending at SIGINT are lost (seen: a capture stopped right
+    // after a run missed the run's last packets).
     let mut argv = vec![
         "tcpdump".to_string(),
         "-i".into(),
         netdev.into(),
+        "--immediate-mode".into(),
         "-U".into(),
         "-Z".into(),
         "root".into(),
@@ -456,11 +460,11 @@ mod tests {
     fn test_tcpdump_command_quotes_the_filter() {
         assert_eq!(
             tcpdump_command("eth1", "/tmp/d/capture.pcap", Some(50), DEFAULT_FILTER),
-            "tcpdump -i eth1 -U -Z root -w /tmp/d/capture.pcap -c 50 'udp port 4791'"
+            "tcpdump -i eth1 --immediate-mode -U -Z root -w /tmp/d/capture.pcap -c 50 'udp port 4791'"
         );
         assert_eq!(
             tcpdump_command("eth1", "/tmp/d/c.pcap", None, "udp and host 10.0.0.1"),
-            "tcpdump -i eth1 -U -Z root -w /tmp/d/c.pcap 'udp and host 10.0.0.1'"
+            "tcpdump -i eth1 --immediate-mode -U -Z root -w /tmp/d/c.pcap 'udp and host 10.0.0.1'"
         );
     }
 }
