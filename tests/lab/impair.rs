@@ -210,9 +210,12 @@ impl Drop for Capture {
     }
 }
 
-/// RoCEv2 packets of a pcap: (BTH opcode, BTH and what follows), parsed here
+/// A RoCEv2 packet: its BTH opcode, and the BTH with what follows.
+type RocePacket = (u8, Vec<u8>);
+
+/// The packet count of a pcap and its RoCEv2 packets, parsed here
 /// independently of labctl (pcap-file, then Ethernet/IPv4/UDP by offset).
-fn roce_packets(path: &Path) -> Result<(usize, Vec<(u8, Vec<u8>)>), Failed> {
+fn roce_packets(path: &Path) -> Result<(usize, Vec<RocePacket>), Failed> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut reader = pcap_file::pcap::PcapReader::new(file).map_err(|e| format!("{}: {e}", path.display()))?;
     let (mut all, mut roce) = (0, Vec::new());
@@ -234,7 +237,7 @@ fn roce_packets(path: &Path) -> Result<(usize, Vec<(u8, Vec<u8>)>), Failed> {
 /// The immediates of WRITE_WITH_IMM packets, in wire order: ImmDt follows
 /// the 12-byte BTH (Last with Immediate, 0x09) or BTH + 16-byte RETH (Only
 /// with Immediate, 0x0b).
-fn immediates(roce: &[(u8, Vec<u8>)]) -> Vec<u64> {
+fn immediates(roce: &[RocePacket]) -> Vec<u64> {
     roce.iter()
         .filter_map(|(op, bth)| {
             let at = match op {

@@ -386,7 +386,7 @@ pub fn opcode_name(opcode: u8) -> String {
         0x14 => "FetchAdd",
         0x16 => "SEND Last with Invalidate",
         0x17 => "SEND Only with Invalidate",
-        _ => return format!("opcode {opcode:#04x}"),
+        _ => return format!("{transport} opcode {opcode:#04x}"),
     };
     format!("{transport} {operation}")
 }

@@ -240,17 +240,17 @@ fn format_pct(v: f64) -> String {
 fn format_time(us: u64) -> String {
     match us {
         0 => "0us".into(),
-        _ if us % 1_000_000 == 0 => format!("{}s", us / 1_000_000),
-        _ if us % 1000 == 0 => format!("{}ms", us / 1000),
+        _ if us.is_multiple_of(1_000_000) => format!("{}s", us / 1_000_000),
+        _ if us.is_multiple_of(1000) => format!("{}ms", us / 1000),
         _ => format!("{us}us"),
     }
 }
 
 fn format_rate(bits: u64) -> String {
     match bits {
-        _ if bits >= 1_000_000_000 && bits % 1_000_000_000 == 0 => format!("{}gbit", bits / 1_000_000_000),
-        _ if bits >= 1_000_000 && bits % 1_000_000 == 0 => format!("{}mbit", bits / 1_000_000),
-        _ if bits >= 1000 && bits % 1000 == 0 => format!("{}kbit", bits / 1000),
+        _ if bits >= 1_000_000_000 && bits.is_multiple_of(1_000_000_000) => format!("{}gbit", bits / 1_000_000_000),
+        _ if bits >= 1_000_000 && bits.is_multiple_of(1_000_000) => format!("{}mbit", bits / 1_000_000),
+        _ if bits >= 1000 && bits.is_multiple_of(1000) => format!("{}kbit", bits / 1000),
         _ => format!("{bits}bit"),
     }
 }
