@@ -16,6 +16,7 @@ mod bad_input;
 mod bulk;
 mod ci;
 mod faults;
+mod impair;
 mod lifecycle;
 mod patterns;
 mod util;
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
     lab_trials.extend(workloads::trials(&lab));
     lab_trials.extend(patterns::trials(&lab));
     lab_trials.extend(bulk::trials(&lab));
+    lab_trials.extend(impair::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).
     lab_trials.extend(faults::destructive_trials(&lab));

@@ -792,6 +792,7 @@ async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -
         server: opts.server.clone(),
         client: opts.client.clone(),
         timeout: opts.timeout,
+        counters: false,
     };
     let mut sample = Sample {
         round,

@@ -218,6 +218,7 @@ impl SuiteEntry {
             server: self.server.clone().unwrap_or_else(|| "server".into()),
             client: self.client.clone().unwrap_or_else(|| "client".into()),
             timeout: Duration::from_secs(self.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
+            counters: false,
         }
     }
 }
@@ -706,6 +707,8 @@ mod tests {
             sweep: vec![],
             mr_cache: None,
             saved_to: None,
+            impairment: None,
+            counters: None,
         }
     }
 

@@ -505,6 +505,9 @@ pub struct NodeStatus {
     pub rdma: Vec<RdmaDeviceStatus>,
     /// The first thing that failed, if anything did.
     pub error: Option<String>,
+    /// The netem impairment on its data NIC (`labctl impair`), read from the
+    /// node; null when there is none.
+    pub impairment: Option<crate::impair::Netem>,
 }
 
 /// The agent as seen by `status`.
@@ -549,6 +552,7 @@ async fn node_status(node: &crate::state::NodeState, vm: Liveness, key: Arc<Priv
         agent: None,
         rdma: Vec::new(),
         error: None,
+        impairment: None,
     };
     if let Liveness::Stopped(why) = vm {
         status.error = Some(why);
@@ -562,6 +566,12 @@ async fn node_status(node: &crate::state::NodeState, vm: Liveness, key: Arc<Priv
         }
     };
     status.ssh_ok = true;
+    if node.data_netdev.is_some() {
+        match crate::impair::active(&session, node).await {
+            Ok(netem) => status.impairment = netem,
+            Err(e) => tracing::debug!(node = %node.name, "cannot read the impairment: {e}"),
+        }
+    }
     let result = async {
         let mut client = agent::connect(session.clone(), node.agent_port).await?;
         let rpc = |status| AgentError::Rpc {

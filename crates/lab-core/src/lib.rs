@@ -16,18 +16,22 @@
 //! - [`run`]: `run`: one workload across two nodes, its record and where it is saved.
 //! - [`bulk`]: `bulk`: the same bytes by RDMA WRITE and by TCP, side by side, with CSV and charts.
 //! - [`ci`]: `ci`: a suite of runs on a lab brought up and torn down for it, JUnit and JSON reports.
+//! - [`impair`]: `impair`: tc netem on a node's data NIC, and the RDMA hardware counters.
+//! - [`capture`]: `capture`: tcpdump on a node's data NIC, the pcap copied home and summarized.
 //! - [`progress`]: how long steps report progress.
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod bench;
 pub mod bulk;
+pub mod capture;
 pub mod ci;
 
 /// The agent contract, re-exported for the binary.
 pub use agent_proto;
 
 pub mod image;
+pub mod impair;
 pub mod lab;
 pub mod model;
 pub mod plot;

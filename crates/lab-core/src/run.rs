@@ -18,7 +18,9 @@ use agent_proto::v1::{
 use serde::Serialize;
 
 use crate::agent::{self, AgentError, Client};
+use crate::impair::{self, Counters};
 use crate::lab::{rdma_ports, Lab, LabError, RdmaDeviceStatus};
+use crate::ssh::SshSession;
 use crate::state::{now_rfc3339, NodeState};
 
 /// Version of the run record (`--json` and saved results).
@@ -187,6 +189,9 @@ pub struct RunOptions {
     pub client: String,
     /// Give up (and abort both sides) after this long.
     pub timeout: Duration,
+    /// Record both nodes' RDMA hardware counters even when no node is
+    /// impaired (they are recorded anyway when one is).
+    pub counters: bool,
 }
 
 /// A run's parameters as saved (the proto message, readable).
@@ -433,6 +438,35 @@ pub struct RunRecord {
     pub mr_cache: Option<MrCacheRecord>,
     /// Where the record was saved.
     pub saved_to: Option<String>,
+    /// The netem impairment on each node's data NIC during the run (`labctl impair`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impairment: Option<ImpairmentPair>,
+    /// Each node's RDMA hardware counters, what the run added to them; recorded
+    /// when a node is impaired or `--counters` is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<CounterPair>,
+}
+
+/// The impairment of each side, as netem arguments (`loss 2%`); absent for
+/// an unimpaired side.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImpairmentPair {
+    /// The server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The client's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+}
+
+/// What a run added to each side's hardware counters
+/// (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CounterPair {
+    /// The server's.
+    pub server: Counters,
+    /// The client's.
+    pub client: Counters,
 }
 
 /// mr-cache's accounting (the agent's `MrCacheStats`).
@@ -620,6 +654,7 @@ struct Peer {
     node: NodeState,
     client: Client,
     role: &'static str,
+    session: Arc<SshSession>,
 }
 
 impl Peer {
@@ -641,8 +676,40 @@ async fn open_peer(
 ) -> Result<Peer, RunError> {
     let node = lab.node_state(state, name)?.clone();
     let session = Arc::new(lab.connect(state, name).await?);
-    let client = agent::connect(session, node.agent_port).await?;
-    Ok(Peer { node, client, role })
+    let client = agent::connect(session.clone(), node.agent_port).await?;
+    Ok(Peer {
+        node,
+        client,
+        role,
+        session,
+    })
+}
+
+impl Peer {
+    /// The node's active impairment; a node whose qdisc cannot be read
+    /// (no tc, no data NIC on record) counts as unimpaired.
+    async fn impairment(&self) -> Option<String> {
+        match impair::active(&self.session, &self.node).await {
+            Ok(netem) => netem.map(|n| n.to_string()),
+            Err(e) => {
+                tracing::debug!(node = %self.node.name, "cannot read the impairment: {e}");
+                None
+            }
+        }
+    }
+
+    /// The node's RDMA counters; `None` (and a note in the log) when they
+    /// cannot be read, which must not fail the run they describe.
+    async fn counters(&self, port: u32) -> Option<Counters> {
+        let device = self.node.rdma_device.as_deref()?;
+        match impair::read_counters(&self.session, &self.node, device, port).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(node = %self.node.name, "cannot read the RDMA counters: {e}");
+                None
+            }
+        }
+    }
 }
 
 /// Runs one workload and saves its record. `on_progress` sees the client's
@@ -689,6 +756,14 @@ pub async fn run_workload(
     if is_fabric(&params.workload) && params.provider.is_empty() {
         params.provider = default_provider(lab.spec.fabric).to_string();
     }
+    let (server_impairment, client_impairment) = futures::join!(server.impairment(), client.impairment());
+    let impaired = server_impairment.is_some() || client_impairment.is_some();
+    let port = params.ib_port.max(1);
+    let counters_before = if impaired || opts.counters {
+        Some(futures::join!(server.counters(port), client.counters(port)))
+    } else {
+        None
+    };
     let result = drive(
         &mut server,
         &mut client,
@@ -716,6 +791,20 @@ pub async fn run_workload(
     if params.workload == "atomic-bw" {
         check_atomic_count(&mut server_side, &client_side);
     }
+    let counters = match counters_before {
+        Some((server_before, client_before)) => {
+            let (server_after, client_after) = futures::join!(server.counters(port), client.counters(port));
+            let delta = |before: Option<Counters>, after: Option<Counters>| match (before, after) {
+                (Some(b), Some(a)) => impair::counter_delta(&b, &a),
+                _ => Counters::new(),
+            };
+            Some(CounterPair {
+                server: delta(server_before, server_after),
+                client: delta(client_before, client_after),
+            })
+        }
+        None => None,
+    };
     let headline = &client_side;
     let bw = headline.bw.unwrap_or_default();
     let moved = client_side.bytes.max(server_side.bytes);
@@ -760,6 +849,11 @@ pub async fn run_workload(
             .collect(),
         mr_cache: client_side.mr_cache.as_ref().map(MrCacheRecord::from),
         saved_to: None,
+        impairment: impaired.then_some(ImpairmentPair {
+            server: server_impairment,
+            client: client_impairment,
+        }),
+        counters,
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
     Ok(record)

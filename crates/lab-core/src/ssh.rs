@@ -1,6 +1,7 @@
 //! SSH to lab nodes with russh: key auth with the lab's own key, host keys
-//! pinned at first contact, commands with exit status and stderr, SFTP upload,
-//! and direct-tcpip channels (how the controller reaches each node's agent).
+//! pinned at first contact, commands with exit status and stderr, SFTP upload
+//! and download, and direct-tcpip channels (how the controller reaches each
+//! node's agent).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -396,6 +397,33 @@ impl SshSession {
         self.run(&format!("chmod {mode:o} {tmp} && mv -f {tmp} {remote_path}"))
             .await?;
         Ok(())
+    }
+
+    /// Reads `remote_path` over SFTP (a capture, a log) into memory.
+    pub async fn download(&self, remote_path: &str) -> Result<Vec<u8>, SshError> {
+        use russh_sftp::client::SftpSession;
+        use tokio::io::AsyncReadExt;
+        let sftp_err = |message: String| SshError::Sftp {
+            node: self.node.clone(),
+            path: remote_path.to_string(),
+            message,
+        };
+        let channel = self.handle.channel_open_session().await.map_err(|e| self.protocol(e))?;
+        channel
+            .request_subsystem(true, "sftp")
+            .await
+            .map_err(|e| self.protocol(e))?;
+        let sftp = SftpSession::new(channel.into_stream())
+            .await
+            .map_err(|e| sftp_err(e.to_string()))?;
+        let mut file = sftp.open(remote_path).await.map_err(|e| sftp_err(e.to_string()))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .await
+            .map_err(|e| sftp_err(e.to_string()))?;
+        drop(file);
+        let _ = sftp.close().await;
+        Ok(bytes)
     }
 
     /// Opens a TCP stream to `host:port` as seen from inside the node.

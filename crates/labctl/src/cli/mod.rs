@@ -2,9 +2,11 @@
 
 mod bench;
 mod bulk;
+mod capture;
 mod ci;
 mod down;
 mod exec;
+mod impair;
 mod run;
 mod schema;
 mod ssh;
@@ -65,6 +67,10 @@ pub enum Command {
     Bulk(bulk::BulkArgs),
     /// Print the JSON schema of labs.yaml (for editors).
     Schema,
+    /// Impair a node's data link with tc netem (loss, delay, jitter, rate, reorder, duplicate), or --clear it.
+    Impair(impair::ImpairArgs),
+    /// Capture a node's RoCEv2 traffic with tcpdump into a pcap on this machine.
+    Capture(capture::CaptureArgs),
     /// Internal: the per-lab VM supervisor.
     #[command(name = "__supervise", hide = true)]
     Supervise {
@@ -100,6 +106,8 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Ci(a) => ci::run(&args, a).await,
         Command::Bulk(a) => bulk::run(&args, a).await,
         Command::Schema => schema::run(),
+        Command::Impair(a) => impair::run(&args, a).await,
+        Command::Capture(a) => capture::run(&args, a).await,
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
     }
 }
@@ -107,6 +115,16 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
 /// Exit code for an error: 2 for bad input, 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<lab_core::ci::SuiteError>().is_some() {
+        return 2;
+    }
+    match e.downcast_ref::<lab_core::impair::ImpairError>() {
+        Some(lab_core::impair::ImpairError::Spec(_))
+        | Some(lab_core::impair::ImpairError::Lab(LabError::UnknownNode { .. })) => return 2,
+        _ => {}
+    }
+    if let Some(lab_core::capture::CaptureError::Lab(LabError::UnknownNode { .. })) =
+        e.downcast_ref::<lab_core::capture::CaptureError>()
+    {
         return 2;
     }
     match e.downcast_ref::<LabError>() {

@@ -107,6 +107,10 @@ pub struct RunArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Record both nodes' RDMA hardware counters (retransmissions, NAKs, ...) before and
+    /// after the run, and show what it added; automatic when a node is impaired (`labctl impair`).
+    #[arg(long)]
+    pub counters: bool,
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -168,6 +172,7 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
         server: run.server.clone(),
         client: run.client.clone(),
         timeout: Duration::from_secs(run.timeout),
+        counters: run.counters,
     };
     // Progress: on every phase change, and at most once a second within one.
     let quiet = run.json;
@@ -298,7 +303,47 @@ fn print_record(r: &RunRecord) {
             m.saved_pct
         );
     }
+    print_counters(r);
     if let Some(path) = &r.saved_to {
         println!("  saved       {path}");
+    }
+}
+
+/// The impairment and the counters the run moved (non-zero ones only; the
+/// JSON has them all), with what the Go-Back-N ones mean.
+fn print_counters(r: &RunRecord) {
+    if let Some(imp) = &r.impairment {
+        for (node, netem) in [(&r.server.node, &imp.server), (&r.client.node, &imp.client)] {
+            if let Some(netem) = netem {
+                println!("  impaired    {node}: netem {netem} (on what it sends)");
+            }
+        }
+    }
+    let Some(counters) = &r.counters else {
+        return;
+    };
+    let mut explained = Vec::new();
+    for (node, c) in [(&r.server.node, &counters.server), (&r.client.node, &counters.client)] {
+        let moved: Vec<String> = c
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let shown = if moved.is_empty() {
+            "none moved".to_string()
+        } else {
+            moved.join(", ")
+        };
+        println!("  counters    {node}: {shown}");
+        for (name, _) in lab_core::impair::RETRANSMISSION_COUNTERS {
+            if c.get(*name).is_some_and(|v| *v > 0) && !explained.contains(name) {
+                explained.push(*name);
+            }
+        }
+    }
+    for (name, meaning) in lab_core::impair::RETRANSMISSION_COUNTERS {
+        if explained.contains(name) {
+            println!("              {name}: {meaning}");
+        }
     }
 }

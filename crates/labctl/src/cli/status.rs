@@ -70,6 +70,13 @@ pub fn print_table(s: &LabStatus) {
             "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} {}",
             n.name, vm, n.ssh, n.data_addr, agent, rdma, mtu
         );
+        if let Some(netem) = &n.impairment {
+            let nic = n.rdma.first().map_or("data NIC", |r| r.netdev.as_str());
+            println!(
+                "           impaired: netem {netem} on {nic} (`labctl impair {} --clear` removes it)",
+                n.name
+            );
+        }
         if let Some(e) = &n.error {
             println!("           ! {e}");
         }
