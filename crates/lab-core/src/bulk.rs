@@ -193,6 +193,7 @@ pub async fn run_bulk(
             server: opts.server.clone(),
             client: opts.client.clone(),
             timeout: opts.timeout,
+            counters: false,
         };
         let record = run_workload(lab, &run, |p| on_progress(transport, p))
             .await
