@@ -16,6 +16,7 @@ mod bad_input;
 mod ci;
 mod faults;
 mod lifecycle;
+mod report;
 mod util;
 mod workloads;
 
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
 
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(workloads::trials(&lab));
+    lab_trials.extend(report::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).
     lab_trials.extend(faults::destructive_trials(&lab));

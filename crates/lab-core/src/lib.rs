@@ -14,6 +14,7 @@
 //! - [`agent`]: the gRPC client to a node's rdma-agent, tunnelled over SSH.
 //! - [`lab`]: `up`, `status`, `exec`, `down`.
 //! - [`run`]: `run`: one workload across two nodes, its record and where it is saved.
+//! - [`report`]: `report`: saved runs and benches listed, shown, compared, exported as CSV, plotted.
 //! - [`ci`]: `ci`: a suite of runs on a lab brought up and torn down for it, JUnit and JSON reports.
 //! - [`progress`]: how long steps report progress.
 #![warn(missing_docs)]
@@ -32,6 +33,7 @@ pub mod plot;
 pub mod progress;
 pub mod provider;
 pub mod provision;
+pub mod report;
 pub mod run;
 pub mod ssh;
 pub mod state;

@@ -15,7 +15,7 @@ use agent_proto::v1::{
     run_event, AbortRequest, CmMode, CollectRequest, CompletionMode, ConnectRequest, NodeInfoReply, NodeInfoRequest,
     PrepareRequest, Progress, Role, RunRequest, SideResult, WorkloadParams,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::agent::{self, AgentError, Client};
 use crate::lab::{rdma_ports, Lab, LabError, RdmaDeviceStatus};
@@ -167,7 +167,8 @@ pub struct RunOptions {
 }
 
 /// A run's parameters as saved (the proto message, readable).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct ParamsRecord {
     /// Message size, bytes.
     pub size: u64,
@@ -190,9 +191,9 @@ pub struct ParamsRecord {
     /// QPs.
     pub num_qps: u32,
     /// `rdma_cm` or `oob`.
-    pub cm: &'static str,
+    pub cm: String,
     /// `poll` or `event`.
-    pub completion: &'static str,
+    pub completion: String,
     /// Payload seed.
     pub seed: u64,
     /// send-recv ping-pong.
@@ -221,12 +222,13 @@ impl ParamsRecord {
             post_list: p.post_list,
             inline_size: p.inline_size,
             num_qps: p.num_qps,
-            cm: if p.cm() == CmMode::Oob { "oob" } else { "rdma_cm" },
+            cm: if p.cm() == CmMode::Oob { "oob" } else { "rdma_cm" }.to_string(),
             completion: if p.completion() == CompletionMode::Event {
                 "event"
             } else {
                 "poll"
-            },
+            }
+            .to_string(),
             seed: p.seed,
             ping_pong: p.ping_pong,
             batches: p.batches,
@@ -238,7 +240,8 @@ impl ParamsRecord {
 }
 
 /// Latency figures, µs.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LatencyRecord {
     /// Minimum.
     pub min: f64,
@@ -259,7 +262,8 @@ pub struct LatencyRecord {
 }
 
 /// CPU time of one side.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CpuRecord {
     /// User seconds.
     pub user_s: f64,
@@ -270,7 +274,8 @@ pub struct CpuRecord {
 }
 
 /// Both sides' CPU.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CpuPair {
     /// The server side.
     pub server: CpuRecord,
@@ -279,7 +284,8 @@ pub struct CpuPair {
 }
 
 /// One side's outcome, as saved.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct SideRecord {
     /// The node.
     pub node: String,
@@ -304,7 +310,8 @@ pub struct SideRecord {
 }
 
 /// One point of a size sweep.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct SweepPoint {
     /// Message size.
     pub size: u64,
@@ -321,7 +328,8 @@ pub struct SweepPoint {
 }
 
 /// A node's facts at run time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct NodeRecord {
     /// The node's name in the lab.
     pub name: String,
@@ -342,7 +350,8 @@ pub struct NodeRecord {
 }
 
 /// Both nodes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct NodePair {
     /// The server.
     pub server: NodeRecord,
@@ -351,7 +360,8 @@ pub struct NodePair {
 }
 
 /// Everything about one run: what `--json` prints and what is saved.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct RunRecord {
     /// [`RUN_SCHEMA`].
     pub schema: u32,

@@ -4,6 +4,7 @@ mod bench;
 mod ci;
 mod down;
 mod exec;
+mod report;
 mod run;
 mod schema;
 mod ssh;
@@ -62,6 +63,8 @@ pub enum Command {
     Ci(ci::CiArgs),
     /// Print the JSON schema of labs.yaml (for editors).
     Schema,
+    /// Saved runs and benches: list, show, compare two (regression diff), export CSV, plot sweeps.
+    Report(report::ReportArgs),
     /// Internal: the per-lab VM supervisor.
     #[command(name = "__supervise", hide = true)]
     Supervise {
@@ -96,6 +99,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Bench(a) => bench::run(&args, a).await,
         Command::Ci(a) => ci::run(&args, a).await,
         Command::Schema => schema::run(),
+        Command::Report(a) => report::run(&args, a).await,
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
     }
 }
@@ -103,6 +107,11 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
 /// Exit code for an error: 2 for bad input, 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<lab_core::ci::SuiteError>().is_some() {
+        return 2;
+    }
+    if e.downcast_ref::<lab_core::report::ReportError>()
+        .is_some_and(|e| e.is_bad_input())
+    {
         return 2;
     }
     match e.downcast_ref::<LabError>() {
