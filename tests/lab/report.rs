@@ -285,3 +285,58 @@ fn test_bench_idle_agent_rss_is_reported_against_20_mb(lab: &Labctl) -> Result<(
         || format!("bench {id} not listed: {listed}"),
     )
 }
+
+/// Trials that boot labs of their own: run after the shared lab is down.
+pub fn orchestration_trials(lab: &Labctl) -> Vec<Trial> {
+    let lab = lab.clone();
+    vec![Trial::test(
+        "test_bench_orchestration_times_up_and_down_of_a_scratch_lab",
+        move || test_bench_orchestration_times_up_and_down_of_a_scratch_lab(&lab),
+    )]
+}
+
+fn test_bench_orchestration_times_up_and_down_of_a_scratch_lab(lab: &Labctl) -> Result<(), Failed> {
+    let b = lab
+        .run(&["bench", "--orchestration", "--nodes", "2", "--rounds", "1", "--json"])
+        .ok()?
+        .json()?;
+    let steps = b["orchestration"]["steps"]
+        .as_array()
+        .ok_or_else(|| format!("no orchestration steps: {b}"))?;
+    let names: Vec<(&str, u64)> = steps
+        .iter()
+        .filter_map(|s| Some((s["step"].as_str()?, s["nodes"].as_u64()?)))
+        .collect();
+    check(names == [("up warm", 2), ("down", 2)], || format!("steps {names:?}"))?;
+    for s in steps {
+        let seconds = s["seconds"]["median"].as_f64().unwrap_or(0.0);
+        check(
+            seconds > 0.0 && s["seconds"]["n"] == 1 && s["errors"].as_array().is_some_and(Vec::is_empty),
+            || format!("step {s}"),
+        )?;
+    }
+    // `up` boots VMs and deploys agents: it cannot take under a few seconds.
+    check(steps[0]["seconds"]["median"].as_f64() > Some(5.0), || {
+        format!("up took {}", steps[0]["seconds"])
+    })?;
+    // Nothing of the scratch lab is left: no directory, no process.
+    let leftovers: Vec<_> = std::fs::read_dir(&lab.state_base)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".orch-"))
+        .map(|e| e.path())
+        .collect();
+    check(leftovers.is_empty(), || {
+        format!("scratch directories left: {leftovers:?}")
+    })?;
+    let processes = crate::util::processes_mentioning(".orch-");
+    check(processes.is_empty(), || {
+        format!("scratch lab processes left: {processes:?}")
+    })?;
+    // Saved like any bench.
+    let id = b["id"].as_str().ok_or("no id")?;
+    let shown = lab.run(&["report", "show", id]).ok()?;
+    check(
+        shown.stdout.contains("up warm") && shown.stdout.contains("down"),
+        || format!("show:\n{}", shown.stdout),
+    )
+}

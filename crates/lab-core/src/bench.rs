@@ -927,7 +927,7 @@ pub async fn run_bench(
     let mut port: u16 = 18515 + (rand::random::<u16>() % 200) * 16;
     for spec in suite(opts.suite)
         .into_iter()
-        .filter(|s| opts.only.is_empty() || opts.only.iter().any(|o| *o == s.workload))
+        .filter(|s| opts.only.is_empty() || opts.only.contains(&s.workload))
     {
         let mut spec = spec;
         if let Some(n) = opts.iterations {
