@@ -4,7 +4,9 @@
 //! 1. bad input and failed `up`s, which need no running lab;
 //! 2. `labctl up` of `tests/labs/e2e.yaml` once, then every test against it
 //!    (the faults that break the lab, such as a killed VM, last);
-//! 3. `labctl down`, checked to leave no process and no file;
+//! 3. `labctl down`, checked to leave no process and no file; then
+//!    `labctl bench --orchestration --nodes 2`, which times `up` and `down`
+//!    of a scratch lab of its own;
 //! 4. `labctl ci` on a lab of its own (`tests/labs/ci.yaml`), which it brings
 //!    up and tears down itself, once to completion and once cut by SIGTERM.
 //!
@@ -19,6 +21,7 @@ mod faults;
 mod impair;
 mod lifecycle;
 mod patterns;
+mod report;
 mod util;
 mod workloads;
 
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
     lab_trials.extend(patterns::trials(&lab));
     lab_trials.extend(bulk::trials(&lab));
     lab_trials.extend(impair::trials(&lab));
+    lab_trials.extend(report::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).
     lab_trials.extend(faults::destructive_trials(&lab));
@@ -78,6 +82,9 @@ fn main() -> ExitCode {
     }
     // Whatever happened above, nothing of the lab survives the suite.
     lab.run(&["down"]);
+
+    // `bench --orchestration` boots scratch labs of its own: after the shared one is gone.
+    total.add(&libtest_mimic::run(&args, report::orchestration_trials(&lab)));
 
     // `labctl ci` boots its own lab, after the shared one is gone (the
     // machine has room for one lab at a time).

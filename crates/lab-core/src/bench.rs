@@ -28,28 +28,32 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_proto::v1::NodeInfoRequest;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::lab::{Lab, LabError};
 use crate::run::{default_params, run_workload, RunError, RunOptions, RunRecord};
 use crate::state::{now_rfc3339, LabState};
 use crate::text::last_lines;
 
+pub mod orchestration;
+
 /// Version of the bench record (`--json` and saved results).
 pub const BENCH_SCHEMA: u32 = 1;
 
 /// Which pairs to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Suite {
     /// write-bw, read-bw, write-lat, atomic-bw, fabric-lat (against fi_pingpong).
     Quick,
     /// Quick plus send-bw, read-lat, send-lat.
     Full,
+    /// No pairs: `up` and `down` timings of scratch labs (`--orchestration`).
+    Orchestration,
 }
 
 /// What a pair's headline number is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Average bandwidth, MiB/s (perftest "BW average[MB/sec]"). Higher is better.
@@ -79,12 +83,12 @@ impl Metric {
 }
 
 /// One comparison: a perftest tool against one of our workloads.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairSpec {
     /// Our workload ("write-bw").
-    pub workload: &'static str,
+    pub workload: String,
     /// The perftest binary ("ib_write_bw").
-    pub tool: &'static str,
+    pub tool: String,
     /// Message size, bytes (both sides).
     pub size: u64,
     /// Iterations (both sides).
@@ -97,14 +101,14 @@ pub struct PairSpec {
     pub target: Option<f64>,
     /// libfabric pairs: the provider both sides use (the reference is then
     /// `fi_pingpong`, not perftest). None: a verbs pair.
-    pub provider: Option<&'static str>,
+    pub provider: Option<String>,
 }
 
 /// The pairs of a suite, sized for an emulated lab (a few MB/s, ms latency).
 pub fn suite(s: Suite) -> Vec<PairSpec> {
-    let bw = |workload, tool, target| PairSpec {
-        workload,
-        tool,
+    let bw = |workload: &str, tool: &str, target| PairSpec {
+        workload: workload.into(),
+        tool: tool.into(),
         size: 65536,
         iterations: 300,
         depth: Some((128, 16)),
@@ -112,9 +116,9 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         target,
         provider: None,
     };
-    let lat = |workload, tool, size, target| PairSpec {
-        workload,
-        tool,
+    let lat = |workload: &str, tool: &str, size, target| PairSpec {
+        workload: workload.into(),
+        tool: tool.into(),
         size,
         iterations: 200,
         depth: None,
@@ -127,8 +131,8 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         bw("read-bw", "ib_read_bw", Some(1.0)),
         lat("write-lat", "ib_write_lat", 2, Some(1.0)),
         PairSpec {
-            workload: "atomic-bw",
-            tool: "ib_atomic_bw",
+            workload: "atomic-bw".into(),
+            tool: "ib_atomic_bw".into(),
             size: 8,
             iterations: 500,
             depth: Some((128, 16)),
@@ -137,14 +141,14 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
             provider: None,
         },
         PairSpec {
-            workload: "fabric-lat",
-            tool: "fi_pingpong",
+            workload: "fabric-lat".into(),
+            tool: "fi_pingpong".into(),
             size: 64,
             iterations: 200,
             depth: None,
             metric: Metric::LatAvgUs,
             target: None,
-            provider: Some("tcp;ofi_rxm"),
+            provider: Some("tcp;ofi_rxm".into()),
         },
     ];
     if s == Suite::Full {
@@ -189,7 +193,7 @@ pub enum BenchError {
 }
 
 /// perftest's result table, parsed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PerftestResult {
     /// Message size.
     pub bytes: u64,
@@ -339,7 +343,7 @@ pub fn parse_perftest_server(output: &str) -> Result<PerftestResult, String> {
 }
 
 /// One measurement of one side.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Sample {
     /// The round (0-based).
     pub round: u32,
@@ -362,7 +366,7 @@ pub struct Sample {
 }
 
 /// min, median, max of the samples that succeeded.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Stats {
     /// Smallest.
     pub min: Option<f64>,
@@ -398,7 +402,7 @@ impl Stats {
 }
 
 /// One tool's side of a pair.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SideStats {
     /// "ib_write_bw" or "write-bw".
     pub tool: String,
@@ -415,14 +419,14 @@ pub struct SideStats {
 }
 
 /// One pair's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairRecord {
     /// What was compared.
     pub spec: PairSpec,
     /// Unit of the metric.
-    pub unit: &'static str,
+    pub unit: String,
     /// "higher" or "lower".
-    pub better: &'static str,
+    pub better: String,
     /// perftest.
     pub reference: SideStats,
     /// Ours.
@@ -437,7 +441,7 @@ pub struct PairRecord {
 }
 
 /// Everything about one bench: what `--json` prints and what is saved.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchRecord {
     /// [`BENCH_SCHEMA`].
     pub schema: u32,
@@ -463,8 +467,64 @@ pub struct BenchRecord {
     pub duration_s: f64,
     /// The pairs.
     pub pairs: Vec<PairRecord>,
+    /// Each agent's resident memory while idle, before and after the pairs,
+    /// against [`AGENT_RSS_TARGET_BYTES`].
+    #[serde(default)]
+    pub agent_rss: Vec<AgentRss>,
+    /// `--orchestration`: `up` and `down` timings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orchestration: Option<orchestration::OrchestrationRecord>,
     /// Where it was saved.
     pub saved_to: Option<String>,
+}
+
+/// Issue 8's target for an idle agent's resident memory: 20 MB (10^6 bytes).
+pub const AGENT_RSS_TARGET_BYTES: u64 = 20_000_000;
+
+/// One agent's resident memory at one moment of a bench.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentRss {
+    /// The node.
+    pub node: String,
+    /// `before the runs` or `after the runs` (the agent is idle at both).
+    pub when: String,
+    /// Resident set size, bytes (the agent's Health reply, from /proc/self/status).
+    pub rss_bytes: u64,
+    /// [`AGENT_RSS_TARGET_BYTES`].
+    pub target_bytes: u64,
+    /// `rss_bytes <= target_bytes`.
+    pub holds: bool,
+}
+
+/// The agent's idle RSS on `node`, from its Health RPC.
+async fn agent_rss(lab: &Lab, state: &LabState, node: &str, when: &str) -> Result<AgentRss, BenchError> {
+    let ns = lab.node_state(state, node)?.clone();
+    let session = Arc::new(lab.connect(state, node).await?);
+    let mut client = crate::agent::connect(session.clone(), ns.agent_port)
+        .await
+        .map_err(LabError::from)?;
+    let health = client
+        .health(agent_proto::v1::HealthRequest {})
+        .await
+        .map_err(|s| BenchError::Setup(format!("node `{node}`: Health: {s}")))?
+        .into_inner();
+    session.close().await;
+    Ok(AgentRss {
+        node: node.to_string(),
+        when: when.to_string(),
+        rss_bytes: health.rss_bytes,
+        target_bytes: AGENT_RSS_TARGET_BYTES,
+        holds: health.rss_bytes <= AGENT_RSS_TARGET_BYTES,
+    })
+}
+
+/// Both agents' idle RSS.
+async fn idle_rss(lab: &Lab, state: &LabState, opts: &BenchOptions, when: &str) -> Result<Vec<AgentRss>, BenchError> {
+    let (server, client) = futures::try_join!(
+        agent_rss(lab, state, &opts.server, when),
+        agent_rss(lab, state, &opts.client, when)
+    )?;
+    Ok(vec![server, client])
 }
 
 /// Progress of a bench, for the command line.
@@ -706,7 +766,7 @@ async fn run_fi_pingpong(
         round,
         ..Default::default()
     };
-    let provider = spec.provider.unwrap_or("tcp;ofi_rxm");
+    let provider = spec.provider.as_deref().unwrap_or("tcp;ofi_rxm");
     let timeout_s = opts.timeout.as_secs().max(10);
     let server_cmd = wrapped(&fi_pingpong_command(spec, provider, &dev[0].3, port, None), timeout_s);
     let client_cmd = wrapped(
@@ -767,14 +827,14 @@ async fn run_fi_pingpong(
 }
 
 async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -> (Sample, String) {
-    let mut params = default_params(spec.workload);
+    let mut params = default_params(&spec.workload);
     params.size = spec.size;
     params.iterations = spec.iterations;
     if let Some((tx, cq)) = spec.depth {
         params.tx_depth = tx;
         params.cq_moderation = cq;
     }
-    let described = match spec.provider {
+    let described = match &spec.provider {
         Some(provider) => {
             params.provider = provider.to_string();
             format!(
@@ -879,13 +939,14 @@ pub async fn run_bench(
         .find_map(|l| l.strip_prefix("Version:").map(|v| v.trim().to_string()))
         .unwrap_or_else(|| "unknown".into());
     let devs = [server_dev, client_dev];
+    let mut agent_rss = idle_rss(lab, &state, opts, "before the runs").await?;
     let mut pairs = Vec::new();
     // A fresh TCP port per perftest run: a server left over by a failed
     // run (it exits on its own `timeout`) cannot take the next one's port.
     let mut port: u16 = 18515 + (rand::random::<u16>() % 200) * 16;
     for spec in suite(opts.suite)
         .into_iter()
-        .filter(|s| opts.only.is_empty() || opts.only.iter().any(|o| o == s.workload))
+        .filter(|s| opts.only.is_empty() || opts.only.contains(&s.workload))
     {
         let mut spec = spec;
         if let Some(n) = opts.iterations {
@@ -895,48 +956,49 @@ pub async fn run_bench(
         let mut ours_cmd = String::new();
         for round in 0..opts.rounds.max(1) {
             on_event(BenchEvent::Start {
-                pair: spec.workload,
-                tool: spec.tool,
+                pair: &spec.workload,
+                tool: &spec.tool,
                 round,
             });
             port = port.wrapping_add(1).max(18515);
             let s = run_perftest(lab, opts, &spec, &devs, port, round).await;
             on_event(BenchEvent::Done {
-                tool: spec.tool,
+                tool: &spec.tool,
                 sample: &s,
             });
             reference.push(s);
             on_event(BenchEvent::Start {
-                pair: spec.workload,
-                tool: spec.workload,
+                pair: &spec.workload,
+                tool: &spec.workload,
                 round,
             });
             let (s, described) = run_ours(lab, opts, &spec, round).await;
             ours_cmd = described;
             on_event(BenchEvent::Done {
-                tool: spec.workload,
+                tool: &spec.workload,
                 sample: &s,
             });
             ours.push(s);
         }
-        let ref_cmd = match spec.provider {
+        let ref_cmd = match &spec.provider {
             Some(provider) => fi_pingpong_command(&spec, provider, &devs[1].3, 0, Some(devs[0].2)).replace(" -P 0", ""),
             None => perftest_command(&spec, &devs[1].0, devs[1].1, 0, Some(devs[0].2)).replace(" -p 0", ""),
         };
-        let reference = side_stats(spec.tool, ref_cmd, reference);
-        let ours = side_stats(spec.workload, ours_cmd, ours);
+        let reference = side_stats(&spec.tool, ref_cmd, reference);
+        let ours = side_stats(&spec.workload, ours_cmd, ours);
         let (ratio, meets_target) = judge(&spec, &reference.stats, &ours.stats);
         let cpu_ratio = match (ours.cpu_total_s_per_gib.median, reference.cpu_total_s_per_gib.median) {
             (Some(o), Some(r)) if r > 0.0 => Some(o / r),
             _ => None,
         };
         pairs.push(PairRecord {
-            unit: spec.metric.unit(),
+            unit: spec.metric.unit().to_string(),
             better: if spec.metric.higher_is_better() {
                 "higher"
             } else {
                 "lower"
-            },
+            }
+            .to_string(),
             spec,
             reference,
             ours,
@@ -945,6 +1007,7 @@ pub async fn run_bench(
             cpu_ratio,
         });
     }
+    agent_rss.extend(idle_rss(lab, &state, opts, "after the runs").await?);
     let mut record = BenchRecord {
         schema: BENCH_SCHEMA,
         id: format!("{:016x}", rand::random::<u64>()),
@@ -958,6 +1021,8 @@ pub async fn run_bench(
         started_at,
         duration_s: started.elapsed().as_secs_f64(),
         pairs,
+        agent_rss,
+        orchestration: None,
         saved_to: None,
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
@@ -966,13 +1031,14 @@ pub async fn run_bench(
 
 /// Every sample ran, and every run of ours verified its bytes.
 pub fn all_ok(record: &BenchRecord) -> bool {
-    record.pairs.iter().all(|p| {
-        p.reference.samples.iter().all(|s| s.error.is_none())
-            && p.ours
-                .samples
-                .iter()
-                .all(|s| s.error.is_none() && s.verified == Some(true))
-    })
+    record.orchestration.as_ref().is_none_or(orchestration::all_ok)
+        && record.pairs.iter().all(|p| {
+            p.reference.samples.iter().all(|s| s.error.is_none())
+                && p.ours
+                    .samples
+                    .iter()
+                    .all(|s| s.error.is_none() && s.verified == Some(true))
+        })
 }
 
 /// Saves `record` among the lab's results as `<time>-bench-<suite>-<id>.json`.
@@ -980,6 +1046,7 @@ fn save(lab: &Lab, record: &BenchRecord) -> Result<PathBuf, BenchError> {
     let suite = match record.suite {
         Suite::Quick => "quick",
         Suite::Full => "full",
+        Suite::Orchestration => "orchestration",
     };
     let json = serde_json::to_vec_pretty(record).expect("record serialises");
     lab.dir
@@ -1047,7 +1114,7 @@ mod tests {
             .find(|p| p.workload == "fabric-lat")
             .expect("the libfabric pair");
         assert_eq!(
-            (pair.tool, pair.provider, pair.metric),
+            (pair.tool.as_str(), pair.provider.as_deref(), pair.metric),
             ("fi_pingpong", Some("tcp;ofi_rxm"), Metric::LatAvgUs)
         );
         assert!(!pair.metric.higher_is_better() && pair.metric.unit() == "us");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agent_proto::v1::{HealthRequest, NodeInfoRequest};
 use futures::future::join_all;
 use russh::keys::PrivateKey;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::agent::{self, AgentError};
 use crate::model::{ConfigError, Fabric, LabSpec, LabsFile, ResolvedNode};
@@ -526,7 +526,8 @@ pub struct AgentStatus {
 }
 
 /// An RDMA device port as seen by `status`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RdmaDeviceStatus {
     /// The device (rxe0).
     pub device: String,

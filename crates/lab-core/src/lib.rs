@@ -15,6 +15,7 @@
 //! - [`lab`]: `up`, `status`, `exec`, `down`.
 //! - [`run`]: `run`: one workload across two nodes, its record and where it is saved.
 //! - [`bulk`]: `bulk`: the same bytes by RDMA WRITE and by TCP, side by side, with CSV and charts.
+//! - [`report`]: `report`: saved runs and benches listed, shown, compared, exported as CSV, plotted.
 //! - [`ci`]: `ci`: a suite of runs on a lab brought up and torn down for it, JUnit and JSON reports.
 //! - [`impair`]: `impair`: tc netem on a node's data NIC, and the RDMA hardware counters.
 //! - [`capture`]: `capture`: tcpdump on a node's data NIC, the pcap copied home and summarized.
@@ -38,6 +39,7 @@ pub mod plot;
 pub mod progress;
 pub mod provider;
 pub mod provision;
+pub mod report;
 pub mod run;
 pub mod ssh;
 pub mod state;

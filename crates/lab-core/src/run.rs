@@ -15,7 +15,7 @@ use agent_proto::v1::{
     run_event, AbortRequest, CmMode, CollectRequest, CompletionMode, ConnectRequest, NodeInfoReply, NodeInfoRequest,
     PrepareRequest, Progress, Role, RunRequest, SideResult, WorkloadParams,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::agent::{self, AgentError, Client};
 use crate::impair::{self, Counters};
@@ -195,7 +195,8 @@ pub struct RunOptions {
 }
 
 /// A run's parameters as saved (the proto message, readable).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct ParamsRecord {
     /// Message size, bytes.
     pub size: u64,
@@ -218,9 +219,9 @@ pub struct ParamsRecord {
     /// QPs.
     pub num_qps: u32,
     /// `rdma_cm` or `oob`.
-    pub cm: &'static str,
+    pub cm: String,
     /// `poll` or `event`.
-    pub completion: &'static str,
+    pub completion: String,
     /// Payload seed.
     pub seed: u64,
     /// send-recv ping-pong.
@@ -252,12 +253,13 @@ impl ParamsRecord {
             post_list: p.post_list,
             inline_size: p.inline_size,
             num_qps: p.num_qps,
-            cm: if p.cm() == CmMode::Oob { "oob" } else { "rdma_cm" },
+            cm: if p.cm() == CmMode::Oob { "oob" } else { "rdma_cm" }.to_string(),
             completion: if p.completion() == CompletionMode::Event {
                 "event"
             } else {
                 "poll"
-            },
+            }
+            .to_string(),
             seed: p.seed,
             ping_pong: p.ping_pong,
             batches: p.batches,
@@ -270,7 +272,8 @@ impl ParamsRecord {
 }
 
 /// Latency figures, µs.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct LatencyRecord {
     /// Minimum.
     pub min: f64,
@@ -291,7 +294,8 @@ pub struct LatencyRecord {
 }
 
 /// CPU time of one side.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CpuRecord {
     /// User seconds.
     pub user_s: f64,
@@ -302,7 +306,8 @@ pub struct CpuRecord {
 }
 
 /// Both sides' CPU.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CpuPair {
     /// The server side.
     pub server: CpuRecord,
@@ -311,7 +316,8 @@ pub struct CpuPair {
 }
 
 /// One side's outcome, as saved.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct SideRecord {
     /// The node.
     pub node: String,
@@ -339,7 +345,7 @@ pub struct SideRecord {
 }
 
 /// One point of a transfer's progress.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TimelineSample {
     /// Seconds since the side's clock started.
     pub t_s: f64,
@@ -348,7 +354,8 @@ pub struct TimelineSample {
 }
 
 /// One point of a size sweep.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct SweepPoint {
     /// Message size.
     pub size: u64,
@@ -365,7 +372,8 @@ pub struct SweepPoint {
 }
 
 /// A node's facts at run time.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct NodeRecord {
     /// The node's name in the lab.
     pub name: String,
@@ -386,7 +394,8 @@ pub struct NodeRecord {
 }
 
 /// Both nodes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct NodePair {
     /// The server.
     pub server: NodeRecord,
@@ -395,7 +404,8 @@ pub struct NodePair {
 }
 
 /// Everything about one run: what `--json` prints and what is saved.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Default, Deserialize)]
+#[serde(default)]
 pub struct RunRecord {
     /// [`RUN_SCHEMA`].
     pub schema: u32,
@@ -449,7 +459,8 @@ pub struct RunRecord {
 
 /// The impairment of each side, as netem arguments (`loss 2%`); absent for
 /// an unimpaired side.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ImpairmentPair {
     /// The server's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -461,7 +472,8 @@ pub struct ImpairmentPair {
 
 /// What a run added to each side's hardware counters
 /// (`/sys/class/infiniband/<dev>/ports/<port>/hw_counters`).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CounterPair {
     /// The server's.
     pub server: Counters,
@@ -470,7 +482,8 @@ pub struct CounterPair {
 }
 
 /// mr-cache's accounting (the agent's `MrCacheStats`).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct MrCacheRecord {
     /// The cycle's sizes, bytes.
     pub sizes: Vec<u64>,

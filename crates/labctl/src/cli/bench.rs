@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
+use lab_core::bench::orchestration::{OrchestrationEvent, OrchestrationOptions};
 use lab_core::bench::{all_ok, run_bench, BenchEvent, BenchOptions, BenchRecord, Stats, Suite};
 
 use super::{open_lab, Args};
@@ -44,12 +45,68 @@ pub struct BenchArgs {
     /// Seconds before one run is given up.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// Instead of the pairs: time `up` and `down` of scratch labs like this one
+    /// (`<lab>-orch<N>`, torn down afterwards); the lab itself need not be up.
+    #[arg(long)]
+    pub orchestration: bool,
+    /// --orchestration: node counts to time, one scratch lab each.
+    #[arg(long, value_delimiter = ',', default_value = "2,4", requires = "orchestration")]
+    pub nodes: Vec<usize>,
+    /// --orchestration: also time `up` with an empty image cache (builds the image: minutes).
+    #[arg(long, requires = "orchestration")]
+    pub cold: bool,
     /// Print the record as JSON.
     #[arg(long)]
     pub json: bool,
 }
 
+/// The longest one `up` or `down` of --orchestration may take (a cold `up`
+/// builds the node image).
+const ORCHESTRATION_STEP_LIMIT: Duration = Duration::from_secs(45 * 60);
+
+async fn run_orchestration(args: &Args, bench: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let lab = open_lab(args)?;
+    let opts = OrchestrationOptions {
+        labctl: std::env::current_exe()?,
+        nodes: bench.nodes.clone(),
+        cold: bench.cold,
+        rounds: bench.rounds.max(1),
+        timeout: ORCHESTRATION_STEP_LIMIT,
+    };
+    let quiet = bench.json;
+    let timed = lab_core::bench::orchestration::run_orchestration(&lab, &opts, |event| {
+        if quiet {
+            return;
+        }
+        match event {
+            OrchestrationEvent::Start { step, nodes, round } => {
+                eprint!("  {step:<8} {nodes} nodes round {} ... ", round + 1)
+            }
+            OrchestrationEvent::Done(Ok(s)) => eprintln!("{s:.1} s"),
+            OrchestrationEvent::Done(Err(e)) => eprintln!("FAILED: {}", e.lines().next().unwrap_or_default()),
+        }
+    });
+    // Ctrl-C or SIGTERM drops the bench, whose scratch lab then goes `down`.
+    let record = tokio::select! {
+        record = timed => record?,
+        why = super::interrupted() => anyhow::bail!("{why}: the scratch labs were torn down; nothing was saved"),
+    };
+    if bench.json {
+        println!("{}", serde_json::to_string_pretty(&record)?);
+    } else {
+        print_table(&record);
+    }
+    Ok(if all_ok(&record) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 pub async fn run(args: &Args, bench: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if bench.orchestration {
+        return run_orchestration(args, bench).await;
+    }
     let lab = open_lab(args)?;
     let opts = BenchOptions {
         suite: match bench.suite {
@@ -105,12 +162,30 @@ fn mmm(s: &Stats) -> String {
     format!("{} / {} / {}", num(s.min), num(s.median), num(s.max))
 }
 
-fn print_table(r: &BenchRecord) {
+pub(crate) fn print_table(r: &BenchRecord) {
+    if let Some(o) = &r.orchestration {
+        println!(
+            "bench orchestration on scratch labs like `{}`, {} rounds (image cache {})",
+            r.lab, r.rounds, o.image_cache
+        );
+        println!("  {:<10} {:>5}  {:>26}", "step", "nodes", "seconds min / median / max");
+        for s in &o.steps {
+            println!("  {:<10} {:>5}  {:>26}", s.step, s.nodes, mmm(&s.seconds));
+            for e in &s.errors {
+                println!("    {}", e.replace('\n', "\n      "));
+            }
+        }
+        if let Some(path) = &r.saved_to {
+            println!("  saved       {path}");
+        }
+        return;
+    }
     println!(
         "bench `{}` suite on lab `{}`: {} -> {}, {} rounds (perftest {}, alternating perftest, ours)",
         match r.suite {
             Suite::Quick => "quick",
             Suite::Full => "full",
+            Suite::Orchestration => "orchestration",
         },
         r.lab,
         r.client,
@@ -158,6 +233,16 @@ fn print_table(r: &BenchRecord) {
     }
     println!("  ratio = ours median / perftest median; bandwidth and Mpps: higher is better, latency (t_typical, RTT/2 for write-lat): lower is better");
     println!("  cpu = user + system seconds of both sides per GiB moved (median); perftest's is its whole process, ours the timed run");
+    for rss in &r.agent_rss {
+        println!(
+            "  agent RSS idle ({}) {:<8} {:>6.1} MB  target <= {:.0} MB  {}",
+            rss.when,
+            rss.node,
+            rss.rss_bytes as f64 / 1e6,
+            rss.target_bytes as f64 / 1e6,
+            if rss.holds { "holds" } else { "EXCEEDED" }
+        );
+    }
     for p in &r.pairs {
         for (tool, s) in p
             .reference

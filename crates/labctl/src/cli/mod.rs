@@ -7,6 +7,7 @@ mod ci;
 mod down;
 mod exec;
 mod impair;
+mod report;
 mod run;
 mod schema;
 mod ssh;
@@ -71,6 +72,8 @@ pub enum Command {
     Impair(impair::ImpairArgs),
     /// Capture a node's RoCEv2 traffic with tcpdump into a pcap on this machine.
     Capture(capture::CaptureArgs),
+    /// Saved runs and benches: list, show, compare two (regression diff), export CSV, plot sweeps.
+    Report(report::ReportArgs),
     /// Internal: the per-lab VM supervisor.
     #[command(name = "__supervise", hide = true)]
     Supervise {
@@ -108,6 +111,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Schema => schema::run(),
         Command::Impair(a) => impair::run(&args, a).await,
         Command::Capture(a) => capture::run(&args, a).await,
+        Command::Report(a) => report::run(&args, a).await,
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
     }
 }
@@ -124,6 +128,11 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
     if let Some(lab_core::capture::CaptureError::Lab(LabError::UnknownNode { .. })) =
         e.downcast_ref::<lab_core::capture::CaptureError>()
+    {
+        return 2;
+    }
+    if e.downcast_ref::<lab_core::report::ReportError>()
+        .is_some_and(|e| e.is_bad_input())
     {
         return 2;
     }

@@ -212,7 +212,7 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
 use lab_core::agent_proto::v1::CmMode as agent_proto_cm;
 use lab_core::agent_proto::v1::CompletionMode as agent_proto_completion;
 
-fn print_record(r: &RunRecord) {
+pub(crate) fn print_record(r: &RunRecord) {
     let p = &r.params;
     let amount = if p.iterations > 0 {
         format!("{} B x {}", p.size, p.iterations)

@@ -1,0 +1,342 @@
+//! `labctl report` on runs the real lab just made: `list` finds them, `show`
+//! gives them back, `compare`'s changes agree with the runs' own numbers,
+//! `csv` has a row per run (or per sweep point), `plot` draws a real sweep.
+
+use libtest_mimic::{Failed, Trial};
+use serde_json::Value;
+
+use crate::util::{bin_dir, check, Labctl};
+
+pub fn trials(lab: &Labctl) -> Vec<Trial> {
+    let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
+        let lab = lab.clone();
+        Trial::test(name, move || f(&lab))
+    };
+    vec![
+        t(
+            "test_report_lists_shows_compares_and_exports_two_runs",
+            test_report_lists_shows_compares_and_exports_two_runs,
+        ),
+        t(
+            "test_report_plots_and_exports_a_size_sweep",
+            test_report_plots_and_exports_a_size_sweep,
+        ),
+        t(
+            "test_bench_idle_agent_rss_is_reported_against_20_mb",
+            test_bench_idle_agent_rss_is_reported_against_20_mb,
+        ),
+    ]
+}
+
+/// A verified write-bw run's JSON record.
+fn write_bw(lab: &Labctl, extra: &[&str]) -> Result<Value, Failed> {
+    let mut args = vec!["run", "write-bw", "--json"];
+    args.extend_from_slice(extra);
+    let r = lab.run(&args).ok()?.json()?;
+    check(r["verified"] == true, || format!("run not verified: {r}"))?;
+    Ok(r)
+}
+
+fn id(r: &Value) -> Result<String, Failed> {
+    Ok(r["id"].as_str().ok_or("run without id")?.to_string())
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+fn test_report_lists_shows_compares_and_exports_two_runs(lab: &Labctl) -> Result<(), Failed> {
+    let a = write_bw(lab, &["-s", "65536", "-n", "40"])?;
+    let b = write_bw(lab, &["-s", "65536", "-n", "40"])?;
+    let (a_id, b_id) = (id(&a)?, id(&b)?);
+
+    // list: both, with their workload and headline as the runs reported them.
+    let list = lab
+        .run(&["report", "list", "--workload", "write-bw", "--json"])
+        .ok()?
+        .json()?;
+    let rows = list.as_array().ok_or("list --json is not an array")?;
+    for (run, rid) in [(&a, &a_id), (&b, &b_id)] {
+        let row = rows
+            .iter()
+            .find(|r| r["id"] == rid.as_str())
+            .ok_or_else(|| format!("{rid} not listed: {list}"))?;
+        check(
+            row["kind"] == "run"
+                && row["workload"] == "write-bw"
+                && row["verified"] == true
+                && row["headline_metric"] == "bw_avg_mib_s"
+                && row["headline_value"] == run["bw_avg_mib_s"],
+            || format!("row {row} vs run {}", run["bw_avg_mib_s"]),
+        )?;
+    }
+    check(rows.iter().all(|r| r["workload"] == "write-bw"), || {
+        format!("--workload write-bw let others through: {list}")
+    })?;
+    let last = lab.run(&["report", "list", "--last", "1", "--json"]).ok()?.json()?;
+    check(
+        last.as_array().map(Vec::len) == Some(1) && last[0]["id"] == b_id.as_str(),
+        || format!("--last 1 is not the newest run: {last}"),
+    )?;
+
+    // show: by prefix and as `latest`, the same record back.
+    let shown = lab.run(&["report", "show", &a_id[..8], "--json"]).ok()?.json()?;
+    check(shown == a, || {
+        format!("show --json differs from the run's record:\n{shown}\n{a}")
+    })?;
+    let latest = lab.run(&["report", "show", "latest"]).ok()?;
+    check(
+        latest.stdout.contains("verified    yes") && latest.stdout.contains(&b_id),
+        || format!("show latest:\n{}", latest.stdout),
+    )?;
+    let missing = lab.run(&["report", "show", "no-such-run"]);
+    check(
+        missing.code == 2 && missing.stderr.contains("labctl report list"),
+        || format!("unknown id: exit {} {}", missing.code, missing.stderr),
+    )?;
+
+    // compare: the % change is the runs' own numbers', the verdict follows it.
+    let c = lab.run(&["report", "compare", &a_id, &b_id, "--json"]).ok()?.json()?;
+    check(c["param_differences"].as_array().is_some_and(Vec::is_empty), || {
+        format!("same parameters, yet differences: {}", c["param_differences"])
+    })?;
+    let metrics = c["metrics"].as_array().ok_or("no metrics")?;
+    let row = |name: &str| metrics.iter().find(|m| m["metric"] == name);
+    for (metric, field, higher_better) in [
+        ("bw avg", "bw_avg_mib_s", true),
+        ("bw peak", "bw_peak_mib_s", true),
+        ("msg rate", "msg_rate_mpps", true),
+        ("duration", "duration_s", false),
+    ] {
+        let m = row(metric).ok_or_else(|| format!("no `{metric}` row: {c}"))?;
+        let (old, new) = (a[field].as_f64().ok_or(field)?, b[field].as_f64().ok_or(field)?);
+        let pct = m["change_pct"]
+            .as_f64()
+            .ok_or_else(|| format!("no change for {metric}: {m}"))?;
+        check(
+            m["old"].as_f64() == Some(old) && m["new"].as_f64() == Some(new) && close(pct, (new - old) * 100.0 / old),
+            || format!("{metric}: {m} vs runs {old} -> {new}"),
+        )?;
+        let improved = if higher_better { pct } else { -pct };
+        let want = if improved >= 5.0 {
+            "better"
+        } else if improved <= -5.0 {
+            "worse"
+        } else {
+            "same"
+        };
+        check(m["verdict"] == want, || format!("{metric}: verdict {m}, want {want}"))?;
+    }
+    check(row("lat typical").is_none(), || {
+        "a bandwidth run has no latency row".into()
+    })?;
+    let cpu = row("cpu client").ok_or("no cpu client row")?;
+    check(
+        cpu["old"] == a["cpu"]["client"]["per_gib_s"] && cpu["better"] == "lower",
+        || format!("cpu row {cpu}"),
+    )?;
+    // --fail-on-regression: exit 1 exactly when a metric got worse.
+    let strict = lab.run(&["report", "compare", &a_id, &b_id, "--threshold", "0", "--json"]);
+    let regressions = strict.json()?["regressions"].as_u64().ok_or("no regressions count")?;
+    let gate = lab.run(&[
+        "report",
+        "compare",
+        &a_id,
+        &b_id,
+        "--threshold",
+        "0",
+        "--fail-on-regression",
+    ]);
+    check(gate.code == i32::from(regressions > 0), || {
+        format!("{regressions} regressions, exit {}:\n{}", gate.code, gate.stdout)
+    })?;
+
+    // csv: a header and one row per run, numbers as the runs reported them.
+    let dir = bin_dir().join("lab-tests-report");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("two-runs.csv");
+    lab.run(&["report", "csv", &a_id, &b_id, "-o", file.to_str().ok_or("path")?])
+        .ok()?;
+    let text = std::fs::read_to_string(&file)?;
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+    check(lines.len() == 3, || format!("want header + 2 rows:\n{text}"))?;
+    let col = |name: &str| {
+        lines[0]
+            .iter()
+            .position(|c| *c == name)
+            .ok_or(format!("no column {name}"))
+    };
+    let (id_col, bw_col, size_col) = (col("id")?, col("bw_avg_mib_s")?, col("size")?);
+    for (line, run) in lines[1..].iter().zip([&a, &b]) {
+        let bw: f64 = line[bw_col].parse()?;
+        check(
+            line[id_col] == run["id"] && Some(bw) == run["bw_avg_mib_s"].as_f64() && line[size_col] == "65536",
+            || format!("csv row {line:?} vs run {run}"),
+        )?;
+    }
+    Ok(())
+}
+
+fn test_report_plots_and_exports_a_size_sweep(lab: &Labctl) -> Result<(), Failed> {
+    let sweep = write_bw(lab, &["--all-sizes", "--max-size", "65536", "-n", "20"])?;
+    let flat = write_bw(lab, &["-s", "4096", "-n", "20"])?;
+    let (sweep_id, flat_id) = (id(&sweep)?, id(&flat)?);
+    let points = sweep["sweep"].as_array().ok_or("no sweep")?.len();
+    check(points == 16, || {
+        format!("a 2 B..64 KiB sweep has 16 points, not {points}")
+    })?;
+
+    // Comparing a sweep with a single-size run warns about the parameters.
+    let c = lab
+        .run(&["report", "compare", &flat_id, &sweep_id, "--json"])
+        .ok()?
+        .json()?;
+    let differing: Vec<&str> = c["param_differences"]
+        .as_array()
+        .ok_or("no param_differences")?
+        .iter()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    check(differing.contains(&"all_sizes") && differing.contains(&"size"), || {
+        format!("differences {differing:?}")
+    })?;
+
+    // csv --sweep: one row per point.
+    let dir = bin_dir().join("lab-tests-report");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let out = lab.run(&["report", "csv", "--sweep", &sweep_id, "-o", "-"]).ok()?;
+    let rows = out.stdout.lines().count();
+    check(rows == points + 1, || {
+        format!("want header + {points} rows:\n{}", out.stdout)
+    })?;
+
+    // plot: PNG and SVG of bandwidth vs size, labelled with the run.
+    let plotted = lab
+        .run(&["report", "plot", &sweep_id, "-o", dir.to_str().ok_or("path")?])
+        .ok()?;
+    let files: Vec<&str> = plotted.stdout.lines().collect();
+    let png = files
+        .iter()
+        .find(|f| f.ends_with("-bw.png"))
+        .ok_or("no bandwidth PNG")?;
+    let svg = files
+        .iter()
+        .find(|f| f.ends_with("-bw.svg"))
+        .ok_or("no bandwidth SVG")?;
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png)?));
+    let mut reader = decoder.read_info()?;
+    let mut buf = vec![0; reader.output_buffer_size().ok_or("PNG size")?];
+    let frame = reader.next_frame(&mut buf)?;
+    check(frame.width > 100 && frame.height > 100, || {
+        format!("PNG {}x{}", frame.width, frame.height)
+    })?;
+    let svg_text = std::fs::read_to_string(svg)?;
+    let doc = roxmltree::Document::parse(&svg_text)?;
+    let label = format!("write-bw {}", &sweep_id[..8]);
+    check(
+        doc.descendants()
+            .any(|n| n.text().map(str::trim) == Some(label.as_str())),
+        || format!("SVG has no series labelled {label:?}"),
+    )?;
+
+    // A run without a sweep: a clear error, nothing drawn.
+    let refused = lab.run(&["report", "plot", &flat_id, "-o", dir.to_str().ok_or("path")?]);
+    check(
+        refused.code == 2 && refused.stderr.contains("--all-sizes") && refused.stderr.contains(&flat_id),
+        || format!("plot of a plain run: exit {} {}", refused.code, refused.stderr),
+    )?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn test_bench_idle_agent_rss_is_reported_against_20_mb(lab: &Labctl) -> Result<(), Failed> {
+    // The smallest bench: one latency pair, one round, few iterations.
+    let args = ["bench", "--only", "write-lat", "--rounds", "1", "-n", "20"];
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let b = lab.run(&json_args).ok()?.json()?;
+    let rss = b["agent_rss"].as_array().ok_or_else(|| format!("no agent_rss: {b}"))?;
+    check(rss.len() == 4, || {
+        format!("server and client, before and after: {rss:?}")
+    })?;
+    for r in rss {
+        let bytes = r["rss_bytes"].as_u64().ok_or("no rss_bytes")?;
+        check(
+            bytes > 1 << 20 && r["target_bytes"] == 20_000_000 && r["holds"] == (bytes <= 20_000_000),
+            || format!("rss row {r}"),
+        )?;
+    }
+    // The saved bench lists and shows with its RSS rows.
+    let id = b["id"].as_str().ok_or("bench without id")?;
+    let shown = lab.run(&["report", "show", id]).ok()?;
+    check(
+        shown.stdout.contains("agent RSS idle (before the runs) server") && shown.stdout.contains("target <= 20 MB"),
+        || format!("show of the bench:\n{}", shown.stdout),
+    )?;
+    let listed = lab
+        .run(&["report", "list", "--workload", "bench", "--json"])
+        .ok()?
+        .json()?;
+    check(
+        listed
+            .as_array()
+            .is_some_and(|l| l.iter().any(|r| r["id"] == id && r["kind"] == "bench")),
+        || format!("bench {id} not listed: {listed}"),
+    )
+}
+
+/// Trials that boot labs of their own: run after the shared lab is down.
+pub fn orchestration_trials(lab: &Labctl) -> Vec<Trial> {
+    let lab = lab.clone();
+    vec![Trial::test(
+        "test_bench_orchestration_times_up_and_down_of_a_scratch_lab",
+        move || test_bench_orchestration_times_up_and_down_of_a_scratch_lab(&lab),
+    )]
+}
+
+fn test_bench_orchestration_times_up_and_down_of_a_scratch_lab(lab: &Labctl) -> Result<(), Failed> {
+    let b = lab
+        .run(&["bench", "--orchestration", "--nodes", "2", "--rounds", "1", "--json"])
+        .ok()?
+        .json()?;
+    let steps = b["orchestration"]["steps"]
+        .as_array()
+        .ok_or_else(|| format!("no orchestration steps: {b}"))?;
+    let names: Vec<(&str, u64)> = steps
+        .iter()
+        .filter_map(|s| Some((s["step"].as_str()?, s["nodes"].as_u64()?)))
+        .collect();
+    check(names == [("up warm", 2), ("down", 2)], || format!("steps {names:?}"))?;
+    for s in steps {
+        let seconds = s["seconds"]["median"].as_f64().unwrap_or(0.0);
+        check(
+            seconds > 0.0 && s["seconds"]["n"] == 1 && s["errors"].as_array().is_some_and(Vec::is_empty),
+            || format!("step {s}"),
+        )?;
+    }
+    // `up` boots VMs and deploys agents: it cannot take under a few seconds.
+    check(steps[0]["seconds"]["median"].as_f64() > Some(5.0), || {
+        format!("up took {}", steps[0]["seconds"])
+    })?;
+    // Nothing of the scratch lab is left: no directory, no process.
+    let leftovers: Vec<_> = std::fs::read_dir(&lab.state_base)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".orch-"))
+        .map(|e| e.path())
+        .collect();
+    check(leftovers.is_empty(), || {
+        format!("scratch directories left: {leftovers:?}")
+    })?;
+    let processes = crate::util::processes_mentioning(".orch-");
+    check(processes.is_empty(), || {
+        format!("scratch lab processes left: {processes:?}")
+    })?;
+    // Saved like any bench.
+    let id = b["id"].as_str().ok_or("no id")?;
+    let shown = lab.run(&["report", "show", id]).ok()?;
+    check(
+        shown.stdout.contains("up warm") && shown.stdout.contains("down"),
+        || format!("show:\n{}", shown.stdout),
+    )
+}
