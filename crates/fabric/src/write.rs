@@ -204,10 +204,10 @@ impl<'a> Reader<'a> {
 /// Fills `out` with the next bytes of the stream: little-endian 64-bit outputs,
 /// the last one truncated to what fits (so each page consumes ⌈len/8⌉ outputs).
 pub fn fill_page(mt: &mut Mt64, out: &mut [u8]) {
-    for chunk in out.chunks_mut(8) {
-        let v = mt.next_u64().to_le_bytes();
-        chunk.copy_from_slice(&v[..chunk.len()]);
-    }
+    // rand_mt's own fill has exactly these semantics and runs about 2.5x faster
+    // than a next_u64 per word here (it batches the tempering), which matters:
+    // generation is inside fabric-write's timed window.
+    mt.fill_bytes(out);
 }
 
 /// `count` distinct pages scattered over `mr_count` regions of `mr_size` bytes,
