@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{CmMode, Endpoint, FabricEndpoint, Progress, Role, SideResult, SizePoint, WorkloadParams};
+use agent_proto::v1::{Endpoint, FabricEndpoint, Progress, Role, SideResult, SizePoint, WorkloadParams};
 use fabric::endpoint::MSG_SLOT_SIZE;
 use fabric::perf::{BwClient, BwServer, LatClient, LatServer, Stop, TARGET_MAX};
 use fabric::write::{scatter_pages, Client, RandomFill, Server, WriteError, MR_COUNT, MR_SIZE};
@@ -202,42 +202,19 @@ pub fn spawn(
             "fabric clients need no Prepare: call Run with the server's fabric endpoint".into(),
         ));
     }
-    let cancel = Arc::new(AtomicBool::new(false));
-    let (cmd_tx, _cmd_rx) = std::sync::mpsc::channel();
-    let (endpoint_tx, endpoint_rx) = oneshot::channel();
-    let (result_tx, result_rx) = oneshot::channel();
-    let handle = SessionHandle {
-        cancel: Arc::clone(&cancel),
-        commands: cmd_tx,
-        result: Some(result_rx),
-        role: spec.role,
-        // Not oob: Connect is refused for fabric sessions.
-        cm: CmMode::RdmaCm,
-    };
-    let name = format!("fabric-{}", spec.id.chars().take(8).collect::<String>());
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(move || {
-            let span = tracing::info_span!("session", id = %spec.id, role = ?spec.role,
-                workload = %spec.params.workload, provider = provider(&spec.params));
-            let _enter = span.enter();
-            let deadline = Instant::now() + spec.timeout();
-            let mut endpoint_tx = Some(endpoint_tx);
-            let outcome = match run {
-                None => serve(&spec, &cancel, deadline, &mut endpoint_tx),
-                Some((peer, sink)) => {
-                    endpoint_tx = None;
-                    match spec.params.workload.as_str() {
-                        "fabric-bw" => client_bw(&spec, &cancel, deadline, &peer, sink),
-                        "fabric-lat" => client_lat(&spec, &cancel, deadline, &peer, sink),
-                        _ => client(&spec, &cancel, deadline, &peer, sink),
-                    }
-                }
-            };
-            crate::session::finish_side(outcome, endpoint_tx, result_tx);
-        })
-        .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
-    Ok((handle, endpoint_rx))
+    let span = tracing::info_span!(parent: None, "session", id = %spec.id, role = ?spec.role,
+        workload = %spec.params.workload, provider = provider(&spec.params));
+    crate::session::spawn_thread_session(spec, "fabric", span, run, |spec, cancel, run, endpoint_tx| {
+        let deadline = Instant::now() + spec.timeout();
+        match run {
+            None => serve(spec, &cancel, deadline, endpoint_tx),
+            Some((peer, sink)) => match spec.params.workload.as_str() {
+                "fabric-bw" => client_bw(spec, &cancel, deadline, &peer, sink),
+                "fabric-lat" => client_lat(spec, &cancel, deadline, &peer, sink),
+                _ => client(spec, &cancel, deadline, &peer, sink),
+            },
+        }
+    })
 }
 
 /// The `FI_UNIVERSE_SIZE` the agent sets on a node with a software RoCE device

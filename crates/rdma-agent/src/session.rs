@@ -179,6 +179,54 @@ pub(crate) fn finish_side<T>(
     let _ = result_tx.send(outcome);
 }
 
+/// Where a one-thread session publishes its endpoint; None on a client.
+pub(crate) type EndpointSender<T> = Option<oneshot::Sender<Result<T, SessionError>>>;
+
+/// Starts a session of a kind that runs on one thread of its own and has no
+/// Connect step (libfabric, TCP): builds its handle, runs `side` on a thread
+/// named `<kind>-<id>` inside `span`, and ends it with [`finish_side`]. `side`
+/// gets the abort flag, `run` (the client's peer and sink; None on a server)
+/// and the endpoint sender (None on a client, which publishes no endpoint).
+#[allow(clippy::type_complexity)]
+pub(crate) fn spawn_thread_session<T, R, F>(
+    spec: SessionSpec,
+    kind: &str,
+    span: tracing::Span,
+    run: Option<R>,
+    side: F,
+) -> Result<(SessionHandle, oneshot::Receiver<Result<T, SessionError>>), SessionError>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    F: FnOnce(&SessionSpec, Arc<AtomicBool>, Option<R>, &mut EndpointSender<T>) -> Result<SideResult, SessionError>
+        + Send
+        + 'static,
+{
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (cmd_tx, _cmd_rx) = std::sync::mpsc::channel();
+    let (endpoint_tx, endpoint_rx) = oneshot::channel();
+    let (result_tx, result_rx) = oneshot::channel();
+    let handle = SessionHandle {
+        cancel: Arc::clone(&cancel),
+        commands: cmd_tx,
+        result: Some(result_rx),
+        role: spec.role,
+        // Not oob: Connect is refused for these kinds.
+        cm: CmMode::RdmaCm,
+    };
+    let name = format!("{kind}-{}", spec.id.chars().take(8).collect::<String>());
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let _enter = span.enter();
+            let mut endpoint_tx = run.is_none().then_some(endpoint_tx);
+            let outcome = side(&spec, cancel, run, &mut endpoint_tx);
+            finish_side(outcome, endpoint_tx, result_tx);
+        })
+        .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
+    Ok((handle, endpoint_rx))
+}
+
 /// Everything a workload sees of its side of the session.
 pub struct Side {
     /// The QP, CQ and buffers.

@@ -71,42 +71,19 @@ pub fn spawn(
             "bulk-tcp clients need no Prepare: call Run with the server's endpoint".into(),
         ));
     }
-    let cancel = Arc::new(AtomicBool::new(false));
-    let (cmd_tx, _cmd_rx) = std::sync::mpsc::channel();
-    let (endpoint_tx, endpoint_rx) = oneshot::channel();
-    let (result_tx, result_rx) = oneshot::channel();
-    let handle = SessionHandle {
-        cancel: Arc::clone(&cancel),
-        commands: cmd_tx,
-        result: Some(result_rx),
-        role: spec.role,
-        // Not oob: Connect is refused for TCP sessions.
-        cm: CmMode::RdmaCm,
-    };
-    let name = format!("tcp-{}", spec.id.chars().take(8).collect::<String>());
-    std::thread::Builder::new()
-        .name(name)
-        .spawn(move || {
-            let span =
-                tracing::info_span!("session", id = %spec.id, role = ?spec.role, workload = %spec.params.workload);
-            let _enter = span.enter();
-            let alive = Alive {
-                cancel,
-                deadline: Instant::now() + spec.timeout(),
-                timeout: spec.timeout(),
-            };
-            let mut endpoint_tx = Some(endpoint_tx);
-            let outcome = match run {
-                None => serve(&spec, &alive, &mut endpoint_tx),
-                Some((peer, sink)) => {
-                    endpoint_tx = None;
-                    client(&spec, &alive, &peer, sink)
-                }
-            };
-            crate::session::finish_side(outcome, endpoint_tx, result_tx);
-        })
-        .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
-    Ok((handle, endpoint_rx))
+    let span = tracing::info_span!(parent: None, "session", id = %spec.id, role = ?spec.role,
+        workload = %spec.params.workload);
+    crate::session::spawn_thread_session(spec, "tcp", span, run, |spec, cancel, run, endpoint_tx| {
+        let alive = Alive {
+            cancel,
+            deadline: Instant::now() + spec.timeout(),
+            timeout: spec.timeout(),
+        };
+        match run {
+            None => serve(spec, &alive, endpoint_tx),
+            Some((peer, sink)) => client(spec, &alive, &peer, sink),
+        }
+    })
 }
 
 /// Abort and the deadline, checked between socket calls.
