@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use lab_core::model::LabsFile;
+use lab_model::LabsFile;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

@@ -28,81 +28,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_proto::v1::NodeInfoRequest;
-use serde::{Deserialize, Serialize};
+use lab_results::bench::{
+    judge, AgentRss, BenchRecord, Metric, PairRecord, PairSpec, PerftestResult, Sample, SideStats, Stats, Suite,
+    AGENT_RSS_TARGET_BYTES, BENCH_SCHEMA,
+};
+use lab_results::run::RunRecord;
 
 use crate::lab::{Lab, LabError};
-use crate::run::{default_params, run_workload, RunError, RunOptions, RunRecord};
-use crate::state::{now_rfc3339, LabState};
-use crate::text::last_lines;
+use crate::run::{default_params, run_workload, RunError, RunOptions};
+use lab_state::text::last_lines;
+use lab_state::{now_rfc3339, LabState};
 
 pub mod orchestration;
-
-/// Version of the bench record (`--json` and saved results).
-pub const BENCH_SCHEMA: u32 = 1;
-
-/// Which pairs to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Suite {
-    /// write-bw, read-bw, write-lat, atomic-bw, fabric-lat (against fi_pingpong).
-    Quick,
-    /// Quick plus send-bw, read-lat, send-lat.
-    Full,
-    /// No pairs: `up` and `down` timings of scratch labs (`--orchestration`).
-    Orchestration,
-}
-
-/// What a pair's headline number is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// Average bandwidth, MiB/s (perftest "BW average[MB/sec]"). Higher is better.
-    BwAvgMibS,
-    /// Message rate, millions of messages per second. Higher is better.
-    MsgRateMpps,
-    /// Median latency, µs (perftest "t_typical"). Lower is better.
-    LatTypicalUs,
-    /// Mean latency, µs (`fi_pingpong`'s "usec/xfer", a mean half round trip). Lower is better.
-    LatAvgUs,
-}
-
-impl Metric {
-    /// The unit as printed.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Metric::BwAvgMibS => "MiB/s",
-            Metric::MsgRateMpps => "Mpps",
-            Metric::LatTypicalUs | Metric::LatAvgUs => "us",
-        }
-    }
-
-    /// Whether a larger value is better.
-    pub fn higher_is_better(self) -> bool {
-        !matches!(self, Metric::LatTypicalUs | Metric::LatAvgUs)
-    }
-}
-
-/// One comparison: a perftest tool against one of our workloads.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PairSpec {
-    /// Our workload ("write-bw").
-    pub workload: String,
-    /// The perftest binary ("ib_write_bw").
-    pub tool: String,
-    /// Message size, bytes (both sides).
-    pub size: u64,
-    /// Iterations (both sides).
-    pub iterations: u64,
-    /// TX depth and CQ moderation (bandwidth tests; both sides). None: latency.
-    pub depth: Option<(u32, u32)>,
-    /// The headline number.
-    pub metric: Metric,
-    /// What issue 3 asks of ours / reference, on the median; None: no target.
-    pub target: Option<f64>,
-    /// libfabric pairs: the provider both sides use (the reference is then
-    /// `fi_pingpong`, not perftest). None: a verbs pair.
-    pub provider: Option<String>,
-}
 
 /// The pairs of a suite, sized for an emulated lab (a few MB/s, ms latency).
 pub fn suite(s: Suite) -> Vec<PairSpec> {
@@ -190,42 +127,6 @@ pub enum BenchError {
     /// The record could not be saved.
     #[error("saving the bench: {0}")]
     Save(String),
-}
-
-/// perftest's result table, parsed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PerftestResult {
-    /// Message size.
-    pub bytes: u64,
-    /// Iterations.
-    pub iterations: u64,
-    /// Bandwidth tests: peak and average MiB/s, message rate Mpps.
-    pub bw_peak_mib_s: Option<f64>,
-    /// Average MiB/s.
-    pub bw_avg_mib_s: Option<f64>,
-    /// Mpps.
-    pub msg_rate_mpps: Option<f64>,
-    /// Latency tests: t_min, t_max, t_typical, t_avg, t_stdev, p99, p99.9 (µs).
-    pub lat_min_us: Option<f64>,
-    /// t_max.
-    pub lat_max_us: Option<f64>,
-    /// t_typical (the median).
-    pub lat_typical_us: Option<f64>,
-    /// t_avg.
-    pub lat_avg_us: Option<f64>,
-    /// t_stdev.
-    pub lat_stdev_us: Option<f64>,
-    /// 99% percentile.
-    pub lat_p99_us: Option<f64>,
-    /// 99.9% percentile.
-    pub lat_p999_us: Option<f64>,
-    /// Header facts: "TX depth", "CQ Moderation", "Max inline data", "Mtu", ...
-    pub header: std::collections::BTreeMap<String, String>,
-    /// CPU seconds (user, system) of perftest's process, from the shell's
-    /// `times` (the whole process: setup and TCP exchange included).
-    pub cpu_user_s: Option<f64>,
-    /// System seconds.
-    pub cpu_system_s: Option<f64>,
 }
 
 fn numbers(line: &str) -> Option<Vec<f64>> {
@@ -342,165 +243,11 @@ pub fn parse_perftest_server(output: &str) -> Result<PerftestResult, String> {
     }
 }
 
-/// One measurement of one side.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Sample {
-    /// The round (0-based).
-    pub round: u32,
-    /// The headline metric; None when the run failed.
-    pub value: Option<f64>,
-    /// Peak bandwidth, MiB/s (bandwidth pairs).
-    pub peak_mib_s: Option<f64>,
-    /// CPU seconds (user + system) per GiB moved, client side.
-    pub cpu_client_s_per_gib: Option<f64>,
-    /// CPU seconds (user + system) per GiB moved, both sides.
-    pub cpu_total_s_per_gib: Option<f64>,
-    /// Ours: the bytes were verified (perftest: null, it does not check).
-    pub verified: Option<bool>,
-    /// Ours: the run's id (its record is saved next to this one).
-    pub run_id: Option<String>,
-    /// Why the run failed.
-    pub error: Option<String>,
-    /// perftest: both sides' parsed output (client first).
-    pub perftest: Option<[PerftestResult; 2]>,
-}
-
-/// min, median, max of the samples that succeeded.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Stats {
-    /// Smallest.
-    pub min: Option<f64>,
-    /// Median.
-    pub median: Option<f64>,
-    /// Largest.
-    pub max: Option<f64>,
-    /// Successful samples.
-    pub n: usize,
-}
-
-impl Stats {
-    /// Stats of the values present.
-    pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Stats {
-        let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
-        v.sort_by(f64::total_cmp);
-        if v.is_empty() {
-            return Stats::default();
-        }
-        let mid = v.len() / 2;
-        let median = if v.len() % 2 == 1 {
-            v[mid]
-        } else {
-            (v[mid - 1] + v[mid]) / 2.0
-        };
-        Stats {
-            min: v.first().copied(),
-            median: Some(median),
-            max: v.last().copied(),
-            n: v.len(),
-        }
-    }
-}
-
-/// One tool's side of a pair.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct SideStats {
-    /// "ib_write_bw" or "write-bw".
-    pub tool: String,
-    /// The command (perftest) or parameters (ours).
-    pub command: String,
-    /// The headline metric.
-    pub stats: Stats,
-    /// CPU per GiB, client side, over the samples.
-    pub cpu_client_s_per_gib: Stats,
-    /// CPU per GiB, both sides, over the samples.
-    pub cpu_total_s_per_gib: Stats,
-    /// Every sample, in the order run.
-    pub samples: Vec<Sample>,
-}
-
-/// One pair's outcome.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PairRecord {
-    /// What was compared.
-    pub spec: PairSpec,
-    /// Unit of the metric.
-    pub unit: String,
-    /// "higher" or "lower".
-    pub better: String,
-    /// perftest.
-    pub reference: SideStats,
-    /// Ours.
-    pub ours: SideStats,
-    /// Median of ours / median of the reference.
-    pub ratio: Option<f64>,
-    /// Whether the ratio meets the target (≥ target for higher-is-better
-    /// metrics, ≤ for latency); None without a target or a ratio.
-    pub meets_target: Option<bool>,
-    /// Median CPU per GiB (both sides) of ours / the reference's.
-    pub cpu_ratio: Option<f64>,
-}
-
-/// Everything about one bench: what `--json` prints and what is saved.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BenchRecord {
-    /// [`BENCH_SCHEMA`].
-    pub schema: u32,
-    /// Unique id.
-    pub id: String,
-    /// The lab.
-    pub lab: String,
-    /// The suite.
-    pub suite: Suite,
-    /// Rounds per pair.
-    pub rounds: u32,
-    /// The passive node and its data address.
-    pub server: String,
-    /// The active node.
-    pub client: String,
-    /// `ib_write_bw --version` on the client.
-    pub perftest_version: String,
-    /// RDMA device and GID index used by perftest on (server, client).
-    pub perftest_device: [(String, u32); 2],
-    /// Start time, RFC 3339.
-    pub started_at: String,
-    /// Wall time, seconds.
-    pub duration_s: f64,
-    /// The pairs.
-    pub pairs: Vec<PairRecord>,
-    /// Each agent's resident memory while idle, before and after the pairs,
-    /// against [`AGENT_RSS_TARGET_BYTES`].
-    #[serde(default)]
-    pub agent_rss: Vec<AgentRss>,
-    /// `--orchestration`: `up` and `down` timings.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub orchestration: Option<orchestration::OrchestrationRecord>,
-    /// Where it was saved.
-    pub saved_to: Option<String>,
-}
-
-/// Issue 8's target for an idle agent's resident memory: 20 MB (10^6 bytes).
-pub const AGENT_RSS_TARGET_BYTES: u64 = 20_000_000;
-
-/// One agent's resident memory at one moment of a bench.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AgentRss {
-    /// The node.
-    pub node: String,
-    /// `before the runs` or `after the runs` (the agent is idle at both).
-    pub when: String,
-    /// Resident set size, bytes (the agent's Health reply, from /proc/self/status).
-    pub rss_bytes: u64,
-    /// [`AGENT_RSS_TARGET_BYTES`].
-    pub target_bytes: u64,
-    /// `rss_bytes <= target_bytes`.
-    pub holds: bool,
-}
-
 /// The agent's idle RSS on `node`, from its Health RPC.
 async fn agent_rss(lab: &Lab, state: &LabState, node: &str, when: &str) -> Result<AgentRss, BenchError> {
     let ns = lab.node_state(state, node)?.clone();
     let session = Arc::new(lab.connect(state, node).await?);
-    let mut client = crate::agent::connect(session.clone(), ns.agent_port)
+    let mut client = lab_remote::agent::connect(session.clone(), ns.agent_port)
         .await
         .map_err(LabError::from)?;
     let health = client
@@ -557,7 +304,7 @@ type DataPath = (String, u32, Ipv4Addr, String);
 async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, BenchError> {
     let ns = lab.node_state(state, node)?.clone();
     let session = Arc::new(lab.connect(state, node).await?);
-    let mut client = crate::agent::connect(session.clone(), ns.agent_port)
+    let mut client = lab_remote::agent::connect(session.clone(), ns.agent_port)
         .await
         .map_err(LabError::from)?;
     let info = client
@@ -903,20 +650,6 @@ fn side_stats(tool: &str, command: String, samples: Vec<Sample>) -> SideStats {
     }
 }
 
-/// The pair's ratio and verdict.
-pub fn judge(spec: &PairSpec, reference: &Stats, ours: &Stats) -> (Option<f64>, Option<bool>) {
-    let ratio = match (ours.median, reference.median) {
-        (Some(o), Some(r)) if r > 0.0 => Some(o / r),
-        _ => None,
-    };
-    let meets = match (ratio, spec.target) {
-        (Some(ratio), Some(t)) if spec.metric.higher_is_better() => Some(ratio >= t),
-        (Some(ratio), Some(t)) => Some(ratio <= t),
-        _ => None,
-    };
-    (ratio, meets)
-}
-
 /// Runs the suite and saves its record under the lab's results directory.
 pub async fn run_bench(
     lab: &Lab,
@@ -1027,18 +760,6 @@ pub async fn run_bench(
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
     Ok(record)
-}
-
-/// Every sample ran, and every run of ours verified its bytes.
-pub fn all_ok(record: &BenchRecord) -> bool {
-    record.orchestration.as_ref().is_none_or(orchestration::all_ok)
-        && record.pairs.iter().all(|p| {
-            p.reference.samples.iter().all(|s| s.error.is_none())
-                && p.ours
-                    .samples
-                    .iter()
-                    .all(|s| s.error.is_none() && s.verified == Some(true))
-        })
 }
 
 /// Saves `record` among the lab's results as `<time>-bench-<suite>-<id>.json`.

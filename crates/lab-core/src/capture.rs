@@ -19,8 +19,8 @@ use serde::Serialize;
 use crate::impair::{data_nic, ImpairError};
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
-use crate::ssh::{shell_quote, SshError, SshSession};
-use crate::state::NodeState;
+use lab_remote::ssh::{shell_quote, SshError, SshSession};
+use lab_state::NodeState;
 
 /// The UDP port of RoCEv2.
 pub const ROCE_V2_PORT: u16 = 4791;

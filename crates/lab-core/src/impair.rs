@@ -7,15 +7,16 @@
 //! drops what the client transmits (its requests, or its ACKs and READ
 //! responses), not what it receives.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
 
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
-use crate::ssh::{shell_quote, SshError, SshSession};
-use crate::state::NodeState;
+use lab_remote::ssh::{shell_quote, SshError, SshSession};
+use lab_state::NodeState;
+
+pub use lab_results::run::Counters;
 
 /// Errors of `impair` and of reading counters.
 #[derive(Debug, thiserror::Error)]
@@ -453,9 +454,6 @@ async fn run_tc(session: &SshSession, node: &str, command: &str) -> Result<(), I
     }
     Ok(())
 }
-
-/// A device's hardware counters: name → value.
-pub type Counters = BTreeMap<String, u64>;
 
 /// The RDMA counters that count Go-Back-N retransmission work, with what
 /// each one means; shown under a run's table.

@@ -5,21 +5,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_proto::v1::{HealthRequest, NodeInfoRequest};
 use futures::future::join_all;
 use russh::keys::PrivateKey;
-use serde::{Deserialize, Serialize};
 
-use crate::agent::{self, AgentError};
-use crate::model::{ConfigError, Fabric, LabSpec, LabsFile, ResolvedNode};
-use crate::progress::Reporter;
-use crate::provider::{self, Liveness, Provider, ProviderError};
-use crate::provision::{self, AgentBinary, NodeJob, ProvisionError};
-use crate::ssh::{self, SshError, SshSession};
-use crate::state::{LabDir, LabLock, LabState, Phase, StateError};
+use lab_model::{ConfigError, Fabric, LabSpec, LabsFile, ResolvedNode};
+use lab_providers::AgentBinary;
+use lab_providers::{Provider, ProviderError};
+use lab_remote::agent::AgentError;
+use lab_state::progress::Reporter;
 
-/// Version of the `status --json` layout.
-pub const STATUS_SCHEMA: u32 = 1;
+use crate::provision::{self, NodeJob, ProvisionError};
+use lab_remote::ssh::{self, SshError, SshSession};
+use lab_state::{LabDir, LabLock, LabState, Phase, StateError};
 
 /// Errors of lab operations.
 #[derive(Debug, thiserror::Error)]
@@ -137,8 +134,8 @@ impl Lab {
         })
     }
 
-    fn provider(&self) -> Result<Box<dyn Provider>, LabError> {
-        Ok(provider::for_lab(&self.spec)?)
+    pub(crate) fn provider(&self) -> Result<Box<dyn Provider>, LabError> {
+        Ok(lab_providers::for_lab(&self.spec)?)
     }
 
     /// Takes the lab's lock.
@@ -276,7 +273,7 @@ impl Lab {
                             Some(path) => LabError::WithConsole {
                                 node: name.clone(),
                                 error: Box::new(error),
-                                tail: crate::text::file_tail(&path, 15),
+                                tail: lab_state::text::file_tail(&path, 15),
                                 path: path.display().to_string(),
                             },
                             None => LabError::Provision(error),
@@ -316,7 +313,7 @@ impl Lab {
             async move {
                 let session = Arc::new(connect_pinned(node, key, Duration::from_secs(20)).await?);
                 let name = node.name.clone();
-                crate::progress::step(
+                lab_state::progress::step(
                     reporter,
                     &name,
                     "verify agent",
@@ -364,7 +361,7 @@ impl Lab {
     }
 
     /// The recorded node `name`, or an error listing the lab's nodes.
-    pub fn node_state<'s>(&self, state: &'s LabState, name: &str) -> Result<&'s crate::state::NodeState, LabError> {
+    pub fn node_state<'s>(&self, state: &'s LabState, name: &str) -> Result<&'s lab_state::NodeState, LabError> {
         state.node(name).ok_or_else(|| LabError::UnknownNode {
             lab: self.spec.name.clone(),
             node: name.to_string(),
@@ -410,215 +407,17 @@ impl Lab {
                 text.push_str(&format!("[{}]:{} {}\n", node.ssh_host, node.ssh_port, key));
             }
         }
-        crate::state::write_atomic(&self.dir.known_hosts(), text.as_bytes(), 0o600)?;
+        lab_state::write_atomic(&self.dir.known_hosts(), text.as_bytes(), 0o600)?;
         Ok(())
-    }
-
-    /// What the lab looks like now: machines, SSH, agents, RDMA devices.
-    pub async fn status(&self) -> Result<LabStatus, LabError> {
-        let Some(state) = self.dir.load()? else {
-            return Ok(LabStatus {
-                schema: STATUS_SCHEMA,
-                lab: self.spec.name.clone(),
-                provider: self.spec.provider.to_string(),
-                fabric: self.spec.fabric.to_string(),
-                phase: None,
-                created_at: None,
-                provider_state: serde_json::Value::Null,
-                state_dir: self.dir.root().display().to_string(),
-                nodes: Vec::new(),
-            });
-        };
-        let provider = self.provider()?;
-        let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
-        let nodes = join_all(state.nodes.iter().map(|node| {
-            let key = key.clone();
-            let liveness = match provider.check_alive(&self.dir, &state, &node.name) {
-                Ok(()) => Liveness::Running,
-                Err(e) => Liveness::Stopped(e.to_string().lines().next().unwrap_or_default().to_string()),
-            };
-            node_status(node, liveness, key)
-        }))
-        .await;
-        Ok(LabStatus {
-            schema: STATUS_SCHEMA,
-            lab: state.lab.clone(),
-            provider: state.provider.clone(),
-            fabric: state.fabric.clone(),
-            phase: Some(state.phase),
-            created_at: Some(state.created_at.clone()),
-            provider_state: state.provider_state.clone(),
-            state_dir: self.dir.root().display().to_string(),
-            nodes,
-        })
     }
 }
 
-async fn connect_pinned(
-    node: &crate::state::NodeState,
+/// An SSH session to `node` that accepts only its recorded host key.
+pub(crate) async fn connect_pinned(
+    node: &lab_state::NodeState,
     key: Arc<PrivateKey>,
     timeout: Duration,
 ) -> Result<SshSession, LabError> {
     let pinned = node.host_key.as_deref().and_then(ssh::parse_public);
     Ok(SshSession::connect(&provision::target(node), key, pinned, timeout).await?)
-}
-
-/// `labctl status` for one lab.
-#[derive(Debug, Clone, Serialize)]
-pub struct LabStatus {
-    /// [`STATUS_SCHEMA`].
-    pub schema: u32,
-    /// The lab.
-    pub lab: String,
-    /// Its provider.
-    pub provider: String,
-    /// Its fabric.
-    pub fabric: String,
-    /// `None` when the lab is not up.
-    pub phase: Option<Phase>,
-    /// When it was created.
-    pub created_at: Option<String>,
-    /// Provider facts (accelerator, supervisor).
-    pub provider_state: serde_json::Value,
-    /// The state directory.
-    pub state_dir: String,
-    /// Per node.
-    pub nodes: Vec<NodeStatus>,
-}
-
-/// One node in `labctl status`.
-#[derive(Debug, Clone, Serialize)]
-pub struct NodeStatus {
-    /// The node.
-    pub name: String,
-    /// Its machine.
-    pub vm: Liveness,
-    /// `host:port` of its SSH.
-    pub ssh: String,
-    /// Its address on the data link.
-    pub data_addr: String,
-    /// SSH answered with the pinned key.
-    pub ssh_ok: bool,
-    /// The agent, when it answered.
-    pub agent: Option<AgentStatus>,
-    /// RDMA devices reported by the agent.
-    pub rdma: Vec<RdmaDeviceStatus>,
-    /// The first thing that failed, if anything did.
-    pub error: Option<String>,
-    /// The netem impairment on its data NIC (`labctl impair`), read from the
-    /// node; null when there is none.
-    pub impairment: Option<crate::impair::Netem>,
-}
-
-/// The agent as seen by `status`.
-#[derive(Debug, Clone, Serialize)]
-pub struct AgentStatus {
-    /// Its version.
-    pub version: String,
-    /// Seconds since it started.
-    pub uptime_s: u64,
-    /// Its resident memory, bytes.
-    pub rss_bytes: u64,
-    /// Kernel release of the node.
-    pub kernel: String,
-    /// rdma-core version of the node.
-    pub rdma_core: String,
-}
-
-/// An RDMA device port as seen by `status`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RdmaDeviceStatus {
-    /// The device (rxe0).
-    pub device: String,
-    /// Its Ethernet device.
-    pub netdev: String,
-    /// Port number.
-    pub port: u32,
-    /// PORT_ACTIVE, ...
-    pub state: String,
-    /// Active MTU.
-    pub active_mtu: u32,
-    /// GIDs (index, value, type).
-    pub gids: Vec<String>,
-}
-
-async fn node_status(node: &crate::state::NodeState, vm: Liveness, key: Arc<PrivateKey>) -> NodeStatus {
-    let mut status = NodeStatus {
-        name: node.name.clone(),
-        ssh: format!("{}:{}", node.ssh_host, node.ssh_port),
-        data_addr: format!("{}/{}", node.data_addr, node.data_prefix),
-        vm: vm.clone(),
-        ssh_ok: false,
-        agent: None,
-        rdma: Vec::new(),
-        error: None,
-        impairment: None,
-    };
-    if let Liveness::Stopped(why) = vm {
-        status.error = Some(why);
-        return status;
-    }
-    let session = match connect_pinned(node, key, Duration::from_secs(10)).await {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            status.error = Some(e.to_string());
-            return status;
-        }
-    };
-    status.ssh_ok = true;
-    if node.data_netdev.is_some() {
-        match crate::impair::active(&session, node).await {
-            Ok(netem) => status.impairment = netem,
-            Err(e) => tracing::debug!(node = %node.name, "cannot read the impairment: {e}"),
-        }
-    }
-    let result = async {
-        let mut client = agent::connect(session.clone(), node.agent_port).await?;
-        let rpc = |status| AgentError::Rpc {
-            node: node.name.clone(),
-            status: Box::new(status),
-        };
-        let health = client.health(HealthRequest {}).await.map_err(rpc)?.into_inner();
-        let info = client.node_info(NodeInfoRequest {}).await.map_err(rpc)?.into_inner();
-        Ok::<_, AgentError>((health, info))
-    }
-    .await;
-    match result {
-        Ok((health, info)) => {
-            status.agent = Some(AgentStatus {
-                version: health.version,
-                uptime_s: health.uptime_s,
-                rss_bytes: health.rss_bytes,
-                kernel: info.kernel.clone(),
-                rdma_core: info.rdma_core_version.clone(),
-            });
-            status.rdma = rdma_ports(&info);
-        }
-        Err(e) => status.error = Some(e.to_string()),
-    }
-    session.close().await;
-    status
-}
-
-/// Every port of every RDMA device in a NodeInfo reply.
-pub fn rdma_ports(info: &agent_proto::v1::NodeInfoReply) -> Vec<RdmaDeviceStatus> {
-    let mut ports = Vec::new();
-    for dev in &info.devices {
-        for port in &dev.ports {
-            ports.push(RdmaDeviceStatus {
-                device: dev.name.clone(),
-                netdev: dev.netdev.clone(),
-                port: port.port,
-                state: port.state.clone(),
-                active_mtu: port.active_mtu,
-                gids: port
-                    .gids
-                    .iter()
-                    .map(|g| format!("{} {} {}", g.index, g.gid, g.gid_type))
-                    .collect(),
-            });
-        }
-    }
-    ports
 }

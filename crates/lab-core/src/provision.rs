@@ -11,13 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use russh::keys::PrivateKey;
-use sha2::{Digest, Sha256};
 
-use crate::agent::{self, AgentError};
-use crate::progress::{step, Reporter};
-use crate::provider::ProviderError;
-use crate::ssh::{self, ConnectFailure, SshError, SshSession, SshTarget};
-use crate::state::NodeState;
+use lab_providers::{AgentBinary, ProviderError};
+use lab_remote::agent::{self, AgentError};
+use lab_remote::ssh::{self, ConnectFailure, SshError, SshSession, SshTarget};
+use lab_state::progress::{step, Reporter};
+use lab_state::NodeState;
 
 /// Node-side scripts, run over SSH with `sh -s`.
 pub const RXE_SETUP: &str = include_str!("../../../provisioning/node/rxe-setup.sh");
@@ -75,30 +74,6 @@ pub enum ProvisionError {
         /// What the agent said.
         found: String,
     },
-}
-
-/// The agent build this labctl deploys.
-#[derive(Debug, Clone)]
-pub struct AgentBinary {
-    /// The file's bytes.
-    pub bytes: Arc<Vec<u8>>,
-    /// Its sha256, hex.
-    pub sha256: String,
-    /// The version it reports (labctl's own).
-    pub version: String,
-}
-
-impl AgentBinary {
-    /// Reads the agent binary at `path`.
-    pub fn load(path: &std::path::Path, version: &str) -> std::io::Result<AgentBinary> {
-        let bytes = std::fs::read(path)?;
-        let sha256 = hex::encode(Sha256::digest(&bytes));
-        Ok(AgentBinary {
-            bytes: Arc::new(bytes),
-            sha256,
-            version: version.to_string(),
-        })
-    }
 }
 
 /// How a node is reached and what to set up on it.

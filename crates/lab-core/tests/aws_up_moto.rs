@@ -5,13 +5,14 @@
 //! EC2 refuses must too; missing credentials are reported before anything is
 //! made. One test, because it sets process-wide environment variables.
 
+#[path = "../../lab-providers/tests/common/mod.rs"]
 mod common;
 
 use std::time::Duration;
 
 use common::{some_linux_ami, tagged, temp_dir, Moto};
 use lab_core::lab::{Lab, LabError, UpOptions};
-use lab_core::progress::Silent;
+use lab_state::progress::Silent;
 
 fn write_lab(dir: &std::path::Path, name: &str, ami: &str) -> std::path::PathBuf {
     let path = dir.join(format!("{name}.yaml"));

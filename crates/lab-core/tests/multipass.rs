@@ -11,11 +11,11 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use lab_core::lab::{Lab, LabError, UpOptions};
-use lab_core::model::LabsFile;
-use lab_core::progress::Silent;
-use lab_core::provider::multipass::{parse_info, parse_list, InstanceState, MultipassProvider};
-use lab_core::provider::{Provider, ProviderError};
-use lab_core::state::{LabDir, LabState};
+use lab_model::LabsFile;
+use lab_providers::multipass::{parse_info, parse_list, InstanceState, MultipassProvider};
+use lab_providers::{Provider, ProviderError};
+use lab_state::progress::Silent;
+use lab_state::{LabDir, LabState};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/multipass")

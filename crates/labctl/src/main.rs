@@ -15,7 +15,7 @@ fn main() -> ExitCode {
     // small runtime and must not set up terminal output.
     if let cli::Command::Supervise { dir } = &args.command {
         init_tracing(args.verbose, false);
-        return match lab_core::provider::qemu::supervisor::main(dir) {
+        return match lab_providers::qemu::supervisor::main(dir) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("supervisor: {e}");

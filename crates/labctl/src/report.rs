@@ -7,12 +7,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use lab_core::progress::Reporter;
+use lab_state::progress::Reporter;
 
 /// Chooses the display for this process's stderr.
 pub fn reporter(quiet: bool) -> Box<dyn Reporter> {
     if quiet {
-        Box::new(lab_core::progress::Silent)
+        Box::new(lab_state::progress::Silent)
     } else if std::io::stderr().is_terminal() {
         Box::new(Spinners::default())
     } else {

@@ -15,13 +15,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use lab_results::bench::{BenchRecord, OrchestrationRecord, Stats, StepTiming, Suite, BENCH_SCHEMA};
+use serde::Serialize;
 
-use super::{save, BenchError, BenchRecord, Stats, Suite, BENCH_SCHEMA};
+use super::{save, BenchError};
 use crate::lab::Lab;
-use crate::model::{LabSpec, NodeSpec, ProviderKind};
-use crate::state::now_rfc3339;
-use crate::text::last_lines;
+use lab_model::{LabSpec, NodeSpec, ProviderKind};
+use lab_state::now_rfc3339;
+use lab_state::text::last_lines;
 
 /// What to time.
 #[derive(Debug, Clone)]
@@ -36,30 +37,6 @@ pub struct OrchestrationOptions {
     pub rounds: u32,
     /// Give up on one `up` or `down` after this long.
     pub timeout: Duration,
-}
-
-/// One step's timings at one node count.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StepTiming {
-    /// `up warm`, `up cold` or `down`.
-    pub step: String,
-    /// Nodes in the scratch lab.
-    pub nodes: usize,
-    /// Seconds, over the rounds that succeeded.
-    pub seconds: Stats,
-    /// Seconds of each round (null: it failed).
-    pub samples: Vec<Option<f64>>,
-    /// Why rounds failed.
-    pub errors: Vec<String>,
-}
-
-/// The orchestration part of a bench record.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OrchestrationRecord {
-    /// The image cache the warm `up`s used.
-    pub image_cache: String,
-    /// Per step and node count.
-    pub steps: Vec<StepTiming>,
 }
 
 /// Progress, for the command line.
@@ -280,7 +257,7 @@ pub async fn run_orchestration(
         pairs: Vec::new(),
         agent_rss: Vec::new(),
         orchestration: Some(OrchestrationRecord {
-            image_cache: crate::image::cache_root().display().to_string(),
+            image_cache: lab_providers::image::cache_root().display().to_string(),
             steps,
         }),
         saved_to: None,
@@ -289,18 +266,10 @@ pub async fn run_orchestration(
     Ok(record)
 }
 
-/// Every step of every round succeeded.
-pub fn all_ok(record: &OrchestrationRecord) -> bool {
-    record
-        .steps
-        .iter()
-        .all(|s| s.errors.is_empty() && !s.samples.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::LabsFile;
+    use lab_model::LabsFile;
 
     #[test]
     fn test_scratch_lab_keeps_the_settings_and_parses_back() {
@@ -334,7 +303,7 @@ mod tests {
         );
         assert_eq!(t.samples, vec![Some(60.0), None, Some(70.0)]);
         assert_eq!(t.errors, vec!["boom".to_string()]);
-        assert!(!all_ok(&OrchestrationRecord {
+        assert!(!lab_results::bench::orchestration_ok(&OrchestrationRecord {
             image_cache: String::new(),
             steps: vec![t]
         }));

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
 use lab_core::bench::orchestration::{OrchestrationEvent, OrchestrationOptions};
-use lab_core::bench::{all_ok, run_bench, BenchEvent, BenchOptions, BenchRecord, Stats, Suite};
+use lab_core::bench::{run_bench, BenchEvent, BenchOptions};
+use lab_results::bench::{all_ok, BenchRecord, Stats, Suite};
 
 use super::{open_lab, Args};
 

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args as ClapArgs;
-use lab_core::bulk::{run_bulk, BulkOptions, BulkRecord, BulkSide};
+use lab_core::bulk::{run_bulk, BulkOptions};
 use lab_core::run::{BULK_DEFAULT_CHUNK, BULK_DEFAULT_TOTAL};
+use lab_results::bulk::{BulkRecord, BulkSide};
 
 use super::{open_lab, Args};
 
@@ -47,7 +48,7 @@ pub struct BulkArgs {
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
-    lab_core::text::parse_size(text)
+    lab_model::size::parse_size(text)
 }
 
 pub async fn run(args: &Args, bulk: &BulkArgs) -> anyhow::Result<ExitCode> {

@@ -9,9 +9,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
-use lab_core::ci::{run_suite, CaseStatus, CiReport, StepResult, Suite, SuiteError};
+use lab_core::ci::run_suite;
 use lab_core::lab::{Lab, UpOptions};
-use lab_core::state::Phase;
+use lab_model::suite::{Suite, SuiteError};
+use lab_results::ci::{CaseStatus, CiReport, StepResult};
+use lab_state::Phase;
 
 use super::{lock_wait, Args};
 

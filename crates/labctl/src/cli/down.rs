@@ -7,9 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use lab_core::model::{LabsFile, ProviderKind};
-use lab_core::provider::aws;
-use lab_core::state::LabDir;
+use lab_model::{LabsFile, ProviderKind};
+use lab_providers::aws;
+use lab_state::LabDir;
 
 use super::{lock_wait, open_lab, Args};
 

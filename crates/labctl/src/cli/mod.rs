@@ -118,7 +118,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Exit code for an error: 2 for bad input, 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<lab_core::ci::SuiteError>().is_some() {
+    if e.downcast_ref::<lab_model::suite::SuiteError>().is_some() {
         return 2;
     }
     match e.downcast_ref::<lab_core::impair::ImpairError>() {
@@ -131,7 +131,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     {
         return 2;
     }
-    if e.downcast_ref::<lab_core::report::ReportError>()
+    if e.downcast_ref::<lab_results::report::ReportError>()
         .is_some_and(|e| e.is_bad_input())
     {
         return 2;

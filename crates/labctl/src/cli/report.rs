@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args as ClapArgs, Subcommand};
-use lab_core::report::{
+use lab_results::report::{
     compare, list_row, load_dir, plot_sweeps, resolve, runs_csv, sweep_csv, Comparison, Record, ReportError, Verdict,
     DEFAULT_THRESHOLD_PCT,
 };
-use lab_core::run::RunRecord;
+use lab_results::run::RunRecord;
 
 use super::{open_lab, Args};
 

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use lab_core::run::{default_params, run_workload, RunOptions, RunRecord, WORKLOADS};
+use lab_core::run::{default_params, run_workload, RunOptions};
+use lab_model::workloads::WORKLOADS;
+use lab_results::run::RunRecord;
 
 use super::{open_lab, Args};
 
@@ -114,7 +116,7 @@ pub struct RunArgs {
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
-    lab_core::text::parse_size(text)
+    lab_model::size::parse_size(text)
 }
 
 pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -153,7 +155,7 @@ pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
     params.corrupt_rkey = run.corrupt_rkey;
     params.capability_override = run.use_capability.clone().unwrap_or_default();
     if let Some(provider) = &run.provider {
-        if !lab_core::run::is_fabric(&run.workload) {
+        if !lab_model::workloads::is_fabric(&run.workload) {
             anyhow::bail!(
                 "--provider applies to the libfabric workloads (fabric-*), not to {}",
                 run.workload

@@ -3,6 +3,6 @@
 use std::process::ExitCode;
 
 pub fn run() -> anyhow::Result<ExitCode> {
-    println!("{}", serde_json::to_string_pretty(&lab_core::model::json_schema())?);
+    println!("{}", serde_json::to_string_pretty(&lab_model::json_schema())?);
     Ok(ExitCode::SUCCESS)
 }

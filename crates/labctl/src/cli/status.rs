@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
-use lab_core::lab::LabStatus;
-use lab_core::provider::Liveness;
+use lab_core::status::LabStatus;
+use lab_providers::Liveness;
 
 use super::{open_lab, Args};
 
@@ -24,7 +24,7 @@ pub async fn run(args: &Args, status: &StatusArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_table(&report);
     }
-    let healthy = report.phase == Some(lab_core::state::Phase::Ready)
+    let healthy = report.phase == Some(lab_state::Phase::Ready)
         && report
             .nodes
             .iter()

@@ -46,7 +46,7 @@ pub async fn run(args: &Args, up: &UpArgs) -> anyhow::Result<ExitCode> {
         lock_wait: lock_wait(),
     };
     let started = std::time::Instant::now();
-    let was_up = matches!(lab.dir.load(), Ok(Some(s)) if s.phase == lab_core::state::Phase::Ready);
+    let was_up = matches!(lab.dir.load(), Ok(Some(s)) if s.phase == lab_state::Phase::Ready);
     // Ctrl-C or SIGTERM in the middle of `up` removes what this `up` created;
     // a lab that was already up, or one another labctl holds, is left alone.
     let outcome = tokio::select! {

@@ -1,17 +1,36 @@
-//! Providers create and delete the machines of a lab. One trait, one
-//! implementation per `provider:` value in labs.yaml; everything after "a node
-//! answers SSH" (rxe, the agent) is provider-independent and lives in
-//! [`crate::provision`].
+//! Providers create and delete the machines of a lab.
+//!
+//! This crate owns the [`Provider`] trait, its registry keyed by the
+//! `provider:` value of labs.yaml ([`for_lab`]), one implementation per
+//! provider ([`qemu`], [`multipass`], [`aws`]), and the node image the QEMU
+//! provider boots ([`image`]).
+//!
+//! It must not set up anything inside a node beyond "it answers SSH": rxe,
+//! the agent and everything after are provider-independent and belong to the
+//! orchestration crate (`lab-core`'s `provision`).
+//!
+//! # Layout
+//! - the trait, [`ProviderError`], [`Liveness`] and the registry (here).
+//! - [`qemu`]: local VMs under a supervisor process, a private data segment.
+//! - [`multipass`]: Ubuntu VMs through the `multipass` CLI and cloud-init.
+//! - [`aws`]: EC2 instances (EFA or SoftRoCE) through aws-sdk-ec2.
+//! - [`image`]: the QEMU node image recipe and its cache.
+//! - [`AgentBinary`]: the agent build a lab deploys, which providers check.
+#![warn(missing_docs)]
 
+mod agent_binary;
 pub mod aws;
+pub mod image;
 pub mod multipass;
 pub mod qemu;
 
+pub use agent_binary::AgentBinary;
+
 use async_trait::async_trait;
 
-use crate::model::{LabSpec, ProviderKind, ResolvedNode};
-use crate::progress::Reporter;
-use crate::state::{LabDir, LabState};
+use lab_model::{LabSpec, ProviderKind, ResolvedNode};
+use lab_state::progress::Reporter;
+use lab_state::{LabDir, LabState};
 
 /// Errors from a provider.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +113,7 @@ pub enum ProviderError {
     Image(#[from] crate::image::ImageError),
     /// State could not be written.
     #[error(transparent)]
-    State(#[from] crate::state::StateError),
+    State(#[from] lab_state::StateError),
     /// EC2 refused or could not be reached.
     #[error(transparent)]
     Aws(#[from] aws::AwsError),
@@ -139,7 +158,7 @@ pub trait Provider: Send + Sync {
 
     /// Checks that the agent binary can run on this provider's nodes (their
     /// CPU architecture), before anything is created.
-    fn check_agent(&self, _agent: &crate::provision::AgentBinary) -> Result<(), ProviderError> {
+    fn check_agent(&self, _agent: &AgentBinary) -> Result<(), ProviderError> {
         Ok(())
     }
 
@@ -163,7 +182,7 @@ pub trait Provider: Send + Sync {
 pub fn for_kind(kind: ProviderKind) -> Result<Box<dyn Provider>, ProviderError> {
     match kind {
         ProviderKind::Qemu => Ok(Box::new(qemu::QemuProvider::new())),
-        ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(None, crate::model::Fabric::Rxe))),
+        ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(None, lab_model::Fabric::Rxe))),
         ProviderKind::Multipass => Ok(Box::new(multipass::MultipassProvider::new())),
     }
 }

@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::state::write_atomic;
+use lab_state::write_atomic;
 
 /// One VM as the supervisor starts it.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 
 pub use self::error::AwsError;
 use super::{Provider, ProviderError};
-use crate::model::{AwsSpec, Fabric, LabSpec, ResolvedNode, SshAddress};
-use crate::progress::{step, Reporter};
-use crate::state::{LabDir, LabState, NodeState};
+use lab_model::{AwsSpec, Fabric, LabSpec, ResolvedNode, SshAddress};
+use lab_state::progress::{step, Reporter};
+use lab_state::{LabDir, LabState, NodeState};
 
 /// Tag holding the lab's name, on every resource labctl creates.
 pub const TAG_LAB: &str = "labctl:lab";

@@ -1,19 +1,5 @@
-//! Small text helpers for error messages.
-
-use std::path::Path;
-
-/// The last `n` lines of `text`.
-pub fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-/// The last `n` lines of a text file (empty when it cannot be read), for
-/// errors that point at a log.
-pub fn file_tail(path: &Path, n: usize) -> String {
-    let bytes = std::fs::read(path).unwrap_or_default();
-    last_lines(&String::from_utf8_lossy(&bytes), n)
-}
+//! Byte counts as people write them on the command line and in suites
+//! (`4MiB`, `256k`, `1.5 GiB`).
 
 /// A byte count from the command line: a number with an optional binary
 /// unit, any case: B, K/KB/KiB, M/MB/MiB, G/GB/GiB (`4MiB`, `256k`, `1.5 GiB`,
@@ -57,13 +43,6 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn test_last_lines_keeps_the_end() {
-        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
-        assert_eq!(last_lines("a", 5), "a");
-        assert_eq!(last_lines("", 3), "");
-    }
 
     #[test]
     fn test_parse_size_takes_binary_units_in_any_case() {

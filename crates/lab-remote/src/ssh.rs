@@ -12,7 +12,7 @@ use russh::keys::PublicKeyOrCertificate;
 use russh::keys::{Algorithm, HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 use russh::{ChannelMsg, Disconnect};
 
-use crate::state::{set_mode, StateError};
+use lab_state::{set_mode, StateError};
 
 /// Errors talking to a node over SSH.
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +128,7 @@ pub fn load_or_create_key(path: &Path) -> Result<PrivateKey, SshError> {
     let pem = key
         .to_openssh(russh::keys::ssh_key::LineEnding::LF)
         .map_err(|e| key_err(e.to_string()))?;
-    crate::state::write_atomic(path, pem.as_bytes(), 0o600).map_err(|e: StateError| key_err(e.to_string()))?;
+    lab_state::write_atomic(path, pem.as_bytes(), 0o600).map_err(|e: StateError| key_err(e.to_string()))?;
     let public = key.public_key().to_openssh().map_err(|e| key_err(e.to_string()))?;
     let pub_path = path.with_extension("pub");
     std::fs::write(&pub_path, format!("{public} labctl\n")).map_err(|e| key_err(e.to_string()))?;

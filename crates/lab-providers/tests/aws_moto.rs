@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use aws_sdk_ec2::Client;
 use common::{some_linux_ami, tagged, temp_dir, Moto};
-use lab_core::model::{Fabric, LabSpec, LabsFile};
-use lab_core::progress::Silent;
-use lab_core::provider::aws::{scan_leaked, AwsError, AwsProvider, AwsState, Waits};
-use lab_core::provider::{Provider, ProviderError};
-use lab_core::state::{LabDir, LabState};
+use lab_model::{Fabric, LabSpec, LabsFile};
+use lab_providers::aws::{scan_leaked, AwsError, AwsProvider, AwsState, Waits};
+use lab_providers::{Provider, ProviderError};
+use lab_state::progress::Silent;
+use lab_state::{LabDir, LabState};
 
 const REGION: &str = "us-east-1";
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJ2kTo6eG5jMN8TNA4IS1zfZXCw6M4ZTDyIozx0Z8Kb labctl-test";
@@ -131,7 +131,7 @@ async fn test_lifecycle_creates_then_removes_every_resource() {
     };
     assert_eq!(
         tag("labctl:owner").as_deref(),
-        Some(lab_core::provider::aws::default_owner().as_str())
+        Some(lab_providers::aws::default_owner().as_str())
     );
     assert_eq!(tag("labctl:created").as_deref(), Some(state.created_at.as_str()));
 
@@ -284,7 +284,7 @@ async fn test_leaked_resources_are_listed_then_deleted() {
     f.create(&lost, &lost_dir).await.unwrap();
     std::fs::remove_dir_all(lost_dir.root()).unwrap();
 
-    let owner = lab_core::provider::aws::default_owner();
+    let owner = lab_providers::aws::default_owner();
     let labs_file = f.base.join("labs.yaml");
     let known = |lab: &str| LabDir::for_lab(&labs_file, lab).exists();
     let scan = scan_leaked(f.client.clone(), &owner, known).await.unwrap();
@@ -380,7 +380,7 @@ async fn test_missing_credentials_are_reported_before_any_call() {
         .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
         .region(aws_sdk_ec2::config::Region::new(REGION))
         .endpoint_url(&f.moto.endpoint)
-        .http_client(lab_core::provider::aws::https_client())
+        .http_client(lab_providers::aws::https_client())
         .build();
     let client = Client::from_conf(config);
     let err = AwsProvider::with_client(client, spec.aws.clone(), Fabric::Rxe)

@@ -3,7 +3,7 @@
 //! regression diff), runs exported as CSV, size sweeps plotted.
 //!
 //! Records are the JSON files `labctl run` and `labctl bench` save (see
-//! [`crate::state::LabDir::save_result`]). They are read with serde, leniently:
+//! [`lab_state::LabDir::save_result`]). They are read with serde, leniently:
 //! unknown fields are ignored and missing ones take their defaults, so records
 //! of older and newer labctl versions load; a file that is not a record at all
 //! is skipped with a warning naming it.

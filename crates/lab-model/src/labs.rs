@@ -292,7 +292,7 @@ pub struct LabSpec {
     pub multipass: Option<MultipassSpec>,
     /// The suite `labctl ci` runs on this lab (unless given `--suite FILE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ci: Option<crate::ci::Suite>,
+    pub ci: Option<crate::suite::Suite>,
 }
 
 /// The `aws:` block of a lab (provider aws).
@@ -1143,7 +1143,7 @@ fn parse_size_mib(text: &str) -> Option<u64> {
 
 /// A workload name (suite entries, `ci:`), checked while the parser points at it.
 pub(crate) fn de_workload<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    use crate::run::WORKLOADS;
+    use crate::workloads::WORKLOADS;
     scalar(d, |v| match v {
         Scalar::Str(s) if WORKLOADS.contains(&s.as_ref()) => Ok(s.into_owned()),
         Scalar::Str(s) => {
@@ -2543,5 +2543,4 @@ impl<'de> Visitor<'de> for Locate<'_> {
 }
 
 #[cfg(test)]
-#[path = "model/tests.rs"]
 mod tests;

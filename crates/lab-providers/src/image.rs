@@ -12,7 +12,7 @@ use std::process::Stdio;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::state::set_mode;
+use lab_state::set_mode;
 
 /// The recipe files, relative to `provisioning/image/`, with their contents.
 pub const RECIPE: &[(&str, &str)] = &[
@@ -193,7 +193,7 @@ pub async fn ensure(cache: &Path, progress: &(dyn Fn(&str) + Sync)) -> Result<No
         let _ = fs::remove_dir_all(&work);
         return Err(ImageError::BuildFailed {
             status: status.code().map_or_else(|| "signal".into(), |c| c.to_string()),
-            tail: crate::text::file_tail(&log_path, 15),
+            tail: lab_state::text::file_tail(&log_path, 15),
             log: log_path,
         });
     }

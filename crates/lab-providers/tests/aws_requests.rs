@@ -38,11 +38,11 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ec2::Client;
 use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
-use lab_core::model::{LabSpec, LabsFile};
-use lab_core::progress::Silent;
-use lab_core::provider::aws::{AwsError, AwsProvider, AwsState, Waits};
-use lab_core::provider::{Provider, ProviderError};
-use lab_core::state::{LabDir, LabState};
+use lab_model::{LabSpec, LabsFile};
+use lab_providers::aws::{AwsError, AwsProvider, AwsState, Waits};
+use lab_providers::{Provider, ProviderError};
+use lab_state::progress::Silent;
+use lab_state::{LabDir, LabState};
 
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJ2kTo6eG5jMN8TNA4IS1zfZXCw6M4ZTDyIozx0Z8Kb labctl-test";
 const EFA_LAB: &str = "labs:

@@ -24,10 +24,10 @@ use nix::unistd::Pid;
 use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, REPORT_FILE};
 use super::{Provider, ProviderError};
 use crate::image::{self, which};
-use crate::model::{Accel, LabSpec, ResolvedNode};
-use crate::progress::{step, Reporter};
-use crate::state::{LabDir, LabState, NodeState};
-use crate::text::file_tail;
+use lab_model::{Accel, LabSpec, ResolvedNode};
+use lab_state::progress::{step, Reporter};
+use lab_state::text::file_tail;
+use lab_state::{LabDir, LabState, NodeState};
 
 /// The QEMU binary labctl runs.
 pub const QEMU: &str = "qemu-system-x86_64";
@@ -320,7 +320,7 @@ impl Provider for QemuProvider {
             });
         }
         let plan_path = dir.root().join(PLAN_FILE);
-        crate::state::write_atomic(
+        lab_state::write_atomic(
             &plan_path,
             &serde_json::to_vec_pretty(&plan).expect("plan serialises"),
             0o600,

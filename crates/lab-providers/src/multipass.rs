@@ -25,16 +25,16 @@ use serde::Deserialize;
 
 use super::{Provider, ProviderError};
 use crate::image::which;
-use crate::model::{LabSpec, MultipassSpec, ResolvedNode};
-use crate::progress::{step, Reporter};
-use crate::provision::AgentBinary;
-use crate::state::{LabDir, LabState, NodeState};
+use crate::AgentBinary;
+use lab_model::{LabSpec, MultipassSpec, ResolvedNode};
+use lab_state::progress::{step, Reporter};
+use lab_state::{LabDir, LabState, NodeState};
 
 /// The program labctl runs.
 pub const PROGRAM: &str = "multipass";
 /// The cloud-init user-data template; `@HOSTNAME@` and `@AUTHORIZED_KEY@` are
 /// filled in per node.
-pub const USER_DATA: &str = include_str!("../../../../provisioning/cloud-init/user-data.yaml");
+pub const USER_DATA: &str = include_str!("../../../provisioning/cloud-init/user-data.yaml");
 /// How long `multipass launch` may take (image download, package install by
 /// cloud-init); passed to Multipass's own `--timeout` too.
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(900);

@@ -90,7 +90,7 @@ impl Moto {
             .region(Region::new(region.to_string()))
             .endpoint_url(&self.endpoint)
             .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
-            .http_client(lab_core::provider::aws::https_client())
+            .http_client(lab_providers::aws::https_client())
             .build();
         Client::from_conf(config)
     }

@@ -1,0 +1,18 @@
+//! How the controller reaches a node once it exists.
+//!
+//! This crate owns the SSH transport ([`ssh`]: russh sessions with the lab's
+//! key and pinned host keys, commands with exit status, SFTP upload and
+//! download, direct-tcpip channels) and the gRPC client to a node's
+//! rdma-agent ([`agent`]), whose transport is such a channel to 127.0.0.1
+//! inside the node.
+//!
+//! It must not create or delete machines (providers do), decide what runs on
+//! a node (the orchestration crate does), or read labs.yaml.
+//!
+//! # Layout
+//! - [`ssh`]: sessions, commands, file transfer, tunnels, shell quoting.
+//! - [`agent`]: connect to an agent through a session, wait for it to be healthy.
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod ssh;

@@ -1,0 +1,26 @@
+//! What labctl's runs leave behind, and what can be read off it.
+//!
+//! This crate owns the records: a run's ([`run`]), a bench's ([`bench`]), a
+//! bulk comparison's ([`bulk`]) and a CI run's ([`ci`], with its JUnit XML),
+//! the conversions from the agents' replies into them, and everything that
+//! only reads them: [`report`] (list, show, compare, CSV, sweep plots) and
+//! the [`plot`] module that draws charts as PNG and SVG.
+//!
+//! It must not run anything: no SSH, no agent calls, no provider. Records
+//! come in as values or files and go out as text, JSON, CSV and pictures.
+//!
+//! # Layout
+//! - [`run`]: the run record and its parts.
+//! - [`bench`]: the bench record (pairs, samples, statistics, verdicts).
+//! - [`bulk`]: the bulk record, its CSVs and charts.
+//! - [`ci`]: the CI report and its JUnit XML.
+//! - [`report`]: saved records loaded back, compared, exported, plotted.
+//! - [`plot`]: line and bar charts (plotters, embedded font).
+#![warn(missing_docs)]
+
+pub mod bench;
+pub mod bulk;
+pub mod ci;
+pub mod plot;
+pub mod report;
+pub mod run;
