@@ -17,7 +17,7 @@ use agent_proto::v1::{
     run_event, AbortRequest, CmMode, CollectRequest, CompletionMode, ConnectRequest, NodeInfoRequest, PrepareRequest,
     Progress, Role, RunRequest, SideResult, WorkloadParams,
 };
-use lab_model::workloads::{default_provider, is_fabric, WORKLOADS};
+use lab_model::workloads::{is_fabric, WORKLOADS};
 use lab_remote::agent::{self, AgentError, Client};
 use lab_remote::ssh::SshSession;
 use lab_results::run::{
@@ -322,7 +322,7 @@ pub async fn run_workload(
         params.timeout_ms = opts.timeout.as_millis() as u64;
     }
     if is_fabric(&params.workload) && params.provider.is_empty() {
-        params.provider = default_provider(lab.spec.fabric).to_string();
+        params.provider = lab.spec.fabric.libfabric_provider().to_string();
     }
     let (server_impairment, client_impairment) = futures::join!(server.impairment(), client.impairment());
     let impaired = server_impairment.is_some() || client_impairment.is_some();
@@ -588,9 +588,9 @@ mod tests {
     #[test]
     fn test_fabric_provider_follows_the_lab_fabric() {
         use lab_model::Fabric;
-        assert_eq!(default_provider(Fabric::Rxe), "verbs;ofi_rxd");
-        assert_eq!(default_provider(Fabric::None), "tcp;ofi_rxm");
-        assert_eq!(default_provider(Fabric::Efa), "efa");
+        assert_eq!(Fabric::Rxe.libfabric_provider(), "verbs;ofi_rxd");
+        assert_eq!(Fabric::None.libfabric_provider(), "tcp;ofi_rxm");
+        assert_eq!(Fabric::Efa.libfabric_provider(), "efa");
         assert!(is_fabric("fabric-write") && !is_fabric("write-bw"));
         let mut p = default_params("fabric-write");
         p.provider = "tcp;ofi_rxm".into();

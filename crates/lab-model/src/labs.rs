@@ -34,7 +34,6 @@
 //! [`json_schema`] gives a JSON Schema of the format for editors; the shipped
 //! copy is `docs/labs.schema.json` and a test keeps the two equal.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::net::Ipv4Addr;
@@ -45,37 +44,11 @@ use schemars::JsonSchema;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-/// The file `labctl` reads when no `-f FILE` is given.
-pub const DEFAULT_FILE: &str = "labs.yaml";
-/// The only image the QEMU provider has for now.
-pub const DEFAULT_IMAGE: &str = "debian-bookworm";
-/// Images the QEMU provider can boot.
-pub const QEMU_IMAGES: &[&str] = &[DEFAULT_IMAGE];
-/// The data network when a lab does not name one.
-pub const DEFAULT_DATA_NETWORK: Ipv4Network = Ipv4Network {
-    addr: Ipv4Addr::new(10, 77, 0, 0),
-    prefix: 24,
-};
-/// vCPUs of a node when neither the node nor `defaults` say.
-pub const DEFAULT_CPUS: u32 = 1;
-/// Memory of a node, in MiB, when neither the node nor `defaults` say.
-pub const DEFAULT_MEMORY_MIB: u64 = 1024;
-/// Allowed vCPUs per node.
-pub const CPUS_RANGE: std::ops::RangeInclusive<u32> = 1..=64;
-/// Allowed memory per node, in MiB.
-pub const MEMORY_MIB_RANGE: std::ops::RangeInclusive<u64> = 256..=64 * 1024;
-/// Allowed fixed SSH ports.
-pub const SSH_PORT_RANGE: std::ops::RangeInclusive<u16> = 1024..=65535;
-/// Most nodes a lab may have.
-pub const MAX_NODES: usize = 16;
-/// Longest lab or node name.
-pub const MAX_NAME_LEN: usize = 31;
-/// The network QEMU's user-mode (management/SSH) NIC uses inside each VM;
-/// a data network overlapping it would break routing.
-pub const QEMU_USER_NETWORK: Ipv4Network = Ipv4Network {
-    addr: Ipv4Addr::new(10, 0, 2, 0),
-    prefix: 24,
-};
+use crate::limits::*;
+use crate::memory::*;
+use crate::network::*;
+use crate::problem::*;
+use crate::scalar::*;
 
 // ---------------------------------------------------------------------------
 // Errors
@@ -193,37 +166,8 @@ impl ConfigError {
     }
 }
 
-/// A problem found by a check: what, and how to fix it. Travels through
-/// serde as a custom error message, framed by control characters so it can
-/// be told apart from serde's own messages and from the path serde_yaml_ng
-/// puts in front.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Problem {
-    message: String,
-    fix: String,
-}
-
-const FRAME_START: char = '\u{1}';
-const FRAME_SPLIT: char = '\u{2}';
-const FRAME_END: char = '\u{3}';
 /// The message of the deliberate failure [`locate`] provokes.
 const LOCATE_MARK: &str = "\u{4}labctl-locate\u{4}";
-
-impl Problem {
-    fn new(message: impl Into<String>, fix: impl Into<String>) -> Self {
-        Problem {
-            message: message.into(),
-            fix: fix.into(),
-        }
-    }
-
-    fn into_de<E: de::Error>(self) -> E {
-        E::custom(format!(
-            "{FRAME_START}{}{FRAME_SPLIT}{}{FRAME_END}",
-            self.message, self.fix
-        ))
-    }
-}
 
 // ---------------------------------------------------------------------------
 // The model
@@ -360,19 +304,6 @@ impl Default for MultipassSpec {
     }
 }
 
-/// The Multipass image when labs.yaml names none: the current Ubuntu LTS.
-pub const DEFAULT_MULTIPASS_IMAGE: &str = "24.04";
-/// Allowed disk of a Multipass node, in MiB.
-pub const MULTIPASS_DISK_MIB_RANGE: std::ops::RangeInclusive<u64> = 4 * 1024..=64 * 1024;
-
-fn default_multipass_image() -> String {
-    DEFAULT_MULTIPASS_IMAGE.to_string()
-}
-
-fn default_multipass_disk() -> MemorySize {
-    MemorySize::from_mib(10 * 1024)
-}
-
 /// Per-lab defaults for nodes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -431,10 +362,6 @@ pub struct ResolvedNode {
     pub data_prefix: u8,
     /// Fixed SSH port on the host, if labs.yaml asked for one.
     pub ssh_port: Option<u16>,
-}
-
-fn default_image() -> String {
-    DEFAULT_IMAGE.to_string()
 }
 
 fn default_data_network() -> Ipv4Network {
@@ -549,6 +476,21 @@ yaml_enum! {
     fix "leave fabric out for the default, rxe (SoftRoCE)";
 }
 
+impl Fabric {
+    /// The libfabric provider that goes with this fabric when `--provider` is
+    /// not given: rxe → `verbs;ofi_rxd` (the verbs RDM provider that works
+    /// over rxe with libfabric's defaults; `verbs;ofi_rxm` works there too
+    /// because the agent bounds `FI_UNIVERSE_SIZE` on soft RoCE), none →
+    /// `tcp;ofi_rxm`, efa → `efa`.
+    pub fn libfabric_provider(self) -> &'static str {
+        match self {
+            Fabric::Rxe => "verbs;ofi_rxd",
+            Fabric::None => "tcp;ofi_rxm",
+            Fabric::Efa => "efa",
+        }
+    }
+}
+
 yaml_enum! {
     /// Which address of an EC2 node the controller connects to (`aws.ssh_address:`).
     pub enum SshAddress ("ssh_address") {
@@ -579,672 +521,13 @@ yaml_enum! {
 // Memory sizes
 // ---------------------------------------------------------------------------
 
-/// An amount of memory, stored in bytes, always a whole number of MiB.
-/// Written as `512MiB`, `1GiB`, `1.5GiB`, `1536M`, `2G` or a plain number of
-/// MiB; units are binary (M = MB = MiB, G = GB = GiB) and case does not matter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MemorySize {
-    bytes: u64,
-}
-
-impl MemorySize {
-    /// A size of `mib` MiB.
-    pub const fn from_mib(mib: u64) -> Self {
-        MemorySize {
-            bytes: mib * 1024 * 1024,
-        }
-    }
-
-    /// The size in bytes.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    /// The size in MiB.
-    pub fn mib(&self) -> u64 {
-        self.bytes / (1024 * 1024)
-    }
-}
-
-impl fmt::Display for MemorySize {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mib = self.mib();
-        if mib.is_multiple_of(1024) {
-            write!(f, "{}GiB", mib / 1024)
-        } else {
-            write!(f, "{mib}MiB")
-        }
-    }
-}
-
-/// Why a memory string did not parse.
-fn parse_memory(text: &str) -> Result<MemorySize, Problem> {
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let unit = unit.trim();
-    let syntax = || {
-        Problem::new(
-            format!("`{text}` is not a memory size"),
-            "write a size like 512MiB, 1GiB or 1536M (a plain number means MiB)",
-        )
-    };
-    if number.is_empty() || number.starts_with('.') || number.ends_with('.') || number.matches('.').count() > 1 {
-        return Err(syntax());
-    }
-    let per_unit: u64 = match unit.to_ascii_lowercase().as_str() {
-        "" | "m" | "mb" | "mib" => 1,
-        "g" | "gb" | "gib" => 1024,
-        "k" | "kb" | "kib" | "b" => {
-            return Err(Problem::new(
-                format!("`{text}` is too small to be a node's memory; sizes are at least 256MiB"),
-                "write the size in MiB or GiB, like 512MiB or 1GiB",
-            ))
-        }
-        _ => {
-            return Err(Problem::new(
-                format!("`{text}` has an unknown unit `{unit}`"),
-                "use MiB or GiB (or M, G), like 512MiB or 1GiB",
-            ))
-        }
-    };
-    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-    // value = (whole + frac/10^n) * per_unit MiB, computed exactly.
-    let scale = 10u128.checked_pow(frac.len() as u32).ok_or_else(syntax)?;
-    let whole: u128 = whole.parse().map_err(|_| syntax())?;
-    let frac_v: u128 = if frac.is_empty() {
-        0
-    } else {
-        frac.parse().map_err(|_| syntax())?
-    };
-    let numerator = (whole * scale + frac_v) * per_unit as u128;
-    if !numerator.is_multiple_of(scale) {
-        return Err(Problem::new(
-            format!("`{text}` is not a whole number of MiB"),
-            "round it to whole MiB, like 1536MiB",
-        ));
-    }
-    let mib = numerator / scale;
-    check_memory_mib(mib, text)
-}
-
-fn check_memory_mib(mib: u128, text: &str) -> Result<MemorySize, Problem> {
-    let (lo, hi) = (*MEMORY_MIB_RANGE.start(), *MEMORY_MIB_RANGE.end());
-    if mib < lo as u128 {
-        let plain = text.trim().chars().all(|c| c.is_ascii_digit());
-        let fix = if plain && (1..=64).contains(&mib) {
-            format!("a plain number means MiB: did you mean {mib}GiB? sizes go from 256MiB to 64GiB")
-        } else {
-            "use at least 256MiB (1GiB is a good size for a node)".to_string()
-        };
-        return Err(Problem::new(format!("{text} is below the minimum of 256MiB"), fix));
-    }
-    if mib > hi as u128 {
-        return Err(Problem::new(
-            format!("{text} is above the maximum of 64GiB"),
-            "use at most 64GiB (and no more than the host can spare)",
-        ));
-    }
-    Ok(MemorySize::from_mib(mib as u64))
-}
-
-impl FromStr for MemorySize {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        parse_memory(s).map_err(|p| p.message)
-    }
-}
-
-impl<'de> Deserialize<'de> for MemorySize {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        scalar(d, |v| match v {
-            Scalar::Int(n) if n < 0 => Err(Problem::new(
-                format!("{n} is not a memory size"),
-                "write a size like 512MiB or 1GiB",
-            )),
-            Scalar::Int(n) => check_memory_mib(n as u128, &n.to_string()),
-            Scalar::Str(s) => parse_memory(&s),
-            other => Err(Problem::new(
-                format!("memory must be a size like 1GiB, found {}", other.describe()),
-                "write a size like 512MiB, 1GiB or 1536M (a plain number means MiB)",
-            )),
-        })
-    }
-}
-
-impl Serialize for MemorySize {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl JsonSchema for MemorySize {
-    fn schema_name() -> Cow<'static, str> {
-        "MemorySize".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "description": "A memory size from 256MiB to 64GiB: a number with unit MiB/M/MB or GiB/G/GB (binary units, any case), or a plain number of MiB.",
-            "anyOf": [
-                { "type": "integer", "minimum": 256, "maximum": 65536 },
-                { "type": "string", "pattern": r"^\s*[0-9]+(\.[0-9]+)?\s*([MmGg]([Ii]?[Bb])?)?\s*$" }
-            ],
-            "examples": ["1GiB", "512MiB", "1536M", 2048]
-        })
-    }
-}
-
 // ---------------------------------------------------------------------------
 // IPv4 networks
 // ---------------------------------------------------------------------------
 
-/// An IPv4 network, `ADDRESS/PREFIX`, with no host bits set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ipv4Network {
-    /// The network address.
-    pub addr: Ipv4Addr,
-    /// The prefix length, 8 to 30.
-    pub prefix: u8,
-}
-
-impl Ipv4Network {
-    fn mask(&self) -> u32 {
-        if self.prefix == 0 {
-            0
-        } else {
-            u32::MAX << (32 - u32::from(self.prefix))
-        }
-    }
-
-    /// The network address (all host bits 0).
-    pub fn network(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.addr) & self.mask())
-    }
-
-    /// The broadcast address (all host bits 1).
-    pub fn broadcast(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.addr) | !self.mask())
-    }
-
-    /// Whether `addr` is inside the network (network and broadcast included).
-    pub fn contains(&self, addr: Ipv4Addr) -> bool {
-        u32::from(addr) & self.mask() == u32::from(self.addr) & self.mask()
-    }
-
-    /// Whether `addr` can be given to a host: inside, and neither the
-    /// network nor the broadcast address.
-    pub fn is_host(&self, addr: Ipv4Addr) -> bool {
-        self.contains(addr) && addr != self.network() && addr != self.broadcast()
-    }
-
-    /// How many host addresses the network has.
-    pub fn host_count(&self) -> u64 {
-        (1u64 << (32 - u32::from(self.prefix))).saturating_sub(2)
-    }
-
-    /// The `n`th host address (from 0: the first is network + 1).
-    pub fn host(&self, n: u64) -> Option<Ipv4Addr> {
-        (n < self.host_count()).then(|| Ipv4Addr::from(u32::from(self.network()) + 1 + n as u32))
-    }
-
-    /// Whether two networks share any address.
-    pub fn overlaps(&self, other: &Ipv4Network) -> bool {
-        self.contains(other.network()) || other.contains(self.network())
-    }
-}
-
-impl fmt::Display for Ipv4Network {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-fn parse_network(text: &str) -> Result<Ipv4Network, Problem> {
-    let t = text.trim();
-    let Some((addr, prefix)) = t.split_once('/') else {
-        return Err(Problem::new(
-            format!("`{text}` is not a network: the /PREFIX is missing"),
-            format!("write ADDRESS/PREFIX, like {}", DEFAULT_DATA_NETWORK),
-        ));
-    };
-    let addr: Ipv4Addr = addr.trim().parse().map_err(|_| {
-        Problem::new(
-            format!("`{text}` is not a network: `{addr}` is not an IPv4 address"),
-            format!("write ADDRESS/PREFIX, like {}", DEFAULT_DATA_NETWORK),
-        )
-    })?;
-    let prefix: u8 = match prefix.trim().parse::<u8>() {
-        Ok(p) if p <= 32 => p,
-        _ => {
-            return Err(Problem::new(
-                format!("`{text}` is not a network: `/{prefix}` is not a prefix length"),
-                "use a prefix length between /8 and /30, like /24",
-            ))
-        }
-    };
-    if !(8..=30).contains(&prefix) {
-        return Err(Problem::new(
-            format!("the prefix /{prefix} is out of range (/8..=/30)"),
-            "use a prefix length between /8 and /30; /24 gives 254 addresses",
-        ));
-    }
-    let net = Ipv4Network { addr, prefix };
-    if net.network() != addr {
-        return Err(Problem::new(
-            format!("`{text}` has host bits set"),
-            format!("write the network address: {}/{prefix}", net.network()),
-        ));
-    }
-    Ok(net)
-}
-
-impl FromStr for Ipv4Network {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        parse_network(s).map_err(|p| p.message)
-    }
-}
-
-impl<'de> Deserialize<'de> for Ipv4Network {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        scalar(d, |v| match v {
-            Scalar::Null => Ok(DEFAULT_DATA_NETWORK),
-            Scalar::Str(s) => parse_network(&s),
-            other => Err(Problem::new(
-                format!("data_network must be ADDRESS/PREFIX, found {}", other.describe()),
-                format!("write it like {}", DEFAULT_DATA_NETWORK),
-            )),
-        })
-    }
-}
-
-impl Serialize for Ipv4Network {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl JsonSchema for Ipv4Network {
-    fn schema_name() -> Cow<'static, str> {
-        "Ipv4Network".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "description": "An IPv4 network as ADDRESS/PREFIX with no host bits set; prefix /8 to /30.",
-            "type": "string",
-            "pattern": r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$",
-            "examples": ["10.77.0.0/24"]
-        })
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Scalar checks, run while the parser points at the value
 // ---------------------------------------------------------------------------
-
-/// A YAML value as a check sees it.
-#[derive(Debug)]
-enum Scalar<'a> {
-    Null,
-    Bool(bool),
-    Int(i128),
-    Float(f64),
-    Str(Cow<'a, str>),
-    Mapping,
-    Sequence,
-}
-
-impl Scalar<'_> {
-    fn describe(&self) -> String {
-        match self {
-            Scalar::Null => "nothing (an empty value)".into(),
-            Scalar::Bool(b) => format!("the boolean {b}"),
-            Scalar::Int(n) => format!("the number {n}"),
-            Scalar::Float(x) => format!("the number {x}"),
-            Scalar::Str(s) => format!("the text \"{s}\""),
-            Scalar::Mapping => "a mapping (`key: value` lines)".into(),
-            Scalar::Sequence => "a list (`- item` lines)".into(),
-        }
-    }
-}
-
-/// Deserializes any value and hands it to `check`; the check's problem
-/// becomes an error at the value's position.
-fn scalar<'de, D, T, F>(d: D, check: F) -> Result<T, D::Error>
-where
-    D: Deserializer<'de>,
-    F: FnOnce(Scalar<'_>) -> Result<T, Problem>,
-{
-    struct V<F>(F);
-
-    impl<T, F> V<F>
-    where
-        F: FnOnce(Scalar<'_>) -> Result<T, Problem>,
-    {
-        fn run<E: de::Error>(self, v: Scalar<'_>) -> Result<T, E> {
-            (self.0)(v).map_err(Problem::into_de)
-        }
-    }
-
-    impl<'de, T, F> Visitor<'de> for V<F>
-    where
-        F: FnOnce(Scalar<'_>) -> Result<T, Problem>,
-    {
-        type Value = T;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a value")
-        }
-
-        fn visit_bool<E: de::Error>(self, v: bool) -> Result<T, E> {
-            self.run(Scalar::Bool(v))
-        }
-
-        fn visit_i64<E: de::Error>(self, v: i64) -> Result<T, E> {
-            self.run(Scalar::Int(v.into()))
-        }
-
-        fn visit_u64<E: de::Error>(self, v: u64) -> Result<T, E> {
-            self.run(Scalar::Int(v.into()))
-        }
-
-        fn visit_i128<E: de::Error>(self, v: i128) -> Result<T, E> {
-            self.run(Scalar::Int(v))
-        }
-
-        fn visit_u128<E: de::Error>(self, v: u128) -> Result<T, E> {
-            self.run(Scalar::Int(i128::try_from(v).unwrap_or(i128::MAX)))
-        }
-
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<T, E> {
-            self.run(Scalar::Float(v))
-        }
-
-        fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
-            self.run(Scalar::Str(Cow::Borrowed(v)))
-        }
-
-        fn visit_unit<E: de::Error>(self) -> Result<T, E> {
-            self.run(Scalar::Null)
-        }
-
-        fn visit_none<E: de::Error>(self) -> Result<T, E> {
-            self.run(Scalar::Null)
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<T, A::Error> {
-            self.run(Scalar::Mapping)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<T, A::Error> {
-            self.run(Scalar::Sequence)
-        }
-    }
-
-    d.deserialize_any(V(check))
-}
-
-/// Checks a name; `what` is "lab" or "node".
-fn check_name(what: &str, v: Scalar<'_>, hostname: bool) -> Result<String, Problem> {
-    let rule = if hostname {
-        "lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 31 characters"
-    } else {
-        "lowercase letters, digits and `-`, starting with a letter or digit, at most 31 characters"
-    };
-    let s = match v {
-        Scalar::Str(s) => s.into_owned(),
-        Scalar::Int(n) => n.to_string(),
-        Scalar::Null => {
-            return Err(Problem::new(
-                format!("the {what} name is empty"),
-                format!("give the {what} a name: {rule}"),
-            ))
-        }
-        other => {
-            return Err(Problem::new(
-                format!("a {what} name must be text, found {}", other.describe()),
-                format!("write a name made of {rule}"),
-            ))
-        }
-    };
-    let suggestion = {
-        let mut t: String = s
-            .to_ascii_lowercase()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        t = t.trim_matches('-').to_string();
-        t.truncate(MAX_NAME_LEN);
-        if hostname {
-            t = t.trim_end_matches('-').to_string();
-        }
-        t
-    };
-    let fix = |msg: String| {
-        if suggestion.is_empty() || suggestion == s {
-            Problem::new(msg, format!("use {rule}"))
-        } else {
-            Problem::new(msg, format!("use {rule}, e.g. `{suggestion}`"))
-        }
-    };
-    if s.is_empty() {
-        return Err(Problem::new(
-            format!("the {what} name is empty"),
-            format!("give the {what} a name: {rule}"),
-        ));
-    }
-    if s.len() > MAX_NAME_LEN {
-        return Err(fix(format!(
-            "{what} name `{s}` is {} characters long; the limit is {MAX_NAME_LEN}",
-            s.len()
-        )));
-    }
-    if let Some(c) = s
-        .chars()
-        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
-    {
-        let why = if c.is_ascii_uppercase() {
-            "uppercase letters are not allowed".to_string()
-        } else {
-            format!("`{c}` is not allowed")
-        };
-        return Err(fix(format!("{what} name `{s}` is not valid: {why}")));
-    }
-    if s.starts_with('-') || (hostname && s.ends_with('-')) {
-        let end = if hostname { "start or end" } else { "start" };
-        return Err(fix(format!(
-            "{what} name `{s}` is not valid: it may not {end} with `-`"
-        )));
-    }
-    Ok(s)
-}
-
-fn de_lab_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    scalar(d, |v| check_name("lab", v, false))
-}
-
-fn de_node_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    scalar(d, |v| check_name("node", v, true))
-}
-
-fn de_image<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    scalar(d, |v| match v {
-        Scalar::Null => Ok(default_image()),
-        Scalar::Str(s) if s.trim().is_empty() => Err(Problem::new(
-            "image is empty",
-            format!("leave image out for the default, {DEFAULT_IMAGE}"),
-        )),
-        Scalar::Str(s) => Ok(s.into_owned()),
-        other => Err(Problem::new(
-            format!("image must be a name, found {}", other.describe()),
-            format!("leave image out for the default, {DEFAULT_IMAGE}"),
-        )),
-    })
-}
-
-fn de_multipass_image<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    scalar(d, |v| match v {
-        Scalar::Null => Ok(default_multipass_image()),
-        Scalar::Str(s) if s.trim().is_empty() || s.contains(char::is_whitespace) => Err(Problem::new(
-            format!("`{s}` is not a Multipass image name"),
-            format!("name an image as `multipass find` lists it, like {DEFAULT_MULTIPASS_IMAGE}, or leave image out"),
-        )),
-        Scalar::Str(s) => Ok(s.into_owned()),
-        Scalar::Float(x) => Err(Problem::new(
-            format!("the image {x} was read as a number"),
-            format!("quote it: image: \"{x}\""),
-        )),
-        other => Err(Problem::new(
-            format!("image must be a name, found {}", other.describe()),
-            format!("write an image like \"{DEFAULT_MULTIPASS_IMAGE}\", or leave image out"),
-        )),
-    })
-}
-
-fn de_multipass_disk<'de, D: Deserializer<'de>>(d: D) -> Result<MemorySize, D::Error> {
-    scalar(d, |v| {
-        let (lo, hi) = (*MULTIPASS_DISK_MIB_RANGE.start(), *MULTIPASS_DISK_MIB_RANGE.end());
-        let fix = "write a size between 4GiB and 64GiB, like 10GiB";
-        let text = match v {
-            Scalar::Null => return Ok(default_multipass_disk()),
-            Scalar::Str(s) => s.into_owned(),
-            Scalar::Int(n) => n.to_string(),
-            other => {
-                return Err(Problem::new(
-                    format!("disk must be a size like 10GiB, found {}", other.describe()),
-                    fix,
-                ))
-            }
-        };
-        let size = parse_size_mib(&text).ok_or_else(|| Problem::new(format!("`{text}` is not a disk size"), fix))?;
-        if !(lo..=hi).contains(&size) {
-            return Err(Problem::new(format!("disk {text} is out of range (4GiB..=64GiB)"), fix));
-        }
-        Ok(MemorySize::from_mib(size))
-    })
-}
-
-/// A whole number of MiB from `10GiB`, `10G`, `10240M` or `10240`.
-fn parse_size_mib(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "m" | "mb" | "mib" => Some(n),
-        "g" | "gb" | "gib" => n.checked_mul(1024),
-        _ => None,
-    }
-}
-
-/// A workload name (suite entries, `ci:`), checked while the parser points at it.
-pub(crate) fn de_workload<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    use crate::workloads::WORKLOADS;
-    scalar(d, |v| match v {
-        Scalar::Str(s) if WORKLOADS.contains(&s.as_ref()) => Ok(s.into_owned()),
-        Scalar::Str(s) => {
-            let hint = did_you_mean(&s, WORKLOADS)
-                .map(|m| format!("write `{m}`"))
-                .unwrap_or_else(|| format!("use one of: {}", WORKLOADS.join(", ")));
-            Err(Problem::new(format!("unknown workload `{s}`"), hint))
-        }
-        other => Err(Problem::new(
-            format!("workload must be a workload's name, found {}", other.describe()),
-            format!("use one of: {}", WORKLOADS.join(", ")),
-        )),
-    })
-}
-
-/// Splits a serde message carrying one of our problems into (field path,
-/// message, fix); `None` for serde's own messages.
-pub(crate) fn unframe(raw: &str) -> Option<(String, String, String)> {
-    let (s, m, e) = (raw.find(FRAME_START)?, raw.find(FRAME_SPLIT)?, raw.find(FRAME_END)?);
-    let field = raw[..s].trim_end_matches(": ").trim_end_matches('.').to_string();
-    Some((field, raw[s + 1..m].to_string(), raw[m + 1..e].to_string()))
-}
-
-/// A whole number in `range`, for `field`.
-fn int_in<T>(field: &str, v: Scalar<'_>, range: std::ops::RangeInclusive<T>, fix: &str) -> Result<Option<T>, Problem>
-where
-    T: Copy + fmt::Display + PartialOrd + TryFrom<i128> + Into<i128>,
-{
-    let (lo, hi) = (*range.start(), *range.end());
-    let out_of_range = |n: String| Problem::new(format!("{n} is out of range ({lo}..={hi})"), fix.to_string());
-    match v {
-        Scalar::Null => Ok(None),
-        Scalar::Int(n) => match T::try_from(n) {
-            Ok(x) if range.contains(&x) => Ok(Some(x)),
-            _ => Err(out_of_range(n.to_string())),
-        },
-        Scalar::Float(x) => Err(Problem::new(
-            format!("{field} must be a whole number, found {x}"),
-            fix.to_string(),
-        )),
-        Scalar::Str(s) => {
-            let quoted = s.trim().parse::<i128>().is_ok();
-            Err(Problem::new(
-                format!("{field} must be a whole number, found the text \"{s}\""),
-                if quoted {
-                    format!("remove the quotes: {field}: {}", s.trim())
-                } else {
-                    fix.to_string()
-                },
-            ))
-        }
-        other => Err(Problem::new(
-            format!("{field} must be a whole number, found {}", other.describe()),
-            fix.to_string(),
-        )),
-    }
-}
-
-fn de_cpus<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
-    scalar(d, |v| {
-        int_in("cpus", v, CPUS_RANGE, "set cpus to a whole number between 1 and 64")
-    })
-}
-
-fn de_ssh_port<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
-    scalar(d, |v| {
-        int_in(
-            "ssh_port",
-            v,
-            SSH_PORT_RANGE,
-            "pick a port between 1024 and 65535, like 2222, or leave ssh_port out to get a free one",
-        )
-    })
-}
-
-fn de_data_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv4Addr>, D::Error> {
-    scalar(d, |v| match v {
-        Scalar::Null => Ok(None),
-        Scalar::Str(s) => {
-            let t = s.trim();
-            if let Some((a, _)) = t.split_once('/') {
-                if a.parse::<Ipv4Addr>().is_ok() {
-                    return Err(Problem::new(
-                        format!("data_addr `{s}` has a prefix; it is a single address"),
-                        format!("write just the address, `{a}`; the prefix comes from data_network"),
-                    ));
-                }
-            }
-            t.parse::<Ipv4Addr>().map(Some).map_err(|_| {
-                Problem::new(
-                    format!("`{s}` is not an IPv4 address"),
-                    "write four numbers 0-255 separated by dots, like 10.77.0.2, or leave data_addr out",
-                )
-            })
-        }
-        other => Err(Problem::new(
-            format!("data_addr must be an IPv4 address, found {}", other.describe()),
-            "write an address like 10.77.0.2, or leave data_addr out",
-        )),
-    })
-}
 
 // ---------------------------------------------------------------------------
 // Loading
@@ -1378,6 +661,18 @@ impl LabSpec {
     pub fn node(&self, name: &str) -> Option<&NodeSpec> {
         self.nodes.iter().find(|n| n.name == name)
     }
+
+    /// Checks `suite` against this lab's nodes (see [`Suite::check`]).
+    pub fn check_suite(&self, suite: &crate::suite::Suite, source_name: &str) -> Result<(), crate::suite::SuiteError> {
+        let nodes: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        suite.check(&self.name, &nodes, source_name)
+    }
+
+    /// The libfabric provider that goes with this lab's fabric when
+    /// `--provider` is not given (see [`Fabric::libfabric_provider`]).
+    pub fn libfabric_provider(&self) -> &'static str {
+        self.fabric.libfabric_provider()
+    }
 }
 
 /// The JSON Schema of `labs.yaml`, for editors (see `docs/labs-yaml.md`).
@@ -1475,73 +770,6 @@ const AWS_FIELDS: &[&str] = &[
 ];
 const DEFAULTS_FIELDS: &[&str] = &["cpus", "memory"];
 const NODE_FIELDS: &[&str] = &["name", "cpus", "memory", "data_addr", "ssh_port"];
-
-/// Common other words for our fields.
-const ALIASES: &[(&str, &str)] = &[
-    ("cpu", "cpus"),
-    ("vcpus", "cpus"),
-    ("vcpu", "cpus"),
-    ("cores", "cpus"),
-    ("ram", "memory"),
-    ("mem", "memory"),
-    ("memory_mib", "memory"),
-    ("memory_mb", "memory"),
-    ("ip", "data_addr"),
-    ("addr", "data_addr"),
-    ("address", "data_addr"),
-    ("data_ip", "data_addr"),
-    ("hostname", "name"),
-    ("host", "name"),
-    ("port", "ssh_port"),
-    ("network", "data_network"),
-    ("subnet", "data_network"),
-    ("cidr", "data_network"),
-    ("accelerator", "accel"),
-    ("driver", "provider"),
-    ("transport", "fabric"),
-    ("rdma", "fabric"),
-    ("node", "nodes"),
-    ("hosts", "nodes"),
-    ("machines", "nodes"),
-    ("vms", "nodes"),
-    ("lab", "labs"),
-    ("default", "defaults"),
-];
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for i in 1..=a.len() {
-        cur[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
-}
-
-/// The candidate closest to `word`, if close enough to be a typo.
-fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    let w = word.to_ascii_lowercase().replace('-', "_");
-    if let Some(c) = candidates.iter().find(|c| c.eq_ignore_ascii_case(&w)) {
-        return Some(c);
-    }
-    if let Some((_, to)) = ALIASES.iter().find(|(from, _)| *from == w) {
-        if let Some(c) = candidates.iter().find(|c| *c == to) {
-            return Some(c);
-        }
-    }
-    candidates
-        .iter()
-        .map(|c| (edit_distance(&w, &c.replace('-', "_")), *c))
-        .filter(|(d, c)| *d <= 2.min(c.len().max(w.len()) / 3 + 1) && *d > 0)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
 
 /// A document path, as serde_yaml_ng prints it (`labs[0].nodes[1].cpus`),
 /// split into parts.

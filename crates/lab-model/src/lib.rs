@@ -10,15 +10,28 @@
 //! it; it depends on none of them.
 //!
 //! # Layout
-//! - [`labs`] (re-exported at the root): labs.yaml types, defaults and checks.
+//! - [`labs`] (re-exported at the root): labs.yaml types, loading, and the
+//!   checks of a whole document, located in the text afterwards.
+//! - the values inside it, each with its own checks: memory sizes
+//!   ([`MemorySize`]), IPv4 networks ([`Ipv4Network`]), defaults and bounds
+//!   (`DEFAULT_*`, `*_RANGE`); private modules check single scalars while
+//!   the parser points at them and carry problems through serde.
 //! - [`suite`]: `labctl ci` suites (a lab's `ci:` section or a suite file).
 //! - [`workloads`]: the workloads the agents implement, by name.
 //! - [`size`]: byte counts as written on the command line (`4MiB`).
 #![warn(missing_docs)]
 
 pub mod labs;
+mod limits;
+mod memory;
+mod network;
+mod problem;
+mod scalar;
 pub mod size;
 pub mod suite;
 pub mod workloads;
 
 pub use labs::*;
+pub use limits::*;
+pub use memory::MemorySize;
+pub use network::{Ipv4Network, DEFAULT_DATA_NETWORK, QEMU_USER_NETWORK};

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::labs::LabSpec;
 use crate::workloads::is_fabric;
 
 /// Seconds one entry may run when it does not say.
@@ -116,7 +115,7 @@ pub struct SuiteEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The workload, as for `labctl run`.
-    #[serde(deserialize_with = "crate::labs::de_workload")]
+    #[serde(deserialize_with = "crate::scalar::de_workload")]
     #[schemars(example = &"write-read")]
     pub workload: String,
     /// The passive node. Default: `server`.
@@ -195,7 +194,7 @@ impl Suite {
         serde_yaml_ng::from_str(text).map_err(|e| {
             let (line, column) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
             let raw = e.to_string();
-            let (message, fix) = match crate::labs::unframe(&raw) {
+            let (message, fix) = match crate::problem::unframe(&raw) {
                 Some((field, message, fix)) if field.is_empty() => (message, fix),
                 Some((field, message, fix)) => (format!("{field}: {message}"), fix),
                 None => (
@@ -215,9 +214,11 @@ impl Suite {
         })
     }
 
-    /// Checks the suite against the lab it will run on: at least one entry,
-    /// unique names, nodes that exist, `provider` only on fabric-* workloads.
-    pub fn check(&self, lab: &LabSpec, source_name: &str) -> Result<(), SuiteError> {
+    /// Checks the suite against the lab it will run on (its name and its
+    /// nodes' names): at least one entry, unique names, nodes that exist,
+    /// `provider` only on fabric-* workloads. `LabSpec::check_suite` calls
+    /// this with a lab's own names.
+    pub fn check(&self, lab: &str, nodes: &[&str], source_name: &str) -> Result<(), SuiteError> {
         let mismatch = |index: usize, message: String, fix: String| SuiteError::Mismatch {
             source_name: source_name.to_string(),
             index,
@@ -231,7 +232,6 @@ impl Suite {
                 "list at least one run under `workloads:`, like `- workload: write-read`".into(),
             ));
         }
-        let nodes: Vec<&str> = lab.nodes.iter().map(|n| n.name.as_str()).collect();
         let mut names = HashSet::new();
         for (index, entry) in self.workloads.iter().enumerate() {
             if !names.insert(entry.name()) {
@@ -246,7 +246,7 @@ impl Suite {
                 if !nodes.contains(&node) {
                     return Err(mismatch(
                         index,
-                        format!("{role} `{node}` is not a node of lab `{}`", lab.name),
+                        format!("{role} `{node}` is not a node of lab `{lab}`"),
                         format!("set `{role}:` to one of: {}", nodes.join(", ")),
                     ));
                 }
@@ -276,7 +276,7 @@ impl Suite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labs::LabsFile;
+    use crate::labs::{LabSpec, LabsFile};
 
     fn lab() -> LabSpec {
         let text = "labs:\n  - name: t\n    nodes:\n      - name: server\n      - name: client\n";
@@ -308,7 +308,7 @@ mod tests {
     #[test]
     fn test_suite_must_fit_the_lab() {
         let lab = lab();
-        let check = |text: &str| suite(text).unwrap().check(&lab, "suite.yaml");
+        let check = |text: &str| lab.check_suite(&suite(text).unwrap(), "suite.yaml");
         assert!(check("workloads:\n  - workload: write-read\n  - workload: send-recv\n").is_ok());
         let e = check("workloads: []\n").unwrap_err().to_string();
         assert!(e.contains("no workloads"), "{e}");
@@ -341,7 +341,7 @@ mod tests {
             let path = entry.unwrap().path();
             if path.to_string_lossy().ends_with(".suite.yaml") {
                 let suite = Suite::load(&path).unwrap_or_else(|e| panic!("{e}"));
-                suite.check(&lab(), &path.display().to_string()).unwrap();
+                lab().check_suite(&suite, &path.display().to_string()).unwrap();
                 checked += 1;
             }
         }

@@ -31,16 +31,3 @@ pub const WORKLOADS: &[&str] = &[
 pub fn is_fabric(workload: &str) -> bool {
     workload.starts_with("fabric-")
 }
-
-/// The libfabric provider that goes with a lab's fabric when `--provider` is
-/// not given: rxe → `verbs;ofi_rxd` (the verbs RDM provider that works over
-/// rxe with libfabric's defaults; `verbs;ofi_rxm` works there too because the
-/// agent bounds `FI_UNIVERSE_SIZE` on soft RoCE), none → `tcp;ofi_rxm`,
-/// efa → `efa`.
-pub fn default_provider(fabric: crate::labs::Fabric) -> &'static str {
-    match fabric {
-        crate::labs::Fabric::Rxe => "verbs;ofi_rxd",
-        crate::labs::Fabric::None => "tcp;ofi_rxm",
-        crate::labs::Fabric::Efa => "efa",
-    }
-}

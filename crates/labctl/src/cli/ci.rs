@@ -74,7 +74,7 @@ pub async fn run(args: &Args, ci: &CiArgs) -> anyhow::Result<ExitCode> {
             }
         },
     };
-    suite.check(&lab.spec, &suite_name)?;
+    lab.spec.check_suite(&suite, &suite_name)?;
     if matches!(lab.dir.load(), Ok(Some(s)) if s.phase == Phase::Ready) {
         // It would tear down a lab somebody else brought up.
         return Err(SuiteError::AlreadyUp {
