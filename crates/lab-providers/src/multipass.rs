@@ -23,9 +23,9 @@ use async_trait::async_trait;
 use futures::future::join_all;
 use serde::Deserialize;
 
-use super::{Provider, ProviderError};
+use crate::agent_binary::AgentBinary;
 use crate::image::which;
-use crate::AgentBinary;
+use crate::provider::{Provider, ProviderError};
 use lab_model::{LabSpec, MultipassSpec, ResolvedNode};
 use lab_state::progress::{step, Reporter};
 use lab_state::{LabDir, LabState, NodeState};
@@ -582,7 +582,7 @@ impl Provider for MultipassProvider {
                 host_key: None,
                 pid: None,
                 agent_sha256: None,
-                agent_port: super::qemu::AGENT_PORT,
+                agent_port: crate::qemu::AGENT_PORT,
                 provisioned: false,
             });
         }

@@ -28,7 +28,7 @@ use aws_sdk_ec2::Client;
 use serde::{Deserialize, Serialize};
 
 pub use self::error::AwsError;
-use super::{Provider, ProviderError};
+use crate::provider::{Provider, ProviderError};
 use lab_model::{AwsSpec, Fabric, LabSpec, ResolvedNode, SshAddress};
 use lab_state::progress::{step, Reporter};
 use lab_state::{LabDir, LabState, NodeState};

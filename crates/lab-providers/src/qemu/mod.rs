@@ -22,8 +22,8 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, REPORT_FILE};
-use super::{Provider, ProviderError};
 use crate::image::{self, which};
+use crate::provider::{Provider, ProviderError};
 use lab_model::{Accel, LabSpec, ResolvedNode};
 use lab_state::progress::{step, Reporter};
 use lab_state::text::file_tail;

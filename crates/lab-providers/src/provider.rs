@@ -1,0 +1,153 @@
+//! The provider contract: the [`Provider`] trait every `provider:` of
+//! labs.yaml implements, its errors, and what a provider says about a
+//! node's machine ([`Liveness`]).
+
+use async_trait::async_trait;
+
+use lab_model::{LabSpec, ResolvedNode};
+use lab_state::progress::Reporter;
+use lab_state::{LabDir, LabState};
+
+/// Errors from a provider.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The provider is known but not available in this build yet.
+    #[error("provider `{0}` is not implemented yet; supported providers: qemu, multipass, aws")]
+    NotImplemented(String),
+    /// A host program is missing.
+    #[error("`{program}` is not installed; {hint}")]
+    MissingProgram {
+        /// The program.
+        program: String,
+        /// How to install it.
+        hint: String,
+    },
+    /// A port labs.yaml asked for is taken.
+    #[error("node `{node}`: port {port} on 127.0.0.1 is already in use; free it or change ssh_port in labs.yaml")]
+    PortInUse {
+        /// The node.
+        node: String,
+        /// The port.
+        port: u16,
+    },
+    /// A node's machine stopped or never started.
+    #[error(
+        "node `{node}`: the VM is not running: {reason}\n--- last lines of its console ({console}) ---\n{console_tail}"
+    )]
+    NodeDown {
+        /// The node.
+        node: String,
+        /// Why (exit status, QEMU's own message).
+        reason: String,
+        /// Path of the console log.
+        console: String,
+        /// Its last lines.
+        console_tail: String,
+    },
+    /// A node's machine is not running, as its provider reports it.
+    #[error("node `{node}`: the machine is not running: {reason}")]
+    NotRunning {
+        /// The node.
+        node: String,
+        /// What the provider says.
+        reason: String,
+    },
+    /// A provider's command-line tool failed.
+    #[error("`{command}` failed ({status}): {stderr}\n  fix: {hint}")]
+    CommandFailed {
+        /// The command line.
+        command: String,
+        /// Its exit status, or why there is none.
+        status: String,
+        /// What it printed on stderr.
+        stderr: String,
+        /// What to do.
+        hint: String,
+    },
+    /// A machine the lab would create already exists outside the lab's state.
+    #[error("node `{node}`: a Multipass instance `{instance}` already exists ({state}) and is not part of this lab's state\n  fix: delete it with `multipass delete --purge {instance}`, or rename the lab")]
+    InstanceExists {
+        /// The node.
+        node: String,
+        /// The instance.
+        instance: String,
+        /// Its state.
+        state: String,
+    },
+    /// The agent binary cannot run on the lab's nodes.
+    #[error("the rdma-agent binary is built for {agent}, but the nodes of this lab are {nodes}\n  fix: {how}")]
+    AgentArch {
+        /// What the binary is built for.
+        agent: String,
+        /// The nodes' architecture.
+        nodes: String,
+        /// How to build a fitting agent.
+        how: String,
+    },
+    /// The image could not be built.
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+    /// State could not be written.
+    #[error(transparent)]
+    State(#[from] lab_state::StateError),
+    /// EC2 refused or could not be reached.
+    #[error(transparent)]
+    Aws(#[from] crate::aws::error::AwsError),
+    /// Anything else, with context.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Whether a node's machine runs, as the provider sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "detail")]
+pub enum Liveness {
+    /// Running.
+    Running,
+    /// Stopped, with the reason.
+    Stopped(String),
+}
+
+/// The lifecycle of a lab's machines.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// Checks that this host can run the lab, before anything is created.
+    async fn preflight(&self, lab: &LabSpec, nodes: &[ResolvedNode]) -> Result<(), ProviderError>;
+
+    /// Creates and boots every node. Fills `state.nodes` (SSH endpoints) and
+    /// `state.provider_state`, saving state as resources appear so that a
+    /// crash part-way leaves something `delete` can clean.
+    async fn create(
+        &self,
+        lab: &LabSpec,
+        nodes: &[ResolvedNode],
+        dir: &LabDir,
+        state: &mut LabState,
+        authorized_key: &str,
+        reporter: &dyn Reporter,
+    ) -> Result<(), ProviderError>;
+
+    /// Checks that the agent binary can run on this provider's nodes (their
+    /// CPU architecture), before anything is created.
+    fn check_agent(&self, _agent: &crate::agent_binary::AgentBinary) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
+    /// Whether node `node`'s machine is still running; the error explains
+    /// why not (exit status, console tail). Cheap: called while waiting.
+    fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError>;
+
+    /// The node's console log, where the provider keeps one.
+    fn console_log(&self, _dir: &LabDir, _node: &str) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    /// Removes everything the lab created. Idempotent; works from partial
+    /// state, or none at all.
+    async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError>;
+}

@@ -1,0 +1,26 @@
+//! The providers by name: the `provider:` value of labs.yaml to an
+//! implementation.
+
+use lab_model::{Fabric, LabSpec, ProviderKind};
+
+use crate::provider::{Provider, ProviderError};
+use crate::{aws, multipass, qemu};
+
+/// The provider for a `provider:` value. Providers that need the lab's own
+/// settings (aws: the region) get them from [`for_lab`]; this one falls back
+/// to the environment (AWS_REGION, the profile).
+pub fn for_kind(kind: ProviderKind) -> Result<Box<dyn Provider>, ProviderError> {
+    match kind {
+        ProviderKind::Qemu => Ok(Box::new(qemu::QemuProvider::new())),
+        ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(None, Fabric::Rxe))),
+        ProviderKind::Multipass => Ok(Box::new(multipass::MultipassProvider::new())),
+    }
+}
+
+/// The provider of a lab, with its provider-specific settings.
+pub fn for_lab(lab: &LabSpec) -> Result<Box<dyn Provider>, ProviderError> {
+    match lab.provider {
+        ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(lab.aws.clone(), lab.fabric))),
+        other => for_kind(other),
+    }
+}
