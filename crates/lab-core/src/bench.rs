@@ -36,6 +36,7 @@ use lab_results::run::RunRecord;
 
 use crate::lab::{Lab, LabError};
 use crate::run::{default_params, run_workload, RunError, RunOptions};
+use lab_remote::command::RemoteCommand;
 use lab_state::text::last_lines;
 use lab_state::{now_rfc3339, LabState};
 
@@ -330,24 +331,40 @@ async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, B
 }
 
 /// The perftest command line on one side (`peer` only on the client).
-fn perftest_command(spec: &PairSpec, device: &str, gid: u32, port: u16, peer: Option<Ipv4Addr>) -> String {
-    let mut cmd = format!("{} -d {device} -x {gid} -p {port} -n {} -F", spec.tool, spec.iterations);
+/// perftest's command line for one side; `port: None` leaves `-p` out (the
+/// command as recorded, without the round's port).
+fn perftest_command(
+    spec: &PairSpec,
+    device: &str,
+    gid: u32,
+    port: Option<u16>,
+    peer: Option<Ipv4Addr>,
+) -> RemoteCommand {
+    let mut cmd = RemoteCommand::new(&spec.tool).args(["-d", device, "-x", &gid.to_string()]);
+    if let Some(port) = port {
+        cmd = cmd.arg("-p").arg(port.to_string());
+    }
+    cmd = cmd.arg("-n").arg(spec.iterations.to_string()).arg("-F");
     if spec.metric != Metric::MsgRateMpps {
-        cmd.push_str(&format!(" -s {}", spec.size));
+        cmd = cmd.arg("-s").arg(spec.size.to_string());
     }
     if let Some((tx, cq)) = spec.depth {
-        cmd.push_str(&format!(" -t {tx} -Q {cq}"));
+        cmd = cmd.arg("-t").arg(tx.to_string()).arg("-Q").arg(cq.to_string());
     }
     if let Some(peer) = peer {
-        cmd.push_str(&format!(" {peer}"));
+        cmd = cmd.arg(peer.to_string());
     }
     cmd
 }
 
-/// Runs a shell command under `timeout` with line-buffered stdout and the
-/// CPU `times` appended; returns (exit status, output).
-fn wrapped(cmd: &str, timeout_s: u64) -> String {
-    format!("timeout {timeout_s} stdbuf -oL {cmd} 2>&1; rc=$?; times; exit $rc")
+/// Runs a plain command under `timeout` with line-buffered stdout and the
+/// shell's CPU `times` appended, keeping the command's exit status.
+fn wrapped(cmd: &RemoteCommand, timeout_s: u64) -> RemoteCommand {
+    let argv = cmd.argv().expect("a plain command");
+    RemoteCommand::script_with(
+        "t=$1; shift; timeout \"$t\" stdbuf -oL \"$@\" 2>&1; rc=$?; times; exit $rc",
+        std::iter::once(timeout_s.to_string()).chain(argv.iter().cloned()),
+    )
 }
 
 fn gib(bytes: f64) -> f64 {
@@ -370,9 +387,12 @@ async fn run_perftest(
         ..Default::default()
     };
     let timeout_s = opts.timeout.as_secs().max(10);
-    let server_cmd = wrapped(&perftest_command(spec, &dev[0].0, dev[0].1, port, None), timeout_s);
+    let server_cmd = wrapped(
+        &perftest_command(spec, &dev[0].0, dev[0].1, Some(port), None),
+        timeout_s,
+    );
     let client_cmd = wrapped(
-        &perftest_command(spec, &dev[1].0, dev[1].1, port, Some(dev[0].2)),
+        &perftest_command(spec, &dev[1].0, dev[1].1, Some(port), Some(dev[0].2)),
         timeout_s,
     );
     let ready = tokio::sync::Notify::new();
@@ -430,14 +450,25 @@ async fn run_perftest(
 
 /// The `fi_pingpong` command line on one side (`peer` only on the client):
 /// RDM endpoint, untagged messages, the data interface as tcp's domain.
-fn fi_pingpong_command(spec: &PairSpec, provider: &str, netdev: &str, port: u16, peer: Option<Ipv4Addr>) -> String {
-    let mut cmd = format!(
-        "fi_pingpong -p '{provider}' -e rdm -m msg -d {netdev} -I {} -S {}",
-        spec.iterations, spec.size
-    );
-    match peer {
-        Some(peer) => cmd.push_str(&format!(" -P {port} {peer}")),
-        None => cmd.push_str(&format!(" -B {port}")),
+/// `fi_pingpong`'s command line for one side: the server binds `-B port`,
+/// the client names the server's `-P port` and address. `port: None` leaves
+/// the port out (the command as recorded).
+fn fi_pingpong_command(
+    spec: &PairSpec,
+    provider: &str,
+    netdev: &str,
+    port: Option<u16>,
+    peer: Option<Ipv4Addr>,
+) -> RemoteCommand {
+    let mut cmd = RemoteCommand::new("fi_pingpong")
+        .args(["-p", provider, "-e", "rdm", "-m", "msg", "-d", netdev])
+        .args(["-I", &spec.iterations.to_string(), "-S", &spec.size.to_string()]);
+    let port_flag = if peer.is_some() { "-P" } else { "-B" };
+    if let Some(port) = port {
+        cmd = cmd.arg(port_flag).arg(port.to_string());
+    }
+    if let Some(peer) = peer {
+        cmd = cmd.arg(peer.to_string());
     }
     cmd
 }
@@ -515,13 +546,18 @@ async fn run_fi_pingpong(
     };
     let provider = spec.provider.as_deref().unwrap_or("tcp;ofi_rxm");
     let timeout_s = opts.timeout.as_secs().max(10);
-    let server_cmd = wrapped(&fi_pingpong_command(spec, provider, &dev[0].3, port, None), timeout_s);
-    let client_cmd = wrapped(
-        &fi_pingpong_command(spec, provider, &dev[1].3, port, Some(dev[0].2)),
+    let server_cmd = wrapped(
+        &fi_pingpong_command(spec, provider, &dev[0].3, Some(port), None),
         timeout_s,
     );
-    let listening =
-        format!("for i in $(seq 100); do ss -Hltn 'sport = :{port}' | grep -q . && exit 0; sleep 0.2; done; exit 1");
+    let client_cmd = wrapped(
+        &fi_pingpong_command(spec, provider, &dev[1].3, Some(port), Some(dev[0].2)),
+        timeout_s,
+    );
+    let listening = RemoteCommand::script_with(
+        "for i in $(seq 100); do ss -Hltn \"sport = :$1\" | grep -q . && exit 0; sleep 0.2; done; exit 1",
+        [port.to_string()],
+    );
     let (mut server_out, mut client_out) = (Vec::new(), Vec::new());
     let server = lab.exec(&opts.server, &server_cmd, |_, data| server_out.extend_from_slice(data));
     let client = async {
@@ -663,9 +699,11 @@ pub async fn run_bench(
         futures::try_join!(roce_gid(lab, &state, &opts.server), roce_gid(lab, &state, &opts.client))?;
     let mut version = Vec::new();
     let _ = lab
-        .exec(&opts.client, "ib_write_bw --version 2>&1", |_, d| {
-            version.extend_from_slice(d)
-        })
+        .exec(
+            &opts.client,
+            &RemoteCommand::script("ib_write_bw --version 2>&1"),
+            |_, d| version.extend_from_slice(d),
+        )
         .await;
     let perftest_version = String::from_utf8_lossy(&version)
         .lines()
@@ -714,8 +752,8 @@ pub async fn run_bench(
             ours.push(s);
         }
         let ref_cmd = match &spec.provider {
-            Some(provider) => fi_pingpong_command(&spec, provider, &devs[1].3, 0, Some(devs[0].2)).replace(" -P 0", ""),
-            None => perftest_command(&spec, &devs[1].0, devs[1].1, 0, Some(devs[0].2)).replace(" -p 0", ""),
+            Some(provider) => fi_pingpong_command(&spec, provider, &devs[1].3, None, Some(devs[0].2)).to_string(),
+            None => perftest_command(&spec, &devs[1].0, devs[1].1, None, Some(devs[0].2)).to_string(),
         };
         let reference = side_stats(&spec.tool, ref_cmd, reference);
         let ours = side_stats(&spec.workload, ours_cmd, ours);
@@ -839,12 +877,20 @@ mod tests {
             ("fi_pingpong", Some("tcp;ofi_rxm"), Metric::LatAvgUs)
         );
         assert!(!pair.metric.higher_is_better() && pair.metric.unit() == "us");
-        let cmd = fi_pingpong_command(pair, "tcp;ofi_rxm", "eth1", 47600, Some(Ipv4Addr::new(10, 77, 0, 1)));
+        let cmd = fi_pingpong_command(
+            pair,
+            "tcp;ofi_rxm",
+            "eth1",
+            Some(47600),
+            Some(Ipv4Addr::new(10, 77, 0, 1)),
+        );
         assert_eq!(
-            cmd,
+            cmd.as_str(),
             "fi_pingpong -p 'tcp;ofi_rxm' -e rdm -m msg -d eth1 -I 200 -S 64 -P 47600 10.77.0.1"
         );
-        assert!(fi_pingpong_command(pair, "tcp;ofi_rxm", "eth1", 47600, None).ends_with(" -B 47600"));
+        assert!(fi_pingpong_command(pair, "tcp;ofi_rxm", "eth1", Some(47600), None)
+            .as_str()
+            .ends_with(" -B 47600"));
         assert!(pairs
             .iter()
             .filter(|p| p.provider.is_none())
@@ -957,13 +1003,28 @@ mod tests {
     #[test]
     fn test_perftest_commands_match_our_parameters() {
         let pairs = suite(Suite::Quick);
-        let cmd = perftest_command(&pairs[0], "rxe0", 1, 18600, Some(Ipv4Addr::new(10, 77, 0, 1)));
+        let cmd = perftest_command(&pairs[0], "rxe0", 1, Some(18600), Some(Ipv4Addr::new(10, 77, 0, 1)));
         assert_eq!(
-            cmd,
+            cmd.as_str(),
             "ib_write_bw -d rxe0 -x 1 -p 18600 -n 300 -F -s 65536 -t 128 -Q 16 10.77.0.1"
         );
         let atomic = pairs.iter().find(|p| p.workload == "atomic-bw").unwrap();
-        assert!(!perftest_command(atomic, "rxe0", 1, 1, None).contains("-s "));
-        assert!(wrapped("ib_write_lat -s 2", 120).starts_with("timeout 120 stdbuf -oL ib_write_lat"));
+        assert!(!perftest_command(atomic, "rxe0", 1, Some(1), None)
+            .as_str()
+            .contains("-s "));
+        let recorded = perftest_command(&pairs[0], "rxe0", 1, None, Some(Ipv4Addr::new(10, 77, 0, 1)));
+        assert!(!recorded.as_str().contains(" -p "), "{recorded}");
+        // The wrapper passes the command as words: run it here (coreutils'
+        // timeout and stdbuf, as on the nodes) and see them arrive intact.
+        let lat = RemoteCommand::new("echo").args(["ib_write_lat", "-s", "2", "a b"]);
+        let line = wrapped(&lat, 120);
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(line.as_str())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with("ib_write_lat -s 2 a b\n"), "{text}");
+        assert!(text.contains('s'), "times output missing: {text}");
     }
 }

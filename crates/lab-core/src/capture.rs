@@ -19,7 +19,8 @@ use serde::Serialize;
 use crate::impair::{data_nic, ImpairError};
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
-use lab_remote::ssh::{shell_quote, SshError, SshSession};
+use lab_remote::command::RemoteCommand;
+use lab_remote::ssh::{SshError, SshSession};
 use lab_state::NodeState;
 
 /// The UDP port of RoCEv2.
@@ -160,8 +161,8 @@ pub async fn capture(
     })
 }
 
-/// tcpdump's command line (quoted for the node's shell).
-pub fn tcpdump_command(netdev: &str, file: &str, count: Option<u64>, filter: &str) -> String {
+/// tcpdump's command line.
+pub fn tcpdump_command(netdev: &str, file: &str, count: Option<u64>, filter: &str) -> RemoteCommand {
     // -Z root: Debian's tcpdump otherwise drops to user `tcpdump`, which may
     // not write into the root-owned temporary directory. --immediate-mode:
     // otherwise the kernel hands packets over in blocks, and the packets of
@@ -182,7 +183,7 @@ pub fn tcpdump_command(netdev: &str, file: &str, count: Option<u64>, filter: &st
         argv.extend(["-c".into(), n.to_string()]);
     }
     argv.push(filter.into());
-    argv.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" ")
+    RemoteCommand::new(&argv[0]).args(&argv[1..])
 }
 
 async fn capture_on(
@@ -193,20 +194,23 @@ async fn capture_on(
     on_listening: impl FnOnce(&str),
     stop: impl Future<Output = ()>,
 ) -> Result<(Vec<u8>, StoppedBy), CaptureError> {
-    if session.exec("command -v tcpdump").await?.status != 0 {
+    if session.exec(&RemoteCommand::script("command -v tcpdump")).await?.status != 0 {
         return Err(CaptureError::NoTcpdump {
             node: node.name.clone(),
         });
     }
     let dir = session
-        .run(&as_root(node, "mktemp -d /tmp/labctl-capture.XXXXXX"))
+        .run(&as_root(
+            node,
+            RemoteCommand::new("mktemp").args(["-d", "/tmp/labctl-capture.XXXXXX"]),
+        ))
         .await?
         .stdout_text();
     let result = run_tcpdump(session, node, netdev, &dir, opts, on_listening, stop).await;
     // The temporary directory goes whatever happened; a failure to remove
     // it must not hide the capture or the real error.
     let _ = session
-        .exec(&as_root(node, &format!("rm -rf {}", shell_quote(&dir))))
+        .exec(&as_root(node, RemoteCommand::new("rm").arg("-rf").arg(&dir)))
         .await;
     result
 }
@@ -223,12 +227,15 @@ async fn run_tcpdump(
     let file = format!("{dir}/capture.pcap");
     let pid_file = format!("{dir}/pid");
     // In the background with its pid recorded, so a second command can stop it.
-    let script = format!(
-        "{} & echo $! > {}; wait $!",
-        tcpdump_command(netdev, &file, opts.count, &opts.filter),
-        shell_quote(&pid_file)
+    let tcpdump = tcpdump_command(netdev, &file, opts.count, &opts.filter);
+    let argv = tcpdump.argv().expect("tcpdump_command is a plain command");
+    let command = as_root(
+        node,
+        RemoteCommand::script_with(
+            "p=$1; shift; \"$@\" & echo $! > \"$p\"; wait $!",
+            std::iter::once(pid_file.as_str()).chain(argv.iter().map(String::as_str)),
+        ),
     );
-    let command = as_root(node, &format!("sh -c {}", shell_quote(&script)));
     let (tx, mut output) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
     let tcpdump = session.exec_streaming(&command, None, move |_, data| {
         let _ = tx.send(data.to_vec());
@@ -266,8 +273,8 @@ async fn run_tcpdump(
         Some(status) => status,
         None => {
             // SIGINT: tcpdump flushes what it has, closes the file and exits 0.
-            let kill = format!("kill -INT $(cat {})", shell_quote(&pid_file));
-            session.exec(&as_root(node, &kill)).await?;
+            let kill = RemoteCommand::script_with("kill -INT \"$(cat \"$1\")\"", [&pid_file]);
+            session.exec(&as_root(node, kill)).await?;
             match tokio::time::timeout(Duration::from_secs(30), &mut tcpdump).await {
                 Ok(status) => status?,
                 Err(_) => {
@@ -295,7 +302,7 @@ async fn run_tcpdump(
     // A non-root login downloads a file root wrote.
     if node.ssh_user != "root" {
         session
-            .run(&as_root(node, &format!("chmod a+r {}", shell_quote(&file))))
+            .run(&as_root(node, RemoteCommand::new("chmod").arg("a+r").arg(&file)))
             .await?;
     }
     Ok((session.download(&file).await?, stopped_by))
@@ -459,11 +466,11 @@ mod tests {
     #[test]
     fn test_tcpdump_command_quotes_the_filter() {
         assert_eq!(
-            tcpdump_command("eth1", "/tmp/d/capture.pcap", Some(50), DEFAULT_FILTER),
+            tcpdump_command("eth1", "/tmp/d/capture.pcap", Some(50), DEFAULT_FILTER).as_str(),
             "tcpdump -i eth1 --immediate-mode -U -Z root -w /tmp/d/capture.pcap -c 50 'udp port 4791'"
         );
         assert_eq!(
-            tcpdump_command("eth1", "/tmp/d/c.pcap", None, "udp and host 10.0.0.1"),
+            tcpdump_command("eth1", "/tmp/d/c.pcap", None, "udp and host 10.0.0.1").as_str(),
             "tcpdump -i eth1 --immediate-mode -U -Z root -w /tmp/d/c.pcap 'udp and host 10.0.0.1'"
         );
     }

@@ -13,7 +13,8 @@ use serde::Serialize;
 
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
-use lab_remote::ssh::{shell_quote, SshError, SshSession};
+use lab_remote::command::RemoteCommand;
+use lab_remote::ssh::{SshError, SshSession};
 use lab_state::NodeState;
 
 pub use lab_results::run::Counters;
@@ -155,13 +156,12 @@ impl Netem {
     /// on an existing netem that keeps every option the new command leaves
     /// out (measured: `replace ... netem loss 2%` over `reorder 5% rate
     /// 200mbit` left all three active).
-    pub fn tc_command(&self, netdev: &str) -> String {
-        let add: Vec<String> = self.tc_add_argv(netdev).iter().map(|a| shell_quote(a)).collect();
-        format!(
-            "tc qdisc del dev {} root 2>/dev/null; {}",
-            shell_quote(netdev),
-            add.join(" ")
-        )
+    pub fn tc_command(&self, netdev: &str) -> RemoteCommand {
+        let argv = self.tc_add_argv(netdev);
+        RemoteCommand::new("tc")
+            .args(["qdisc", "del", "dev", netdev, "root"])
+            .stderr_to_null()
+            .then(RemoteCommand::new(&argv[0]).args(&argv[1..]))
     }
 }
 
@@ -362,12 +362,12 @@ pub fn data_nic(node: &NodeState) -> Result<&str, ImpairError> {
 /// The netem impairment active on `node`'s data NIC, read from the node.
 pub async fn active(session: &SshSession, node: &NodeState) -> Result<Option<Netem>, ImpairError> {
     let nic = data_nic(node)?;
-    let command = format!("tc qdisc show dev {}", shell_quote(nic));
+    let command = RemoteCommand::new("tc").args(["qdisc", "show", "dev", nic]);
     let out = session.exec(&command).await?;
     if out.status != 0 {
         return Err(ImpairError::Tc {
             node: node.name.clone(),
-            command,
+            command: command.to_string(),
             status: out.status,
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
@@ -397,12 +397,7 @@ pub async fn set(lab: &Lab, node: &str, netem: &Netem) -> Result<ImpairOutcome, 
     let session = lab.connect(&state, node).await?;
     let command = netem.tc_command(&netdev);
     let result = async {
-        run_tc(
-            &session,
-            node,
-            &as_root(node_state, &format!("sh -c {}", shell_quote(&command))),
-        )
-        .await?;
+        run_tc(&session, node, &as_root(node_state, command.clone())).await?;
         active(&session, node_state).await
     }
     .await;
@@ -410,7 +405,7 @@ pub async fn set(lab: &Lab, node: &str, netem: &Netem) -> Result<ImpairOutcome, 
     Ok(ImpairOutcome {
         node: node.to_string(),
         netdev,
-        command,
+        command: command.to_string(),
         active: result?,
     })
 }
@@ -423,9 +418,12 @@ pub async fn clear(lab: &Lab, node: &str) -> Result<ImpairOutcome, ImpairError> 
     let session = lab.connect(&state, node).await?;
     let result = async {
         let command = if active(&session, node_state).await?.is_some() {
-            let command = as_root(node_state, &format!("tc qdisc del dev {} root", shell_quote(&netdev)));
+            let command = as_root(
+                node_state,
+                RemoteCommand::new("tc").args(["qdisc", "del", "dev", netdev.as_str(), "root"]),
+            );
             run_tc(&session, node, &command).await?;
-            command
+            command.to_string()
         } else {
             String::new()
         };
@@ -442,7 +440,7 @@ pub async fn clear(lab: &Lab, node: &str) -> Result<ImpairOutcome, ImpairError> 
     })
 }
 
-async fn run_tc(session: &SshSession, node: &str, command: &str) -> Result<(), ImpairError> {
+async fn run_tc(session: &SshSession, node: &str, command: &RemoteCommand) -> Result<(), ImpairError> {
     let out = session.exec(command).await?;
     if out.status != 0 {
         return Err(ImpairError::Tc {
@@ -491,12 +489,12 @@ pub async fn read_counters(
 ) -> Result<Counters, ImpairError> {
     let dir = format!("/sys/class/infiniband/{device}/ports/{port}/hw_counters");
     // `grep -H . *` prints `name:value` for every counter file in one round trip.
-    let command = format!("cd {} && grep -H . *", shell_quote(&dir));
+    let command = RemoteCommand::script_with("cd \"$1\" && grep -H . *", [&dir]);
     let out = session.exec(&command).await?;
     if out.status != 0 {
         return Err(ImpairError::Ssh(SshError::CommandFailed {
             node: node.name.clone(),
-            command,
+            command: command.to_string(),
             status: out.status,
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }));
@@ -625,9 +623,9 @@ mod tests {
         };
         netem.validate().unwrap();
         assert_eq!(
-            netem.tc_command("eth1"),
+            netem.tc_command("eth1").as_str(),
             "tc qdisc del dev eth1 root 2>/dev/null; \
-             tc qdisc add dev eth1 root netem delay 40ms 5ms loss 1% duplicate 0.5% reorder 5% rate 200mbit"
+             tc qdisc add dev eth1 root netem delay 40ms 5ms loss '1%' duplicate '0.5%' reorder '5%' rate 200mbit"
         );
         assert_eq!(
             netem.to_string(),

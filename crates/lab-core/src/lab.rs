@@ -15,6 +15,7 @@ use lab_remote::agent::AgentError;
 use lab_state::progress::Reporter;
 
 use crate::provision::{self, NodeJob, ProvisionError};
+use lab_remote::command::RemoteCommand;
 use lab_remote::ssh::{self, SshError, SshSession};
 use lab_state::{LabDir, LabLock, LabState, Phase, StateError};
 
@@ -370,7 +371,12 @@ impl Lab {
     }
 
     /// Runs `command` on `node`, streaming its output; returns its exit status.
-    pub async fn exec(&self, node: &str, command: &str, on_output: impl FnMut(bool, &[u8])) -> Result<i32, LabError> {
+    pub async fn exec(
+        &self,
+        node: &str,
+        command: &RemoteCommand,
+        on_output: impl FnMut(bool, &[u8]),
+    ) -> Result<i32, LabError> {
         let state = self.state()?;
         let session = self.connect(&state, node).await?;
         let status = session.exec_streaming(command, None, on_output).await?;

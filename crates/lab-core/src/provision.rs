@@ -14,6 +14,7 @@ use russh::keys::PrivateKey;
 
 use lab_providers::{AgentBinary, ProviderError};
 use lab_remote::agent::{self, AgentError};
+use lab_remote::command::RemoteCommand;
 use lab_remote::ssh::{self, ConnectFailure, SshError, SshSession, SshTarget};
 use lab_state::progress::{step, Reporter};
 use lab_state::NodeState;
@@ -139,12 +140,8 @@ pub async fn provision_node(
 }
 
 /// `command` as root: as it is for root, under `sudo -n` for anyone else.
-pub fn as_root(node: &NodeState, command: &str) -> String {
-    if node.ssh_user == "root" {
-        command.to_string()
-    } else {
-        format!("sudo -n {command}")
-    }
+pub fn as_root(node: &NodeState, command: RemoteCommand) -> RemoteCommand {
+    command.as_root(node.ssh_user == "root")
 }
 
 /// Checks that libfabric offers EFA reliable-datagram endpoints; returns the
@@ -153,7 +150,9 @@ pub async fn check_efa(session: &SshSession, node: &NodeState) -> Result<String,
     // The EFA installer puts fi_info under /opt/amazon/efa/bin, outside the
     // PATH of a non-login shell.
     let out = session
-        .exec("PATH=$PATH:/opt/amazon/efa/bin fi_info -p efa -t FI_EP_RDM 2>&1")
+        .exec(&RemoteCommand::script(
+            "PATH=$PATH:/opt/amazon/efa/bin fi_info -p efa -t FI_EP_RDM 2>&1",
+        ))
         .await?;
     let text = out.stdout_text();
     let domain = text
@@ -171,7 +170,7 @@ pub async fn check_efa(session: &SshSession, node: &NodeState) -> Result<String,
 
 /// Loads rdma_rxe and binds an rxe device to the data NIC; returns (netdev, device).
 pub async fn setup_rxe(session: &SshSession, node: &NodeState) -> Result<(String, String), ProvisionError> {
-    let command = as_root(node, &format!("sh -s {}", node.data_addr));
+    let command = as_root(node, RemoteCommand::new("sh").arg("-s").arg(node.data_addr.to_string()));
     let mut out = ssh::CommandOutput::default();
     out.status = session
         .exec_streaming(&command, Some(RXE_SETUP.as_bytes()), |is_err, data| {
@@ -246,7 +245,9 @@ pub async fn check_agent_runs(
 ) -> Result<(), ProvisionError> {
     let needs = agent_needs(&agent.bytes);
     let out = session
-        .exec("uname -m; getconf GNU_LIBC_VERSION 2>/dev/null || echo glibc none")
+        .exec(&RemoteCommand::script(
+            "uname -m; getconf GNU_LIBC_VERSION 2>/dev/null || echo glibc none",
+        ))
         .await?
         .stdout_text();
     let mut lines = out.lines();
@@ -293,7 +294,10 @@ pub async fn check_agent_runs(
 /// Checks that the uploaded agent finds its shared libraries (libibverbs,
 /// librdmacm); cloud images often lack them.
 async fn check_agent_libraries(session: &SshSession, node: &NodeState) -> Result<(), ProvisionError> {
-    let out = session.exec(&format!("ldd {AGENT_PATH} 2>&1")).await?.stdout_text();
+    let out = session
+        .exec(&RemoteCommand::new("ldd").arg(AGENT_PATH).stderr_to_stdout())
+        .await?
+        .stdout_text();
     let missing: Vec<&str> = out
         .lines()
         .filter(|l| l.contains("not found"))
@@ -317,7 +321,7 @@ pub async fn deploy_agent(
     agent: &AgentBinary,
 ) -> Result<(), ProvisionError> {
     let remote = session
-        .exec(&format!("sha256sum {AGENT_PATH} 2>/dev/null"))
+        .exec(&RemoteCommand::new("sha256sum").arg(AGENT_PATH).stderr_to_null())
         .await?
         .stdout_text();
     let up_to_date = remote.split_whitespace().next() == Some(agent.sha256.as_str());
@@ -329,12 +333,18 @@ pub async fn deploy_agent(
             // SFTP writes as the SSH user; root moves the file into place.
             let staged = format!("/tmp/rdma-agent.{}", &agent.sha256[..12]);
             session.upload(&agent.bytes, &staged, 0o755).await?;
-            let install = as_root(node, &format!("install -m 0755 {staged} {AGENT_PATH}"));
-            let out = session.exec(&format!("{install} && rm -f {staged}")).await?;
+            let install = as_root(
+                node,
+                RemoteCommand::new("install").args(["-m", "0755", staged.as_str(), AGENT_PATH]),
+            );
+            let shown = install.to_string();
+            let out = session
+                .exec(&install.and(RemoteCommand::new("rm").arg("-f").arg(&staged)))
+                .await?;
             if out.status != 0 {
                 return Err(ProvisionError::Ssh(SshError::CommandFailed {
                     node: node.name.clone(),
-                    command: install,
+                    command: shown,
                     status: out.status,
                     stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
                 }));
@@ -342,12 +352,19 @@ pub async fn deploy_agent(
         }
         check_agent_libraries(session, node).await?;
     }
-    let running = session.exec("pgrep -x rdma-agent >/dev/null").await?.status == 0;
+    let running = session
+        .exec(&RemoteCommand::script("pgrep -x rdma-agent >/dev/null"))
+        .await?
+        .status
+        == 0;
     if !up_to_date || !running {
         let mut stderr = Vec::new();
         let status = session
             .exec_streaming(
-                &as_root(node, &format!("sh -s {}", node.agent_port)),
+                &as_root(
+                    node,
+                    RemoteCommand::new("sh").arg("-s").arg(node.agent_port.to_string()),
+                ),
                 Some(AGENT_START.as_bytes()),
                 |is_err, data| {
                     if is_err {

@@ -10,9 +10,12 @@
 //! a node (the orchestration crate does), or read labs.yaml.
 //!
 //! # Layout
-//! - [`ssh`]: sessions, commands, file transfer, tunnels, shell quoting.
+//! - [`command`]: command lines for a node's shell, built from words (the
+//!   only place that quotes for a remote shell).
+//! - [`ssh`]: sessions, commands, file transfer, tunnels.
 //! - [`agent`]: connect to an agent through a session, wait for it to be healthy.
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod command;
 pub mod ssh;

@@ -12,6 +12,8 @@ use russh::keys::PublicKeyOrCertificate;
 use russh::keys::{Algorithm, HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 use russh::{ChannelMsg, Disconnect};
 
+use crate::command::RemoteCommand;
+
 use lab_state::{set_mode, StateError};
 
 /// Errors talking to a node over SSH.
@@ -317,12 +319,15 @@ impl SshSession {
     /// as they arrive, and returns the exit status.
     pub async fn exec_streaming(
         &self,
-        command: &str,
+        command: &RemoteCommand,
         stdin: Option<&[u8]>,
         mut on_output: impl FnMut(bool, &[u8]),
     ) -> Result<i32, SshError> {
         let mut channel = self.handle.channel_open_session().await.map_err(|e| self.protocol(e))?;
-        channel.exec(true, command).await.map_err(|e| self.protocol(e))?;
+        channel
+            .exec(true, command.as_str())
+            .await
+            .map_err(|e| self.protocol(e))?;
         if let Some(input) = stdin {
             channel.data(input).await.map_err(|e| self.protocol(e))?;
         }
@@ -342,7 +347,7 @@ impl SshSession {
     }
 
     /// Runs `command` and collects its output, whatever its exit status.
-    pub async fn exec(&self, command: &str) -> Result<CommandOutput, SshError> {
+    pub async fn exec(&self, command: &RemoteCommand) -> Result<CommandOutput, SshError> {
         let mut out = CommandOutput::default();
         out.status = self
             .exec_streaming(command, None, |is_err, data| {
@@ -357,7 +362,7 @@ impl SshSession {
     }
 
     /// Runs `command`; a non-zero exit is an error carrying status and stderr.
-    pub async fn run(&self, command: &str) -> Result<CommandOutput, SshError> {
+    pub async fn run(&self, command: &RemoteCommand) -> Result<CommandOutput, SshError> {
         let out = self.exec(command).await?;
         if out.status != 0 {
             return Err(SshError::CommandFailed {
@@ -394,8 +399,11 @@ impl SshSession {
         file.shutdown().await.map_err(|e| sftp_err(e.to_string()))?;
         drop(file);
         let _ = sftp.close().await;
-        self.run(&format!("chmod {mode:o} {tmp} && mv -f {tmp} {remote_path}"))
-            .await?;
+        let install = RemoteCommand::new("chmod")
+            .arg(format!("{mode:o}"))
+            .arg(&tmp)
+            .and(RemoteCommand::new("mv").arg("-f").arg(&tmp).arg(remote_path));
+        self.run(&install).await?;
         Ok(())
     }
 
@@ -470,31 +478,9 @@ fn signal_number(signal: &russh::Sig) -> i32 {
     }
 }
 
-/// Quotes `arg` for a POSIX shell.
-pub fn shell_quote(arg: &str) -> String {
-    if !arg.is_empty()
-        && arg
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,@%+".contains(&b))
-    {
-        return arg.to_string();
-    }
-    format!("'{}'", arg.replace('\'', r"'\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn test_shell_quote_leaves_plain_words_and_quotes_the_rest() {
-        assert_eq!(shell_quote("ibv_devinfo"), "ibv_devinfo");
-        assert_eq!(shell_quote("-d"), "-d");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
-    }
 
     #[tokio::test]
     async fn test_ssh_that_never_answers_times_out_naming_the_node() {

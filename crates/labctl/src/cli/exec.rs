@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
+use lab_remote::command::RemoteCommand;
 
 use super::{open_lab, Args};
 
@@ -19,7 +20,7 @@ pub struct ExecArgs {
 
 pub async fn run(args: &Args, exec: &ExecArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
-    let command = exec.command.join(" ");
+    let command = RemoteCommand::user_line(exec.command.join(" "));
     let status = lab
         .exec(&exec.node, &command, |is_err, data| {
             if is_err {
