@@ -651,7 +651,7 @@ impl LabSpec {
                     .map(|m| m.mib())
                     .unwrap_or(DEFAULT_MEMORY_MIB),
                 data_addr: n.data_addr.or_else(|| free.next()).unwrap_or_else(|| net.broadcast()),
-                data_prefix: net.prefix,
+                data_prefix: net.prefix(),
                 ssh_port: n.ssh_port,
             })
             .collect()
@@ -1371,8 +1371,8 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
                     format!("{addr} is outside the lab's data_network {net}"),
                     format!(
                         "use an address between {} and {}, or leave data_addr out",
-                        net.host(0).unwrap_or(net.addr),
-                        net.host(net.host_count().saturating_sub(1)).unwrap_or(net.addr)
+                        net.host(0).unwrap_or(net.network()),
+                        net.host(net.host_count().saturating_sub(1)).unwrap_or(net.network())
                     ),
                 ));
             }
@@ -1384,8 +1384,8 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
                     format!("{addr} is the {which} address of {net}, not usable by a node"),
                     format!(
                         "use an address between {} and {}",
-                        net.host(0).unwrap_or(net.addr),
-                        net.host(net.host_count().saturating_sub(1)).unwrap_or(net.addr)
+                        net.host(0).unwrap_or(net.network()),
+                        net.host(net.host_count().saturating_sub(1)).unwrap_or(net.network())
                     ),
                 ));
             }

@@ -1,12 +1,14 @@
 //! IPv4 networks as written in labs.yaml (`10.77.0.0/24`), and the two
 //! networks labctl knows about: the default data network and QEMU's
-//! user-mode network.
+//! user-mode network. The arithmetic is `ipnet`'s (it replaced a
+//! hand-written mask type); the parsing keeps labs.yaml's own messages.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
+use ipnet::Ipv4Net;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -14,49 +16,36 @@ use crate::problem::Problem;
 use crate::scalar::{scalar, Scalar};
 
 /// The data network when a lab does not name one.
-pub const DEFAULT_DATA_NETWORK: Ipv4Network = Ipv4Network {
-    addr: Ipv4Addr::new(10, 77, 0, 0),
-    prefix: 24,
-};
+pub const DEFAULT_DATA_NETWORK: Ipv4Network = Ipv4Network(Ipv4Net::new_assert(Ipv4Addr::new(10, 77, 0, 0), 24));
 
 /// The network QEMU's user-mode (management/SSH) NIC uses inside each VM;
 /// a data network overlapping it would break routing.
-pub const QEMU_USER_NETWORK: Ipv4Network = Ipv4Network {
-    addr: Ipv4Addr::new(10, 0, 2, 0),
-    prefix: 24,
-};
+pub const QEMU_USER_NETWORK: Ipv4Network = Ipv4Network(Ipv4Net::new_assert(Ipv4Addr::new(10, 0, 2, 0), 24));
 
-/// An IPv4 network, `ADDRESS/PREFIX`, with no host bits set.
+/// An IPv4 network, `ADDRESS/PREFIX`, with no host bits set and a prefix
+/// of 8 to 30: `ipnet`'s [`Ipv4Net`] with labs.yaml's checks and messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ipv4Network {
-    /// The network address.
-    pub addr: Ipv4Addr,
-    /// The prefix length, 8 to 30.
-    pub prefix: u8,
-}
+pub struct Ipv4Network(Ipv4Net);
 
 impl Ipv4Network {
-    fn mask(&self) -> u32 {
-        if self.prefix == 0 {
-            0
-        } else {
-            u32::MAX << (32 - u32::from(self.prefix))
-        }
-    }
-
     /// The network address (all host bits 0).
     pub fn network(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.addr) & self.mask())
+        self.0.network()
+    }
+
+    /// The prefix length.
+    pub fn prefix(&self) -> u8 {
+        self.0.prefix_len()
     }
 
     /// The broadcast address (all host bits 1).
     pub fn broadcast(&self) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(self.addr) | !self.mask())
+        self.0.broadcast()
     }
 
     /// Whether `addr` is inside the network (network and broadcast included).
     pub fn contains(&self, addr: Ipv4Addr) -> bool {
-        u32::from(addr) & self.mask() == u32::from(self.addr) & self.mask()
+        self.0.contains(&addr)
     }
 
     /// Whether `addr` can be given to a host: inside, and neither the
@@ -67,23 +56,23 @@ impl Ipv4Network {
 
     /// How many host addresses the network has.
     pub fn host_count(&self) -> u64 {
-        (1u64 << (32 - u32::from(self.prefix))).saturating_sub(2)
+        (1u64 << (32 - u32::from(self.prefix()))).saturating_sub(2)
     }
 
     /// The `n`th host address (from 0: the first is network + 1).
     pub fn host(&self, n: u64) -> Option<Ipv4Addr> {
-        (n < self.host_count()).then(|| Ipv4Addr::from(u32::from(self.network()) + 1 + n as u32))
+        usize::try_from(n).ok().and_then(|n| self.0.hosts().nth(n))
     }
 
     /// Whether two networks share any address.
     pub fn overlaps(&self, other: &Ipv4Network) -> bool {
-        self.contains(other.network()) || other.contains(self.network())
+        self.0.contains(&other.0) || other.0.contains(&self.0)
     }
 }
 
 impl fmt::Display for Ipv4Network {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
+        self.0.fmt(f)
     }
 }
 
@@ -116,7 +105,7 @@ pub(crate) fn parse_network(text: &str) -> Result<Ipv4Network, Problem> {
             "use a prefix length between /8 and /30; /24 gives 254 addresses",
         ));
     }
-    let net = Ipv4Network { addr, prefix };
+    let net = Ipv4Network(Ipv4Net::new(addr, prefix).expect("a prefix of 8 to 30 is valid"));
     if net.network() != addr {
         return Err(Problem::new(
             format!("`{text}` has host bits set"),

@@ -529,7 +529,7 @@ fn test_shipped_schema_matches_the_model() {
     let have = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         have == want,
-        "{} is out of date with the model; regenerate it with:\n  LABCTL_BLESS=1 cargo test -p lab-core model::tests::test_shipped_schema_matches_the_model",
+        "{} is out of date with the model; regenerate it with:\n  LABCTL_BLESS=1 cargo test -p lab-model labs::tests::test_shipped_schema_matches_the_model",
         path.display()
     );
 }
