@@ -14,7 +14,7 @@ fn main() -> ExitCode {
     // The supervisor is labctl re-executed in the background; it runs its own
     // small runtime and must not set up terminal output.
     if let cli::Command::Supervise { dir } = &args.command {
-        init_tracing(args.verbose, false);
+        init_tracing(args.global.verbose, false);
         return match lab_providers::qemu::supervisor::main(dir) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -23,7 +23,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    init_tracing(args.verbose, true);
+    init_tracing(args.global.verbose, true);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

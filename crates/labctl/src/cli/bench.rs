@@ -10,7 +10,7 @@ use lab_core::bench::orchestration::{OrchestrationEvent, OrchestrationOptions};
 use lab_core::bench::{run_bench, BenchEvent, BenchOptions};
 use lab_results::bench::{all_ok, BenchRecord, Stats, Suite};
 
-use super::{open_lab, Args};
+use super::global::{open_lab, GlobalArgs};
 
 /// Which pairs to run.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -65,7 +65,7 @@ pub struct BenchArgs {
 /// builds the node image).
 const ORCHESTRATION_STEP_LIMIT: Duration = Duration::from_secs(45 * 60);
 
-async fn run_orchestration(args: &Args, bench: &BenchArgs) -> anyhow::Result<ExitCode> {
+async fn run_orchestration(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let opts = OrchestrationOptions {
         labctl: std::env::current_exe()?,
@@ -90,7 +90,7 @@ async fn run_orchestration(args: &Args, bench: &BenchArgs) -> anyhow::Result<Exi
     // Ctrl-C or SIGTERM drops the bench, whose scratch lab then goes `down`.
     let record = tokio::select! {
         record = timed => record?,
-        why = super::interrupted() => anyhow::bail!("{why}: the scratch labs were torn down; nothing was saved"),
+        why = super::global::interrupted() => anyhow::bail!("{why}: the scratch labs were torn down; nothing was saved"),
     };
     if bench.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
@@ -104,7 +104,7 @@ async fn run_orchestration(args: &Args, bench: &BenchArgs) -> anyhow::Result<Exi
     })
 }
 
-pub async fn run(args: &Args, bench: &BenchArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCode> {
     if bench.orchestration {
         return run_orchestration(args, bench).await;
     }

@@ -10,7 +10,7 @@ use lab_core::bulk::{run_bulk, BulkOptions};
 use lab_core::run::{BULK_DEFAULT_CHUNK, BULK_DEFAULT_TOTAL};
 use lab_results::bulk::{BulkRecord, BulkSide};
 
-use super::{open_lab, Args};
+use super::global::{open_lab, GlobalArgs};
 
 /// Options of `bulk`.
 #[derive(Debug, ClapArgs)]
@@ -51,7 +51,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
     lab_model::size::parse_size(text)
 }
 
-pub async fn run(args: &Args, bulk: &BulkArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, bulk: &BulkArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let total = bulk.total.unwrap_or(BULK_DEFAULT_TOTAL);
     let chunk = bulk.chunk.unwrap_or(BULK_DEFAULT_CHUNK);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 use lab_core::capture::{capture, CaptureOptions, CaptureOutcome, StoppedBy, DEFAULT_FILTER};
 
-use super::{interrupted, open_lab, Args};
+use super::global::{interrupted, open_lab, GlobalArgs};
 
 /// Options of `capture`.
 #[derive(Debug, ClapArgs)]
@@ -33,7 +33,7 @@ pub struct CaptureArgs {
     pub json: bool,
 }
 
-pub async fn run(args: &Args, a: &CaptureArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, a: &CaptureArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let duration = match a.duration {
         Some(s) if !(s.is_finite() && s > 0.0) => anyhow::bail!("--duration {s}: give a number of seconds above 0"),

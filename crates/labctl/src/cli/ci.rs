@@ -15,7 +15,7 @@ use lab_model::suite::{Suite, SuiteError};
 use lab_results::ci::{CaseStatus, CiReport, StepResult};
 use lab_state::Phase;
 
-use super::{lock_wait, Args};
+use super::global::{lock_wait, GlobalArgs};
 
 /// Options of `ci`.
 #[derive(Debug, ClapArgs)]
@@ -46,7 +46,7 @@ pub struct CiArgs {
     pub ssh_timeout: u64,
 }
 
-pub async fn run(args: &Args, ci: &CiArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
     let name = match (&ci.lab_name, &args.lab) {
         (Some(a), Some(b)) if a != b => anyhow::bail!(SuiteError::Mismatch {
             source_name: "command line".into(),
@@ -112,7 +112,7 @@ pub async fn run(args: &Args, ci: &CiArgs) -> anyhow::Result<ExitCode> {
         };
         tokio::select! {
             () = body => None,
-            signal = super::interrupted() => Some(signal),
+            signal = super::global::interrupted() => Some(signal),
         }
     };
     if let Some(signal) = signal {
@@ -129,7 +129,7 @@ pub async fn run(args: &Args, ci: &CiArgs) -> anyhow::Result<ExitCode> {
     // they no longer end the process, and the teardown completes.
     let watcher = tokio::spawn(async {
         loop {
-            let signal = super::interrupted().await;
+            let signal = super::global::interrupted().await;
             eprintln!("labctl ci: {signal} again; the teardown continues so that nothing is left behind");
         }
     });

@@ -11,7 +11,7 @@ use lab_model::{LabsFile, ProviderKind};
 use lab_providers::aws;
 use lab_state::LabDir;
 
-use super::{lock_wait, open_lab, Args};
+use super::global::{lock_wait, open_lab, GlobalArgs};
 
 /// Options of `down`.
 #[derive(Debug, ClapArgs)]
@@ -26,7 +26,7 @@ pub struct DownArgs {
     pub yes: bool,
 }
 
-pub async fn run(args: &Args, down: &DownArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, down: &DownArgs) -> anyhow::Result<ExitCode> {
     if down.leaked {
         return leaked(args, down.yes).await;
     }
@@ -44,7 +44,7 @@ pub async fn run(args: &Args, down: &DownArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn leaked(args: &Args, yes: bool) -> anyhow::Result<ExitCode> {
+async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
     let file = LabsFile::load(&args.file)?;
     let mut regions: Vec<String> = file
         .labs

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args as ClapArgs;
 use lab_remote::command::RemoteCommand;
 
-use super::{open_lab, Args};
+use super::global::{open_lab, GlobalArgs};
 
 /// Options of `exec`.
 #[derive(Debug, ClapArgs)]
@@ -18,7 +18,7 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
-pub async fn run(args: &Args, exec: &ExecArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, exec: &ExecArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let command = RemoteCommand::user_line(exec.command.join(" "));
     let status = lab

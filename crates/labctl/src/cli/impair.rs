@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args as ClapArgs;
 use lab_core::impair::{self, parse_pct, parse_rate, parse_time, ImpairOutcome, Netem};
 
-use super::{open_lab, Args};
+use super::global::{open_lab, GlobalArgs};
 
 /// Options of `impair`.
 #[derive(Debug, ClapArgs)]
@@ -41,7 +41,7 @@ pub struct ImpairArgs {
     pub json: bool,
 }
 
-pub async fn run(args: &Args, a: &ImpairArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, a: &ImpairArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let netem = Netem {
         loss_pct: a.loss,

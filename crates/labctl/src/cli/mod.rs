@@ -1,4 +1,5 @@
-//! Command-line arguments and dispatch: one file per verb.
+//! Command-line arguments and dispatch: one file per verb, the flags and
+//! helpers every verb shares in `global`.
 
 mod bench;
 mod bulk;
@@ -6,6 +7,7 @@ mod capture;
 mod ci;
 mod down;
 mod exec;
+mod global;
 mod impair;
 mod report;
 mod run;
@@ -16,30 +18,19 @@ mod up;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use lab_core::lab::{Lab, LabError};
+use lab_core::lab::LabError;
+
+pub use global::GlobalArgs;
 
 /// Bring up a real multi-node RDMA lab and run verified workloads across it.
 #[derive(Debug, Parser)]
 #[command(name = "labctl", version, about, propagate_version = true)]
 pub struct Args {
-    /// The labs file.
-    #[arg(
-        short = 'f',
-        long = "file",
-        global = true,
-        default_value = "labs.yaml",
-        env = "LABCTL_FILE"
-    )]
-    pub file: PathBuf,
-    /// The lab to act on (default: the first in the file).
-    #[arg(long, global = true, env = "LABCTL_LAB")]
-    pub lab: Option<String>,
-    /// More log output (-v info, -vv debug); LABCTL_LOG takes a tracing filter.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
+    /// The flags every verb takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -82,36 +73,22 @@ pub enum Command {
     },
 }
 
-/// How long a verb waits for another labctl working on the same lab.
-pub fn lock_wait() -> Duration {
-    let secs = std::env::var("LABCTL_LOCK_WAIT")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(600);
-    Duration::from_secs(secs)
-}
-
-/// Opens the selected lab.
-pub fn open_lab(args: &Args) -> Result<Lab, LabError> {
-    Lab::open(&args.file, args.lab.as_deref())
-}
-
 /// Runs the chosen verb.
 pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
     match &args.command {
-        Command::Up(a) => up::run(&args, a).await,
-        Command::Down(a) => down::run(&args, a).await,
-        Command::Status(a) => status::run(&args, a).await,
-        Command::Exec(a) => exec::run(&args, a).await,
-        Command::Run(a) => run::run(&args, a).await,
-        Command::Ssh(a) => ssh::run(&args, a),
-        Command::Bench(a) => bench::run(&args, a).await,
-        Command::Ci(a) => ci::run(&args, a).await,
-        Command::Bulk(a) => bulk::run(&args, a).await,
+        Command::Up(a) => up::run(&args.global, a).await,
+        Command::Down(a) => down::run(&args.global, a).await,
+        Command::Status(a) => status::run(&args.global, a).await,
+        Command::Exec(a) => exec::run(&args.global, a).await,
+        Command::Run(a) => run::run(&args.global, a).await,
+        Command::Ssh(a) => ssh::run(&args.global, a),
+        Command::Bench(a) => bench::run(&args.global, a).await,
+        Command::Ci(a) => ci::run(&args.global, a).await,
+        Command::Bulk(a) => bulk::run(&args.global, a).await,
         Command::Schema => schema::run(),
-        Command::Impair(a) => impair::run(&args, a).await,
-        Command::Capture(a) => capture::run(&args, a).await,
-        Command::Report(a) => report::run(&args, a).await,
+        Command::Impair(a) => impair::run(&args.global, a).await,
+        Command::Capture(a) => capture::run(&args.global, a).await,
+        Command::Report(a) => report::run(&args.global, a).await,
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
     }
 }
@@ -142,16 +119,5 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
             Some(lab_core::run::RunError::Lab(LabError::Config(_) | LabError::UnknownNode { .. })) => 2,
             _ => 1,
         },
-    }
-}
-
-/// Resolves when the process gets SIGINT or SIGTERM; says which.
-pub async fn interrupted() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => "terminated",
-        _ = int.recv() => "interrupted",
     }
 }

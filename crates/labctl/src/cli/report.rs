@@ -13,7 +13,7 @@ use lab_results::report::{
 };
 use lab_results::run::RunRecord;
 
-use super::{open_lab, Args};
+use super::global::{open_lab, GlobalArgs};
 
 /// Options of `report`.
 #[derive(Debug, ClapArgs)]
@@ -89,7 +89,7 @@ pub enum ReportCommand {
     },
 }
 
-pub async fn run(args: &Args, report: &ReportArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let dir = lab.dir.results_dir();
     let (saved, skipped) = load_dir(&dir)?;

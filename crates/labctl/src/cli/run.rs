@@ -9,7 +9,7 @@ use lab_core::run::{default_params, run_workload, RunOptions};
 use lab_model::workloads::WORKLOADS;
 use lab_results::run::RunRecord;
 
-use super::{open_lab, Args};
+use super::global::{open_lab, GlobalArgs};
 
 /// How the two sides connect.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -119,7 +119,7 @@ fn parse_size(text: &str) -> Result<u64, String> {
     lab_model::size::parse_size(text)
 }
 
-pub async fn run(args: &Args, run: &RunArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let mut params = default_params(&run.workload);
     if let Some(size) = run.size {

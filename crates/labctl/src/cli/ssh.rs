@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args as ClapArgs;
 
-use super::{open_lab, Args};
+use super::global::{open_lab, GlobalArgs};
 
 /// Options of `ssh`.
 #[derive(Debug, ClapArgs)]
@@ -16,7 +16,7 @@ pub struct SshArgs {
     pub node: String,
 }
 
-pub fn run(args: &Args, ssh: &SshArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &GlobalArgs, ssh: &SshArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let argv = lab.ssh_argv(&ssh.node)?;
     let err = std::process::Command::new(&argv[0]).args(&argv[1..]).exec();

@@ -6,7 +6,7 @@ use clap::Args as ClapArgs;
 use lab_core::status::LabStatus;
 use lab_providers::Liveness;
 
-use super::{open_lab, Args};
+use super::global::{open_lab, GlobalArgs};
 
 /// Options of `status`.
 #[derive(Debug, ClapArgs)]
@@ -16,7 +16,7 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-pub async fn run(args: &Args, status: &StatusArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, status: &StatusArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let report = lab.status().await?;
     if status.json {

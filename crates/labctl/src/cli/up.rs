@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 use lab_core::lab::{UpOptions, UpOutcome};
 
-use super::{lock_wait, open_lab, Args};
+use super::global::{lock_wait, open_lab, GlobalArgs};
 
 /// Options of `up`.
 #[derive(Debug, ClapArgs)]
@@ -36,7 +36,7 @@ pub fn agent_path(explicit: Option<&PathBuf>) -> PathBuf {
     })
 }
 
-pub async fn run(args: &Args, up: &UpArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: &GlobalArgs, up: &UpArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let reporter = crate::report::reporter(up.json);
     let opts = UpOptions {
@@ -51,7 +51,7 @@ pub async fn run(args: &Args, up: &UpArgs) -> anyhow::Result<ExitCode> {
     // a lab that was already up, or one another labctl holds, is left alone.
     let outcome = tokio::select! {
         outcome = lab.up(&opts, reporter.as_ref()) => outcome?,
-        signal = super::interrupted() => {
+        signal = super::global::interrupted() => {
             drop(reporter);
             if was_up {
                 eprintln!("labctl: {signal}; the lab was already up and is left as it was");
