@@ -200,50 +200,13 @@ pub async fn setup_rxe(session: &SshSession, node: &NodeState) -> Result<(String
     Ok((field("netdev="), field("device=")))
 }
 
-/// What an ELF executable needs from the machine that runs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentNeeds {
-    /// `uname -m` spelling of its architecture (`x86_64`, `aarch64`), if known.
-    pub arch: Option<&'static str>,
-    /// The newest `GLIBC_x.y` symbol version it references, if any.
-    pub glibc: Option<(u32, u32)>,
-}
-
-/// Reads the architecture and glibc version an ELF executable needs.
-pub fn agent_needs(elf: &[u8]) -> AgentNeeds {
-    let arch = match elf.get(18..20).map(|m| u16::from_le_bytes([m[0], m[1]])) {
-        _ if !elf.starts_with(b"\x7fELF") => None,
-        Some(62) => Some("x86_64"),
-        Some(183) => Some("aarch64"),
-        _ => None,
-    };
-    let mut glibc = None;
-    let marker = b"GLIBC_";
-    let mut i = 0;
-    while let Some(at) = elf[i..].windows(marker.len()).position(|w| w == marker) {
-        let start = i + at + marker.len();
-        let text: String = elf[start..]
-            .iter()
-            .take(12)
-            .take_while(|b| b.is_ascii_digit() || **b == b'.')
-            .map(|b| *b as char)
-            .collect();
-        let mut parts = text.split('.').map(|p| p.parse::<u32>());
-        if let (Some(Ok(major)), Some(Ok(minor))) = (parts.next(), parts.next()) {
-            glibc = glibc.max(Some((major, minor)));
-        }
-        i = start;
-    }
-    AgentNeeds { arch, glibc }
-}
-
 /// Checks that the node's architecture and glibc can run the agent build.
 pub async fn check_agent_runs(
     session: &SshSession,
     node: &NodeState,
     agent: &AgentBinary,
 ) -> Result<(), ProvisionError> {
-    let needs = agent_needs(&agent.bytes);
+    let needs = agent.needs();
     let out = session
         .exec(&RemoteCommand::script(
             "uname -m; getconf GNU_LIBC_VERSION 2>/dev/null || echo glibc none",
@@ -258,7 +221,10 @@ pub async fn check_agent_runs(
         reason,
         fix,
     };
-    if let Some(built) = needs.arch.filter(|built| *built != arch) {
+    if let Some(built) = needs
+        .arch
+        .filter(|built| *built != arch && ["x86_64", "aarch64"].contains(built))
+    {
         return Err(incompatible(
             format!("it is built for {built} but the node is {arch}"),
             format!("pick an {built} instance type and image, or build the agent for {arch} (cargo build --release -p rdma-agent --target {arch}-unknown-linux-gnu) and pass it with --agent"),
@@ -392,34 +358,4 @@ pub async fn deploy_agent(
     }
     node.agent_sha256 = Some(agent.sha256.clone());
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn elf(machine: u16, strings: &[u8]) -> Vec<u8> {
-        let mut bytes = b"\x7fELF".to_vec();
-        bytes.resize(18, 0);
-        bytes.extend_from_slice(&machine.to_le_bytes());
-        bytes.resize(64, 0);
-        bytes.extend_from_slice(strings);
-        bytes
-    }
-
-    #[test]
-    fn test_agent_needs_reads_architecture_and_newest_glibc() {
-        let needs = agent_needs(&elf(62, b"GLIBC_2.17\0GLIBC_2.34\0GLIBC_PRIVATE\0GLIBC_2.3.4\0"));
-        assert_eq!(needs.arch, Some("x86_64"));
-        assert_eq!(needs.glibc, Some((2, 34)));
-        let arm = agent_needs(&elf(183, b""));
-        assert_eq!(
-            arm,
-            AgentNeeds {
-                arch: Some("aarch64"),
-                glibc: None
-            }
-        );
-        assert_eq!(agent_needs(b"#!/bin/sh\n").arch, None);
-    }
 }
