@@ -1,11 +1,11 @@
 //! Bulk records: `labctl bulk`'s two transfers of the same bytes (RDMA WRITE
 //! and TCP) side by side: per-side time, MiB/s and CPU, a one-line reading,
-//! the throughput timelines and summary as CSV, and the charts.
+//! the throughput timelines and summary as CSV (the `csv` crate, which
+//! replaced hand-joined lines), and the charts.
 //!
 //! This module owns the record and everything derived from it; moving the
 //! bytes is the orchestration crate's job.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -250,40 +250,82 @@ pub fn timelines(runs: &[RunRecord]) -> Vec<(&'static str, &'static str, &[crate
 /// The timelines as CSV: `transport,side,t_s,bytes,mib_s`, one row per
 /// sample; `mib_s` is the throughput at the sample ([`rates`]).
 pub fn timeline_csv(timelines: &[(&str, &str, &[crate::run::TimelineSample])]) -> String {
-    let mut out = String::from("transport,side,t_s,bytes,mib_s\n");
+    let mut csv = csv::Writer::from_writer(Vec::new());
+    write_row(&mut csv, ["transport", "side", "t_s", "bytes", "mib_s"]);
     for (transport, side_name, timeline) in timelines {
         for (p, (_, rate)) in timeline.iter().zip(rates(timeline)) {
-            let _ = writeln!(out, "{transport},{side_name},{:.6},{},{rate:.3}", p.t_s, p.bytes);
+            write_row(
+                &mut csv,
+                [
+                    transport.to_string(),
+                    side_name.to_string(),
+                    format!("{:.6}", p.t_s),
+                    p.bytes.to_string(),
+                    format!("{rate:.3}"),
+                ],
+            );
         }
     }
-    out
+    finish(csv)
 }
 
 /// One row per transport and side with the headline figures.
 pub fn summary_csv(r: &BulkRecord) -> String {
-    let mut out = String::from(
-        "transport,side,node,bytes,elapsed_s,mib_s,gbps,cpu_user_s,cpu_system_s,cpu_s_per_gib,node_cpu_busy_s,verified\n",
+    let mut csv = csv::Writer::from_writer(Vec::new());
+    write_row(
+        &mut csv,
+        [
+            "transport",
+            "side",
+            "node",
+            "bytes",
+            "elapsed_s",
+            "mib_s",
+            "gbps",
+            "cpu_user_s",
+            "cpu_system_s",
+            "cpu_s_per_gib",
+            "node_cpu_busy_s",
+            "verified",
+        ],
     );
     for leg in [&r.rdma, &r.tcp] {
         for (name, s) in [("client", &leg.client), ("server", &leg.server)] {
-            let _ = writeln!(
-                out,
-                "{},{name},{},{},{:.6},{:.3},{:.4},{:.4},{:.4},{:.3},{},{}",
-                leg.transport,
-                s.node,
-                leg.bytes,
-                s.elapsed_s,
-                s.mib_s,
-                s.gbps,
-                s.cpu_user_s,
-                s.cpu_system_s,
-                s.cpu_s_per_gib,
-                s.node_cpu_busy_s.map(|v| format!("{v:.3}")).unwrap_or_default(),
-                leg.verified
+            write_row(
+                &mut csv,
+                [
+                    leg.transport.to_string(),
+                    name.to_string(),
+                    s.node.clone(),
+                    leg.bytes.to_string(),
+                    format!("{:.6}", s.elapsed_s),
+                    format!("{:.3}", s.mib_s),
+                    format!("{:.4}", s.gbps),
+                    format!("{:.4}", s.cpu_user_s),
+                    format!("{:.4}", s.cpu_system_s),
+                    format!("{:.3}", s.cpu_s_per_gib),
+                    s.node_cpu_busy_s.map(|v| format!("{v:.3}")).unwrap_or_default(),
+                    leg.verified.to_string(),
+                ],
             );
         }
     }
-    out
+    finish(csv)
+}
+
+/// Writes one record into an in-memory CSV; a `Vec` writer cannot fail.
+fn write_row<I, S>(csv: &mut csv::Writer<Vec<u8>>, row: I)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<[u8]>,
+{
+    csv.write_record(row).expect("writing CSV into memory");
+}
+
+/// The CSV text (UTF-8: every field came from a `String`).
+fn finish(csv: csv::Writer<Vec<u8>>) -> String {
+    let bytes = csv.into_inner().expect("flushing CSV into memory");
+    String::from_utf8(bytes).expect("CSV of UTF-8 fields")
 }
 
 /// Title of the throughput-over-time chart.
