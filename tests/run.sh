@@ -4,14 +4,17 @@
 # format and lint checks, the unit and in-process tests, then the end-to-end
 # suite that boots a real two-node QEMU lab, runs against it and tears it down.
 #
-# The cargo target directory defaults to ~/.cache/labctl/cargo-target so
-# repeated runs on one machine (CI included) reuse the build; the node image
-# is cached under ~/.cache/labctl/images the same way.
+# It builds into the same ./target as the README's main command (cargo's
+# default), so after that command nothing is rebuilt but the test-only
+# crates, and target/release/labctl is the labctl just tested. CI, which
+# starts from a fresh clone each time, points CARGO_TARGET_DIR at a
+# directory that survives between runs (.ci/run). The node image is cached
+# under ~/.cache/labctl/images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash provisioning/host/install-deps.sh
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/labctl/cargo-target}
+bash tests/install-test-deps.sh
 export CARGO_TERM_COLOR=never
 
 step() { echo; echo "=== $* ==="; }
@@ -24,6 +27,9 @@ cargo build --release --locked -p labctl -p rdma-agent
 
 step "lint"
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
+
+step "architecture: no import cycles between the modules of a crate"
+python3 tests/tools/module_cycles.py $(ls -d crates/*/ | grep -v '^crates/rdma-agent/$')
 
 step "unit and in-process tests"
 cargo test --release --locked --workspace --exclude lab-tests

@@ -1,6 +1,6 @@
 //! A moto EC2 emulator for the AWS provider's tests: one `moto_server` per
 //! test on a free 127.0.0.1 port, killed when the test ends (pass or fail).
-//! moto comes from provisioning/host/install-deps.sh; a missing moto fails
+//! moto comes from tests/install-test-deps.sh; a missing moto fails
 //! the test rather than skipping it.
 #![allow(dead_code)]
 
@@ -21,7 +21,7 @@ pub struct Moto {
     log: PathBuf,
 }
 
-/// Where install-deps.sh puts moto, else PATH.
+/// Where tests/install-test-deps.sh puts moto, else PATH.
 fn moto_server() -> PathBuf {
     let venv = dirs::cache_dir()
         .unwrap_or_else(|| PathBuf::from("/root/.cache"))
