@@ -135,6 +135,21 @@ impl Lab {
         })
     }
 
+    /// Opens lab `name` (default: the first) of the built-in labs, whose
+    /// state lives in the user's state directory ([`LabDir::for_builtin_lab`]).
+    pub fn open_builtin(name: Option<&str>) -> Result<Lab, LabError> {
+        let file = LabsFile::builtin();
+        let spec = file.select(name)?.clone();
+        let nodes = spec.resolve_nodes();
+        let dir = LabDir::for_builtin_lab(&spec.name);
+        Ok(Lab {
+            file: PathBuf::from(lab_model::builtin::BUILTIN_NAME),
+            spec,
+            nodes,
+            dir,
+        })
+    }
+
     pub(crate) fn provider(&self) -> Result<Box<dyn Provider>, LabError> {
         Ok(lab_providers::for_lab(&self.spec)?)
     }

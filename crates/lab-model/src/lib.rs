@@ -16,11 +16,13 @@
 //!   ([`MemorySize`]), IPv4 networks ([`Ipv4Network`]), defaults and bounds
 //!   (`DEFAULT_*`, `*_RANGE`); private modules check single scalars while
 //!   the parser points at them and carry problems through serde.
+//! - [`builtin`]: the labs used when there is no labs.yaml (`labctl init` writes them).
 //! - [`suite`]: `labctl ci` suites (a lab's `ci:` section or a suite file).
 //! - [`workloads`]: the workloads the agents implement, by name.
 //! - [`size`]: byte counts as written on the command line (`4MiB`).
 #![warn(missing_docs)]
 
+pub mod builtin;
 pub mod labs;
 mod limits;
 mod memory;

@@ -79,6 +79,24 @@ impl LabDir {
         }
     }
 
+    /// The state directory of `lab` of the built-in labs (no labs.yaml):
+    /// `$LABCTL_STATE_DIR/<lab>` when set, else the user's state directory,
+    /// `$XDG_STATE_HOME/labctl/<lab>` (`~/.local/state/labctl/<lab>`), so a
+    /// lab brought up from anywhere is found from anywhere.
+    pub fn for_builtin_lab(lab: &str) -> LabDir {
+        let base = match std::env::var_os("LABCTL_STATE_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => dirs::state_dir()
+                .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
+                .unwrap_or_else(|| PathBuf::from(".labctl"))
+                .join("labctl"),
+        };
+        LabDir {
+            root: absolute(&base.join(lab)),
+            lab: lab.to_string(),
+        }
+    }
+
     /// The directory itself.
     pub fn root(&self) -> &Path {
         &self.root

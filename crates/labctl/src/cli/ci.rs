@@ -57,18 +57,19 @@ pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
         (Some(a), _) => Some(a.as_str()),
         (None, b) => b.as_deref(),
     };
-    let lab = Lab::open(&args.file, name)?;
+    let source = args.source();
+    let lab = source.open(name)?;
     let (suite, suite_name) = match &ci.suite {
         Some(path) => (Suite::load(path)?, path.display().to_string()),
         None => match &lab.spec.ci {
             Some(suite) => (
                 suite.clone(),
-                format!("{} (lab {}, ci:)", args.file.display(), lab.spec.name),
+                format!("{} (lab {}, ci:)", source.display(), lab.spec.name),
             ),
             None => {
                 return Err(SuiteError::NoSuite {
                     lab: lab.spec.name.clone(),
-                    file: args.file.clone(),
+                    file: source.path(),
                 }
                 .into())
             }
@@ -79,7 +80,7 @@ pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
         // It would tear down a lab somebody else brought up.
         return Err(SuiteError::AlreadyUp {
             lab: lab.spec.name.clone(),
-            command: format!("labctl -f {} --lab {} down", args.file.display(), lab.spec.name),
+            command: format!("labctl {}--lab {} down", source.file_flag(), lab.spec.name),
         }
         .into());
     }

@@ -7,9 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args as ClapArgs;
-use lab_model::{LabsFile, ProviderKind};
+use lab_model::ProviderKind;
 use lab_providers::aws;
-use lab_state::LabDir;
 
 use super::global::{lock_wait, open_lab, GlobalArgs};
 
@@ -45,7 +44,8 @@ pub async fn run(args: &GlobalArgs, down: &DownArgs) -> anyhow::Result<ExitCode>
 }
 
 async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
-    let file = LabsFile::load(&args.file)?;
+    let source = args.source();
+    let file = source.load()?;
     let mut regions: Vec<String> = file
         .labs
         .iter()
@@ -58,11 +58,11 @@ async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
     if regions.is_empty() {
         anyhow::bail!(
             "{}: no lab uses provider aws and AWS_REGION is not set, so no region to search\n  fix: set AWS_REGION=REGION",
-            args.file.display()
+            source.display()
         );
     }
     let owner = aws::default_owner();
-    let known = |lab: &str| LabDir::for_lab(&args.file, lab).exists();
+    let known = |lab: &str| source.lab_dir(lab).exists();
     let mut scans = Vec::new();
     for region in &regions {
         let client = aws::client_from_env(Some(region)).await;

@@ -1,23 +1,23 @@
 //! What every verb shares: the global flags (the labs file, the lab,
-//! verbosity) and the helpers built on them.
+//! verbosity) and the helpers built on them, among them where the labs come
+//! from: `-f FILE`, else `./labs.yaml`, else the built-in labs (whose state
+//! lives in the user's state directory).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
 use std::time::Duration;
 
 use lab_core::lab::{Lab, LabError};
+use lab_model::builtin::BUILTIN_NAME;
+use lab_model::{ConfigError, LabsFile, DEFAULT_FILE};
+use lab_state::LabDir;
 
 /// The flags every verb takes.
 #[derive(Debug, clap::Args)]
 pub struct GlobalArgs {
-    /// The labs file.
-    #[arg(
-        short = 'f',
-        long = "file",
-        global = true,
-        default_value = "labs.yaml",
-        env = "LABCTL_FILE"
-    )]
-    pub file: PathBuf,
+    /// The labs file [default: ./labs.yaml; without one, the built-in labs].
+    #[arg(short = 'f', long = "file", global = true, env = "LABCTL_FILE")]
+    pub file: Option<PathBuf>,
     /// The lab to act on (default: the first in the file).
     #[arg(long, global = true, env = "LABCTL_LAB")]
     pub lab: Option<String>,
@@ -35,9 +35,98 @@ pub fn lock_wait() -> Duration {
     Duration::from_secs(secs)
 }
 
+/// Where the labs come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LabsSource {
+    /// A labs file (`-f`, or `./labs.yaml`).
+    File(PathBuf),
+    /// No labs file: the labs compiled into labctl.
+    Builtin,
+}
+
+impl GlobalArgs {
+    /// `-f FILE`, else `./labs.yaml` when it exists, else the built-in labs.
+    pub fn source(&self) -> LabsSource {
+        match &self.file {
+            Some(file) => LabsSource::File(file.clone()),
+            None if Path::new(DEFAULT_FILE).exists() => LabsSource::File(DEFAULT_FILE.into()),
+            None => LabsSource::Builtin,
+        }
+    }
+}
+
+impl LabsSource {
+    /// Opens lab `name` (default: the first).
+    pub fn open(&self, name: Option<&str>) -> Result<Lab, LabError> {
+        match self {
+            LabsSource::File(file) => Lab::open(file, name),
+            LabsSource::Builtin => {
+                let lab = Lab::open_builtin(name)?;
+                note_builtin(&lab);
+                Ok(lab)
+            }
+        }
+    }
+
+    /// Every lab of the source.
+    pub fn load(&self) -> Result<LabsFile, ConfigError> {
+        match self {
+            LabsSource::File(file) => LabsFile::load(file),
+            LabsSource::Builtin => Ok(LabsFile::builtin()),
+        }
+    }
+
+    /// Where lab `lab` of this source keeps its state.
+    pub fn lab_dir(&self, lab: &str) -> LabDir {
+        match self {
+            LabsSource::File(file) => LabDir::for_lab(file, lab),
+            LabsSource::Builtin => LabDir::for_builtin_lab(lab),
+        }
+    }
+
+    /// The file as messages name it.
+    pub fn display(&self) -> String {
+        match self {
+            LabsSource::File(file) => file.display().to_string(),
+            LabsSource::Builtin => BUILTIN_NAME.to_string(),
+        }
+    }
+
+    /// The `-f FILE ` a suggested command needs (empty for the built-in labs).
+    pub fn file_flag(&self) -> String {
+        match self {
+            LabsSource::File(file) => format!("-f {} ", file.display()),
+            LabsSource::Builtin => String::new(),
+        }
+    }
+
+    /// The file's path, for errors that carry one.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            LabsSource::File(file) => file.clone(),
+            LabsSource::Builtin => PathBuf::from(BUILTIN_NAME),
+        }
+    }
+}
+
+/// Says, once per command, that the built-in labs are in use and where
+/// their state goes (so nothing lands in the current directory unasked).
+fn note_builtin(lab: &Lab) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        eprintln!(
+            "labctl: no labs.yaml here and no -f FILE: using the built-in lab `{}` ({} QEMU nodes); its state is kept in {}
+  `labctl init` writes the built-in labs out as labs.yaml to edit",
+            lab.spec.name,
+            lab.spec.nodes.len(),
+            lab.dir.root().display()
+        );
+    });
+}
+
 /// Opens the selected lab.
 pub fn open_lab(args: &GlobalArgs) -> Result<Lab, LabError> {
-    Lab::open(&args.file, args.lab.as_deref())
+    args.source().open(args.lab.as_deref())
 }
 
 /// Resolves when the process gets SIGINT or SIGTERM; says which.

@@ -9,6 +9,7 @@ mod down;
 mod exec;
 mod global;
 mod impair;
+mod init;
 mod report;
 mod run;
 mod schema;
@@ -59,6 +60,8 @@ pub enum Command {
     Bulk(bulk::BulkArgs),
     /// Print the JSON schema of labs.yaml (for editors).
     Schema,
+    /// Write the built-in labs out as a commented labs.yaml to start from.
+    Init(init::InitArgs),
     /// Impair a node's data link with tc netem (loss, delay, jitter, rate, reorder, duplicate), or --clear it.
     Impair(impair::ImpairArgs),
     /// Capture a node's RoCEv2 traffic with tcpdump into a pcap on this machine.
@@ -86,6 +89,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Ci(a) => ci::run(&args.global, a).await,
         Command::Bulk(a) => bulk::run(&args.global, a).await,
         Command::Schema => schema::run(),
+        Command::Init(a) => init::run(&args.global, a),
         Command::Impair(a) => impair::run(&args.global, a).await,
         Command::Capture(a) => capture::run(&args.global, a).await,
         Command::Report(a) => report::run(&args.global, a).await,
@@ -95,7 +99,8 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Exit code for an error: 2 for bad input, 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<lab_model::suite::SuiteError>().is_some() {
+    if e.downcast_ref::<lab_model::suite::SuiteError>().is_some() || e.downcast_ref::<init::WouldOverwrite>().is_some()
+    {
         return 2;
     }
     match e.downcast_ref::<lab_core::impair::ImpairError>() {
