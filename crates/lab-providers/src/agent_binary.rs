@@ -2,28 +2,42 @@
 //! read once per command and handed to providers (which check that their
 //! nodes can run it) and to provisioning (which uploads it); and what the
 //! ELF file needs from a machine (its CPU architecture, the newest glibc
-//! symbol version it references), read with `goblin` (which replaced two
-//! hand-written header readers and a byte scan for `GLIBC_` strings).
+//! symbol version it references).
+//!
+//! ELF is read and rewritten with `object`, which replaced two hand-written
+//! header readers and a byte scan for `GLIBC_` strings. The copy that is
+//! uploaded has its DWARF sections (`.debug_*`) removed: the release build
+//! keeps line tables for backtraces on this machine, the nodes get a binary
+//! a fraction of the size (symbols stay, so a backtrace on a node still
+//! names functions).
 
 use std::sync::Arc;
 
+use object::read::elf::{FileHeader, SectionHeader};
+use object::Endianness;
 use sha2::{Digest, Sha256};
 
 /// The agent build this labctl deploys.
 #[derive(Debug, Clone)]
 pub struct AgentBinary {
-    /// The file's bytes.
+    /// The bytes uploaded to nodes: the file without its debug sections.
     pub bytes: Arc<Vec<u8>>,
-    /// Its sha256, hex.
+    /// Their sha256, hex.
     pub sha256: String,
     /// The version it reports (labctl's own).
     pub version: String,
 }
 
 impl AgentBinary {
-    /// Reads the agent binary at `path`.
+    /// Reads the agent binary at `path` and drops its debug sections.
     pub fn load(path: &std::path::Path, version: &str) -> std::io::Result<AgentBinary> {
-        let bytes = std::fs::read(path)?;
+        let built = std::fs::read(path)?;
+        let bytes = without_debug_sections(&built).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{}: cannot rewrite it without debug sections: {e}", path.display()),
+            )
+        })?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         Ok(AgentBinary {
             bytes: Arc::new(bytes),
@@ -31,13 +45,28 @@ impl AgentBinary {
             version: version.to_string(),
         })
     }
-}
 
-impl AgentBinary {
     /// What this build needs from a node.
     pub fn needs(&self) -> AgentNeeds {
         AgentNeeds::of(&self.bytes)
     }
+}
+
+/// `elf` without its `.debug_*` sections; anything that is not ELF (a
+/// script standing in for the agent in tests) unchanged.
+pub fn without_debug_sections(elf: &[u8]) -> Result<Vec<u8>, object::build::Error> {
+    if !elf.starts_with(b"\x7fELF") {
+        return Ok(elf.to_vec());
+    }
+    let mut builder = object::build::elf::Builder::read(elf)?;
+    for section in builder.sections.iter_mut() {
+        if section.name.as_slice().starts_with(b".debug_") {
+            section.delete = true;
+        }
+    }
+    let mut out = Vec::with_capacity(elf.len() / 4);
+    builder.write(&mut out)?;
+    Ok(out)
 }
 
 /// What an ELF executable needs from the machine that runs it.
@@ -63,33 +92,52 @@ impl AgentNeeds {
 /// The CPU an ELF binary is built for, as `uname -m` names it, from its
 /// header; `another architecture` for machines labctl has no name for.
 pub fn elf_arch(bytes: &[u8]) -> Option<&'static str> {
-    use goblin::elf::header;
-    let h = goblin::elf::Elf::parse_header(bytes).ok()?;
-    Some(match h.e_machine {
-        header::EM_X86_64 => "x86_64",
-        header::EM_AARCH64 => "aarch64",
-        header::EM_386 => "x86",
-        header::EM_ARM => "arm",
-        header::EM_RISCV => "riscv64",
+    use object::elf;
+    let machine = match object::FileKind::parse(bytes).ok()? {
+        object::FileKind::Elf64 => {
+            let h = elf::FileHeader64::<Endianness>::parse(bytes).ok()?;
+            h.e_machine(h.endian().ok()?)
+        }
+        object::FileKind::Elf32 => {
+            let h = elf::FileHeader32::<Endianness>::parse(bytes).ok()?;
+            h.e_machine(h.endian().ok()?)
+        }
+        _ => return None,
+    };
+    Some(match machine {
+        elf::EM_X86_64 => "x86_64",
+        elf::EM_AARCH64 => "aarch64",
+        elf::EM_386 => "x86",
+        elf::EM_ARM => "arm",
+        elf::EM_RISCV => "riscv64",
         _ => "another architecture",
     })
 }
 
 /// The newest `GLIBC_x.y` among the versions the binary's dynamic symbols
-/// need (its `.gnu.version_r`); None for a static or non-ELF file.
+/// need (its `.gnu.version_r`); None for a static, 32-bit or non-ELF file.
 fn newest_glibc(bytes: &[u8]) -> Option<(u32, u32)> {
-    let elf = goblin::elf::Elf::parse(bytes).ok()?;
-    let verneed = elf.verneed.as_ref()?;
-    verneed
-        .iter()
-        .flat_map(|need| need.iter().collect::<Vec<_>>())
-        .filter_map(|aux| elf.dynstrtab.get_at(aux.vna_name))
-        .filter_map(|name| {
-            let (major, minor) = name.strip_prefix("GLIBC_")?.split_once('.')?;
-            let minor = minor.split('.').next()?;
-            Some((major.parse().ok()?, minor.parse().ok()?))
-        })
-        .max()
+    let header = object::elf::FileHeader64::<Endianness>::parse(bytes).ok()?;
+    let endian = header.endian().ok()?;
+    let sections = header.sections(endian, bytes).ok()?;
+    let (mut needs, link) = sections.gnu_verneed(endian, bytes).ok()??;
+    let strings = sections.section(link).ok()?.strings(endian, bytes).ok()??;
+    let mut newest = None;
+    while let Ok(Some((_, mut auxes))) = needs.next() {
+        while let Ok(Some(aux)) = auxes.next() {
+            let Ok(name) = aux.name(endian, strings) else { continue };
+            let version = std::str::from_utf8(name)
+                .ok()
+                .and_then(|n| n.strip_prefix("GLIBC_"))
+                .and_then(|v| v.split_once('.'))
+                .and_then(|(major, rest)| {
+                    let minor = rest.split('.').next()?;
+                    Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?))
+                });
+            newest = newest.max(version);
+        }
+    }
+    newest
 }
 
 #[cfg(test)]
@@ -126,6 +174,57 @@ mod tests {
                 glibc: None
             }
         );
+    }
+
+    #[test]
+    fn test_the_uploaded_copy_has_no_debug_sections_and_still_runs() {
+        // A real ELF with DWARF: a tiny C program built here with -g.
+        let dir = std::env::temp_dir().join(format!("labctl-strip-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, exe, stripped) = (dir.join("hi.c"), dir.join("hi"), dir.join("hi.stripped"));
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\nint main(void) { puts(\"hello from the node\"); return 0; }\n",
+        )
+        .unwrap();
+        let cc = std::process::Command::new("cc")
+            .arg("-g")
+            .arg("-o")
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(cc.success());
+        let built = std::fs::read(&exe).unwrap();
+        let out = without_debug_sections(&built).unwrap();
+        let names = |bytes: &[u8]| -> Vec<String> {
+            use object::{Object, ObjectSection};
+            let file = object::File::parse(bytes).unwrap();
+            file.sections()
+                .filter_map(|s| s.name().ok().map(str::to_string))
+                .collect()
+        };
+        assert!(names(&built).iter().any(|n| n == ".debug_info"), "{:?}", names(&built));
+        assert!(
+            !names(&out).iter().any(|n| n.starts_with(".debug_")),
+            "{:?}",
+            names(&out)
+        );
+        assert!(
+            names(&out).iter().any(|n| n == ".symtab"),
+            "symbols stay: {:?}",
+            names(&out)
+        );
+        assert!(out.len() < built.len());
+        assert_eq!(AgentNeeds::of(&out), AgentNeeds::of(&built));
+        std::fs::write(&stripped, &out).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stripped, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ran = std::process::Command::new(&stripped).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&ran.stdout), "hello from the node\n");
+        // Not ELF (a stand-in script): unchanged.
+        assert_eq!(without_debug_sections(b"#!/bin/sh\n").unwrap(), b"#!/bin/sh\n");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
