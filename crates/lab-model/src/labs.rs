@@ -719,6 +719,25 @@ fn precheck(text: &str) -> Option<Located> {
         });
     }
     for (i, line) in text.lines().enumerate() {
+        if let Some((col, c)) = line
+            .chars()
+            .enumerate()
+            .find(|(_, c)| c.is_control() && *c != '\t' && *c != '\r')
+        {
+            let what = match c {
+                '\0' => "a NUL byte (U+0000)".to_string(),
+                c => format!("the control character U+{:04X}", c as u32),
+            };
+            return Some(Located {
+                line: i + 1,
+                column: col + 1,
+                field: String::new(),
+                problem: Problem::new(
+                    format!("the file contains {what}; labs.yaml must be plain text"),
+                    "delete it: it is invisible in most editors (`cat -A FILE` shows it, as ^@ for NUL); the file may have been saved in a binary or UTF-16 format",
+                ),
+            });
+        }
         let indent: &str = &line[..line.len() - line.trim_start().len()];
         if let Some(col) = indent.find('\t') {
             if line.trim_start().starts_with('#') {
@@ -950,6 +969,31 @@ fn invalid_type(part: Part, found: &str) -> Problem {
     }
 }
 
+/// A field that must hold a number or text holds something else: say what
+/// it must be, in words, and show one.
+fn wrong_scalar(field: &str, found: &str, expected: &str) -> Problem {
+    let found = found
+        .replace("string ", "the text ")
+        .replace("integer ", "")
+        .replace("floating point ", "")
+        .replace("boolean ", "")
+        .replace("sequence", "a list")
+        .replace("map", "a mapping")
+        .replace("unit value", "nothing");
+    let (must, example) = match expected {
+        "u64" | "u32" | "u16" | "u8" | "usize" => ("a whole number, 0 or more", "4096"),
+        "i64" | "i32" | "i16" | "i8" => ("a whole number", "10"),
+        "f64" | "f32" => ("a number", "1.5"),
+        "a boolean" => ("true or false", "true"),
+        "a string" => ("text", "name"),
+        _ => ("a single value", "4096"),
+    };
+    Problem::new(
+        format!("{field} must be {must}, found {found}"),
+        format!("write it like `{field}: {example}` (see docs/labs-yaml.md)"),
+    )
+}
+
 /// The words inside backticks of `s`.
 fn backticked(s: &str) -> Vec<&str> {
     s.split('`').skip(1).step_by(2).collect()
@@ -1106,8 +1150,12 @@ fn translate(text: &str, err: &serde_yaml_ng::Error) -> Located {
         let at = issue.locate(text);
         (at.line, at.column, at.field, at.problem)
     } else if let Some(rest) = msg.strip_prefix("invalid type: ") {
-        let found = rest.split(", expected").next().unwrap_or(rest);
-        (line, column, field.clone(), invalid_type(part_of(&segs), found))
+        let (found, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
+        let problem = match (part_of(&segs), segs.last()) {
+            (Part::Other, Some(Seg::Key(leaf))) => wrong_scalar(leaf, found, expected),
+            (part, _) => invalid_type(part, found),
+        };
+        (line, column, field.clone(), problem)
     } else {
         (
             line,
@@ -1273,6 +1321,17 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
         ));
     }
     if lab.provider == ProviderKind::Multipass {
+        if lab.name.starts_with(|c: char| c.is_ascii_digit()) {
+            return Some(Issue::at(
+                lab_field(i, "name"),
+                Aim::Value,
+                format!(
+                    "lab name `{}` starts with a digit, but Multipass instance names (`<lab>-<node>`) must start with a letter",
+                    lab.name
+                ),
+                format!("rename the lab to start with a letter, like `lab{}`", lab.name),
+            ));
+        }
         if lab.image != DEFAULT_IMAGE {
             return Some(Issue::at(
                 lab_field(i, "image"),

@@ -55,6 +55,7 @@ pub(crate) fn parse_memory(text: &str) -> Result<MemorySize, Problem> {
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
     let unit = unit.trim();
+    let max_gib = MEMORY_MIB_RANGE.end() / 1024;
     let syntax = || {
         Problem::new(
             format!("`{text}` is not a memory size"),
@@ -71,6 +72,15 @@ pub(crate) fn parse_memory(text: &str) -> Result<MemorySize, Problem> {
             return Err(Problem::new(
                 format!("`{text}` is too small to be a node's memory; sizes are at least 256MiB"),
                 "write the size in MiB or GiB, like 512MiB or 1GiB",
+            ))
+        }
+        "t" | "tb" | "tib" | "p" | "pb" | "pib" | "e" | "eb" | "eib" => {
+            return Err(Problem::new(
+                format!(
+                    "`{text}` is far more than the most allowed here ({} GiB); sizes are written in MiB or GiB",
+                    max_gib
+                ),
+                format!("write at most {max_gib}GiB, like 1GiB or 16GiB"),
             ))
         }
         _ => {
