@@ -15,6 +15,7 @@
 //! - [`lab`]: a lab from labs.yaml and its state: `up`, `exec`, `down`.
 //! - [`status`]: what a lab looks like now, read from its machines.
 //! - [`provision`]: rxe setup and agent deployment on a node.
+//! - [`params`]: what a user asked for (flags, a suite entry) → run options.
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
 //! - [`ci`]: a suite of runs on a lab brought up and torn down for it.
 //! - [`bench`]: perftest and our workloads side by side; `up`/`down` timings.
@@ -29,6 +30,7 @@ pub mod capture;
 pub mod ci;
 pub mod impair;
 pub mod lab;
+pub mod params;
 pub mod provision;
 pub mod run;
 pub mod status;

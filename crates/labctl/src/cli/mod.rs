@@ -99,7 +99,9 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Exit code for an error: 2 for bad input, 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<lab_model::suite::SuiteError>().is_some() || e.downcast_ref::<init::WouldOverwrite>().is_some()
+    if e.downcast_ref::<lab_model::suite::SuiteError>().is_some()
+        || e.downcast_ref::<init::WouldOverwrite>().is_some()
+        || e.downcast_ref::<lab_core::params::RequestError>().is_some()
     {
         return 2;
     }

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use lab_core::run::{default_params, run_workload, RunOptions};
+use lab_core::agent_proto::v1::{CmMode, CompletionMode};
+use lab_core::params::WorkloadRequest;
+use lab_core::run::run_workload;
 use lab_model::workloads::WORKLOADS;
 use lab_results::run::RunRecord;
 
@@ -121,61 +123,39 @@ fn parse_size(text: &str) -> Result<u64, String> {
 
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
-    let mut params = default_params(&run.workload);
-    if let Some(size) = run.size {
-        params.size = size;
-    }
-    if let Some(n) = run.iterations {
-        params.iterations = n;
-    }
-    if let Some(d) = run.duration {
-        params.iterations = 0;
-        params.duration_s = d;
-    }
-    params.all_sizes = run.all_sizes;
-    params.max_size = run.max_size;
-    params.tx_depth = run.tx_depth.unwrap_or(params.tx_depth);
-    params.cq_moderation = run.cq_moderation.unwrap_or(params.cq_moderation);
-    params.post_list = run.post_list.unwrap_or(params.post_list);
-    params.inline_size = run.inline_size.unwrap_or(params.inline_size);
-    params.num_qps = run.qps.unwrap_or(params.num_qps);
-    params.set_cm(match run.cm {
-        Cm::RdmaCm => agent_proto_cm::RdmaCm,
-        Cm::Oob => agent_proto_cm::Oob,
-    });
-    if let Some(completion) = run.completion {
-        params.set_completion(match completion {
-            Completion::Poll => agent_proto_completion::Poll,
-            Completion::Event => agent_proto_completion::Event,
-        });
-    }
-    params.ping_pong = run.ping_pong;
-    params.batches = run.batches.unwrap_or(params.batches);
-    params.seed = run.seed;
-    params.corrupt_rkey = run.corrupt_rkey;
-    params.capability_override = run.use_capability.clone().unwrap_or_default();
-    if let Some(provider) = &run.provider {
-        if !lab_model::workloads::is_fabric(&run.workload) {
-            anyhow::bail!(
-                "--provider applies to the libfabric workloads (fabric-*), not to {}",
-                run.workload
-            );
-        }
-        params.provider = provider.clone();
-    }
-    if let Some(total) = run.total {
-        if !run.workload.starts_with("bulk-") {
-            anyhow::bail!("--total applies to bulk-rdma and bulk-tcp, not to {}", run.workload);
-        }
-        params.total = total;
-    }
-    let opts = RunOptions {
-        params,
-        server: run.server.clone(),
-        client: run.client.clone(),
-        timeout: Duration::from_secs(run.timeout),
+    let opts = WorkloadRequest {
+        workload: run.workload.clone(),
+        server: Some(run.server.clone()),
+        client: Some(run.client.clone()),
+        size: run.size,
+        iterations: run.iterations,
+        duration_s: run.duration,
+        all_sizes: run.all_sizes,
+        max_size: Some(run.max_size),
+        tx_depth: run.tx_depth,
+        cq_moderation: run.cq_moderation,
+        post_list: run.post_list,
+        inline_size: run.inline_size,
+        qps: run.qps,
+        cm: Some(match run.cm {
+            Cm::RdmaCm => CmMode::RdmaCm,
+            Cm::Oob => CmMode::Oob,
+        }),
+        completion: run.completion.map(|c| match c {
+            Completion::Poll => CompletionMode::Poll,
+            Completion::Event => CompletionMode::Event,
+        }),
+        ping_pong: run.ping_pong,
+        batches: run.batches,
+        seed: Some(run.seed),
+        corrupt_rkey: run.corrupt_rkey,
+        use_capability: run.use_capability.clone(),
+        provider: run.provider.clone(),
+        total: run.total,
+        timeout: Some(Duration::from_secs(run.timeout)),
         counters: run.counters,
-    };
+    }
+    .run_options()?;
     // Progress: on every phase change, and at most once a second within one.
     let quiet = run.json;
     let mut last: Option<(String, f64)> = None;
@@ -210,9 +190,6 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         ExitCode::FAILURE
     })
 }
-
-use lab_core::agent_proto::v1::CmMode as agent_proto_cm;
-use lab_core::agent_proto::v1::CompletionMode as agent_proto_completion;
 
 pub(crate) fn print_record(r: &RunRecord) {
     let p = &r.params;
