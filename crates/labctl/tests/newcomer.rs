@@ -112,3 +112,24 @@ fn test_init_writes_a_labs_yaml_that_labctl_then_reads_and_refuses_to_overwrite_
     assert!(scratch.0.join("other.yaml").exists());
     assert!(!scratch.0.join("labs.yaml.labctl-init").exists());
 }
+
+#[test]
+fn test_a_flag_of_another_workload_is_bad_input_before_anything_runs() {
+    // The built-in lab is not up; the request is refused before labctl
+    // looks for it.
+    let scratch = Scratch::new("badflag");
+    for (args, says) in [
+        (
+            &["run", "write-read", "--provider", "efa"][..],
+            "--provider applies to the libfabric workloads",
+        ),
+        (
+            &["run", "fabric-bw", "--total", "1MiB"][..],
+            "--total applies to bulk-rdma and bulk-tcp",
+        ),
+    ] {
+        let out = labctl(&scratch.0, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(says), "{args:?}: {}", text(&out.stderr));
+    }
+}

@@ -122,7 +122,6 @@ fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
-    let lab = open_lab(args)?;
     let opts = WorkloadRequest {
         workload: run.workload.clone(),
         server: Some(run.server.clone()),
@@ -156,6 +155,7 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         counters: run.counters,
     }
     .run_options()?;
+    let lab = open_lab(args)?;
     // Progress: on every phase change, and at most once a second within one.
     let quiet = run.json;
     let mut last: Option<(String, f64)> = None;
