@@ -13,7 +13,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash provisioning/host/install-deps.sh
 bash tests/install-test-deps.sh
 export CARGO_TERM_COLOR=never
 
