@@ -55,6 +55,7 @@ fn test_down_waiting_for_the_lock_leaves_the_runtime_running() {
     // 1 s of waiting at one tick per 20 ms: about 50 ticks when the wait is
     // off the runtime; none or one when it sleeps the runtime's thread.
     let ticks = ticks.load(Ordering::Relaxed);
+    eprintln!("the runtime ran {ticks} ticks of 20 ms during a 1 s lock wait");
     assert!(ticks >= 20, "the runtime ran only {ticks} ticks during a 1 s lock wait");
     drop(held);
     std::fs::remove_dir_all(base).unwrap();
