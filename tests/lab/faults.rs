@@ -35,6 +35,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_keys_are_private_and_never_printed",
             test_keys_are_private_and_never_printed,
         ),
+        t(
+            "test_another_user_cannot_attach_to_the_data_segment",
+            test_another_user_cannot_attach_to_the_data_segment,
+        ),
     ]
 }
 
@@ -227,6 +231,48 @@ fn test_keys_are_private_and_never_printed(lab: &Labctl) -> Result<(), Failed> {
 /// the middle of its base64 at each of the three byte alignments, plus the
 /// PEM armour. (The key file's base64 body as a whole is no needle: it also
 /// carries the public key, which is rightly everywhere.)
+/// Issue 15 item 11: the data segment carries the lab's RoCE frames
+/// (addresses, rkeys); a local user other than the lab's owner cannot attach
+/// to it, while the lab's own VMs are attached.
+fn test_another_user_cannot_attach_to_the_data_segment(lab: &Labctl) -> Result<(), Failed> {
+    use std::os::unix::process::CommandExt;
+    let state = state(lab)?;
+    let socket = state["provider_state"]["segment_socket"]
+        .as_str()
+        .ok_or("no provider_state.segment_socket in state.json")?;
+    check(std::path::Path::new(socket).starts_with(lab.state_dir("e2e")), || {
+        format!("segment {socket} is not inside the lab's directory")
+    })?;
+    check(
+        std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)?,
+        || "the suite runs as root (CI); as another user this check has no second user to try".into(),
+    )?;
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import socket, sys\n\
+             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+             try:\n    s.connect(sys.argv[1]); print('attached')\n\
+             except OSError as e:\n    print(type(e).__name__, e.errno)",
+        ])
+        .arg(socket)
+        .uid(65534)
+        .gid(65534)
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    check(said == "PermissionError 13", || {
+        format!(
+            "nobody attaching to {socket}: {said:?} (want EACCES) {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    // The lab still works through the segment.
+    let run = lab.run(&["run", "write-read", "--json"]).ok()?.json()?;
+    check(run["verified"] == true, || {
+        format!("write-read after the attempt: {run}")
+    })
+}
+
 fn secret_needles(key_path: &std::path::Path, pub_path: &std::path::Path) -> Result<Vec<Vec<u8>>, Failed> {
     let key = std::fs::read_to_string(key_path)?;
     let body: String = key.lines().filter(|l| !l.starts_with("-----")).collect();

@@ -2,6 +2,8 @@
 //! traffic, exec, idempotent up, pinned host keys, the agent's supervision
 //! and isolation, and a down that leaves nothing.
 
+use std::os::unix::process::CommandExt;
+
 use libtest_mimic::{Failed, Trial};
 
 use crate::util::{check, processes_mentioning, Labctl};
@@ -244,9 +246,20 @@ fn test_down_removes_every_process_and_file(lab: &Labctl) -> Result<(), Failed> 
     check(!processes_mentioning(&dir_text).is_empty(), || {
         "no lab process before down?".into()
     })?;
+    // A bystander whose command line names the lab's directory: `down`
+    // stops what `up` started, not whatever mentions the path (issue 15 item 4).
+    let mut bystander = std::process::Command::new("sleep")
+        .arg0(dir.join("bystander"))
+        .arg("600")
+        .spawn()?;
     let started = std::time::Instant::now();
-    let run = lab.run(&["down"]).ok()?;
+    let run = lab.run(&["down"]);
     let took = started.elapsed();
+    let survived = bystander.try_wait()?.is_none();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    let run = run.ok()?;
+    check(survived, || "down killed a process it did not start".into())?;
     check(run.stdout.contains("removed"), || format!("down said: {}", run.stdout))?;
     // The runs the suite saved outlive the lab.
     let results = lab.state_base.join(".results").join("e2e");
@@ -254,7 +267,11 @@ fn test_down_removes_every_process_and_file(lab: &Labctl) -> Result<(), Failed> 
     check(saved > 0, || {
         format!("no saved runs in {} after down", results.display())
     })?;
-    let left = processes_mentioning(&dir_text);
+    let bystander_pid = format!("{}: ", bystander.id());
+    let left: Vec<String> = processes_mentioning(&dir_text)
+        .into_iter()
+        .filter(|p| !p.starts_with(&bystander_pid))
+        .collect();
     check(left.is_empty(), || format!("processes left after down: {left:?}"))?;
     check(!dir.exists(), || format!("{} still exists", dir.display()))?;
     eprintln!("down took {:.1}s", took.as_secs_f64());

@@ -154,9 +154,14 @@ impl Lab {
         Ok(lab_providers::for_lab(&self.spec)?)
     }
 
-    /// Takes the lab's lock.
-    pub fn lock(&self, wait: Duration) -> Result<LabLock, LabError> {
-        Ok(self.dir.lock(wait)?)
+    /// Takes the lab's lock, waiting up to `wait` on a blocking thread so
+    /// the runtime's other tasks (progress, signals) keep running meanwhile.
+    pub async fn lock(&self, wait: Duration) -> Result<LabLock, LabError> {
+        let dir = self.dir.clone();
+        let lock = tokio::task::spawn_blocking(move || dir.lock(wait))
+            .await
+            .expect("the lock wait does not panic")?;
+        Ok(lock)
     }
 
     /// The recorded state, or [`LabError::NotUp`].
@@ -167,7 +172,7 @@ impl Lab {
     /// Brings the lab up, or verifies it when it is already up.
     pub async fn up(&self, opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpOutcome, LabError> {
         let existed = self.dir.exists();
-        let _lock = self.lock(opts.lock_wait)?;
+        let _lock = self.lock(opts.lock_wait).await?;
         // Checks that fail before anything is created leave nothing behind,
         // not even the directory that holds the lock.
         let discard = |e: LabError| {
@@ -357,7 +362,7 @@ impl Lab {
         if !self.dir.exists() {
             return Ok(false);
         }
-        let _lock = self.lock(lock_wait)?;
+        let _lock = self.lock(lock_wait).await?;
         self.teardown().await?;
         Ok(true)
     }

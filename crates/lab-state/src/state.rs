@@ -181,45 +181,57 @@ impl LabDir {
     }
 
     /// Takes the lab's lock, waiting up to `wait` for another labctl to finish.
+    ///
+    /// This blocks the calling thread while it waits; async callers run it
+    /// on a blocking thread (`tokio::task::spawn_blocking`).
     pub fn lock(&self, wait: Duration) -> Result<LabLock, StateError> {
-        self.create()?;
         let path = self.root.join("lock");
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
         let started = Instant::now();
         let mut told = false;
         loop {
-            match file.try_lock() {
-                Ok(()) => break,
-                Err(fs::TryLockError::WouldBlock) => {}
-                Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
+            self.create()?;
+            let mut file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(io_err(&path))?;
+            loop {
+                match file.try_lock() {
+                    Ok(()) => break,
+                    Err(fs::TryLockError::WouldBlock) => {}
+                    Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
+                }
+                let holder = fs::read_to_string(&path)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "unknown".into());
+                if started.elapsed() >= wait {
+                    return Err(StateError::Busy {
+                        lab: self.lab.clone(),
+                        holder,
+                        waited_s: started.elapsed().as_secs(),
+                    });
+                }
+                if !told {
+                    tracing::info!(lab = %self.lab, holder = %holder, "waiting for another labctl working on this lab");
+                    told = true;
+                }
+                std::thread::sleep(Duration::from_millis(200));
             }
-            let holder = fs::read_to_string(&path)
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "unknown".into());
-            if started.elapsed() >= wait {
-                return Err(StateError::Busy {
-                    lab: self.lab.clone(),
-                    holder,
-                    waited_s: started.elapsed().as_secs(),
-                });
+            // `remove()` unlinks the lock file with the lab, possibly while
+            // this process waited on it. A newcomer then locks a new file at
+            // the same path, so holding the old one excludes nobody: take
+            // the lock only if the file locked is still the one at `path`.
+            if is_same_file(&file, &path) {
+                file.set_len(0).map_err(io_err(&path))?;
+                write!(file, "{}", std::process::id()).map_err(io_err(&path))?;
+                return Ok(LabLock { _file: file });
             }
-            if !told {
-                tracing::info!(lab = %self.lab, holder = %holder, "waiting for another labctl working on this lab");
-                told = true;
-            }
-            std::thread::sleep(Duration::from_millis(200));
+            tracing::debug!(lab = %self.lab, "the lock file was replaced while waiting; locking the new one");
         }
-        file.set_len(0).map_err(io_err(&path))?;
-        write!(file, "{}", std::process::id()).map_err(io_err(&path))?;
-        Ok(LabLock { _file: file })
     }
 
     /// Removes the whole directory (after `down`).
@@ -363,6 +375,15 @@ pub fn set_mode(path: &Path, mode: u32) -> Result<(), StateError> {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io_err(path))
 }
 
+/// Whether `file` is the file now at `path` (same device and inode).
+fn is_same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(held), Ok(current)) => held.dev() == current.dev() && held.ino() == current.ino(),
+        _ => false,
+    }
+}
+
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
@@ -452,6 +473,37 @@ mod tests {
             other => panic!("expected Busy, got {other}"),
         }
         drop(_held);
+        dir.lock(Duration::ZERO).unwrap();
+        fs::remove_dir_all(base).unwrap();
+    }
+
+    /// Issue 15 item 5: `down` removes the lab (lock file included) while
+    /// it holds the lock. A labctl already waiting on the old lock file and
+    /// one arriving after the removal must not both hold the lab.
+    #[test]
+    fn test_lock_removed_while_held_never_has_two_holders() {
+        let (base, dir) = temp_lab();
+        let first = dir.lock(Duration::ZERO).unwrap();
+        let waiter = {
+            let dir = dir.clone();
+            std::thread::spawn(move || dir.lock(Duration::from_secs(2)))
+        };
+        // Let the waiter open the old lock file and start waiting on it.
+        std::thread::sleep(Duration::from_millis(300));
+        dir.remove().unwrap();
+        let newcomer = dir.lock(Duration::ZERO).expect("the lab is free after its removal");
+        drop(first);
+        // The newcomer holds the lab for longer than the waiter waits, so
+        // the waiter must give up, naming the newcomer (this process).
+        match waiter.join().unwrap() {
+            Err(StateError::Busy { holder, waited_s, .. }) => {
+                assert_eq!(holder, std::process::id().to_string());
+                assert!(waited_s >= 1, "gave up after {waited_s} s");
+            }
+            Ok(_) => panic!("two holders: the waiter took the removed lock file while the newcomer held the new one"),
+            Err(other) => panic!("expected Busy, got {other}"),
+        }
+        drop(newcomer);
         dir.lock(Duration::ZERO).unwrap();
         fs::remove_dir_all(base).unwrap();
     }

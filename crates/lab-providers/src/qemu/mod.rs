@@ -7,6 +7,7 @@
 //! the lab's SSH key) rides on a small cpio archive appended to the shared
 //! initramfs. KVM is used where it works, TCG otherwise.
 
+pub mod process;
 pub mod supervisor;
 pub mod switch;
 
@@ -18,10 +19,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 
-use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, REPORT_FILE};
+use self::process::StartedProcess;
+use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, PROCESS_FILE, REPORT_FILE};
 use crate::image::{self, which};
 use crate::provider::{Provider, ProviderError};
 use lab_model::{Accel, LabSpec, ResolvedNode};
@@ -200,40 +201,18 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProviderErro
     move |source| ProviderError::Io { context, source }
 }
 
-/// Whether process `pid` is alive and belongs to this lab (its command line
-/// mentions the lab directory), so a recycled pid is never signalled.
-fn is_lab_process(pid: u32, dir: &Path) -> bool {
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    // The directory must be a whole path prefix: lab `e2e` is not lab `e2e2`.
-    let dir = dir.as_os_str().as_encoded_bytes();
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat
-        .rsplit(')')
-        .next()
-        .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-    !zombie && mentions_dir(&cmdline, dir)
-}
-
-/// Whether `cmdline` (NUL-separated) names `dir` or a path inside it.
-fn mentions_dir(cmdline: &[u8], dir: &[u8]) -> bool {
-    cmdline
-        .windows(dir.len() + 1)
-        .any(|w| w[..dir.len()] == *dir && matches!(w[dir.len()], b'/' | 0 | b','))
-        || cmdline.ends_with(dir)
-}
-
-/// Every live process whose command line mentions the lab directory.
-fn lab_processes(dir: &Path) -> Vec<u32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let me = std::process::id();
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| *pid != me && is_lab_process(*pid, dir))
-        .collect()
+/// What the lab started, from the records in its directory: the supervisor
+/// as `up` spawned it (or as it reported itself) and each QEMU it reported.
+fn started_processes(dir: &Path) -> (Option<StartedProcess>, Vec<StartedProcess>) {
+    let report = fs::read(dir.join(REPORT_FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<SupervisorReport>(&bytes).ok());
+    let spawned = fs::read(dir.join(PROCESS_FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<StartedProcess>(&bytes).ok());
+    let supervisor = spawned.or(report.as_ref().map(|r| r.supervisor));
+    let vms = report.map(|r| r.vms.into_values().collect()).unwrap_or_default();
+    (supervisor, vms)
 }
 
 #[async_trait]
@@ -332,11 +311,12 @@ impl Provider for QemuProvider {
             "accel": accel.accel,
             "accel_reason": accel.reason,
             "image": image.hash,
-            "supervisor_pid": report.pid,
-            "segment_port": report.segment_port,
+            "supervisor_pid": report.supervisor.pid,
+            "segment_socket": dir.root().join(&report.segment),
+            "vms": report.vms,
         });
         for node in &mut state.nodes {
-            node.pid = report.vms.get(&node.name).copied();
+            node.pid = report.vms.get(&node.name).map(|vm| vm.pid);
         }
         dir.save(state)?;
         Ok(())
@@ -359,9 +339,14 @@ impl Provider for QemuProvider {
                 format!("{why}; QEMU said: {}", qemu_said.trim())
             }));
         }
-        match state.node(node).and_then(|n| n.pid) {
-            Some(pid) if is_lab_process(pid, dir.root()) => Ok(()),
-            Some(pid) => Err(down(format!("QEMU process {pid} is gone"))),
+        let recorded = state
+            .provider_state
+            .get("vms")
+            .and_then(|vms| vms.get(node))
+            .and_then(|vm| serde_json::from_value::<StartedProcess>(vm.clone()).ok());
+        match recorded {
+            Some(vm) if vm.is_running() => Ok(()),
+            Some(vm) => Err(down(format!("QEMU process {} is gone", vm.pid))),
             None => Err(down("no VM was started for this node".into())),
         }
     }
@@ -370,29 +355,26 @@ impl Provider for QemuProvider {
         Some(dir.console_log(node))
     }
 
-    async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError> {
-        let supervisor = state
-            .and_then(|s| s.provider_state.get("supervisor_pid"))
-            .and_then(|p| p.as_u64())
-            .map(|p| p as u32)
-            .or_else(|| {
-                let text = fs::read(dir.root().join(REPORT_FILE)).ok()?;
-                serde_json::from_slice::<SupervisorReport>(&text).ok().map(|r| r.pid)
-            });
+    async fn delete(&self, dir: &LabDir, _state: Option<&LabState>) -> Result<(), ProviderError> {
+        // Only what this lab started is signalled, known by pid and start
+        // time; any other process, whatever its command line, is left alone.
+        let (supervisor, vms) = started_processes(dir.root());
         // The supervisor stops its VMs on SIGTERM.
-        if let Some(pid) = supervisor.filter(|p| is_lab_process(*p, dir.root())) {
-            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-            wait_gone(&[pid], dir.root(), Duration::from_secs(4)).await;
+        if let Some(supervisor) = supervisor {
+            if supervisor.signal(Signal::SIGTERM) {
+                wait_gone(&[supervisor], Duration::from_secs(4)).await;
+            }
         }
-        // Whatever still mentions this lab's directory (a supervisor that
-        // never wrote its report, an orphaned QEMU) is killed outright.
-        let left = lab_processes(dir.root());
-        for pid in &left {
-            let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+        // A supervisor that did not stop, or QEMUs it left behind (it was
+        // killed itself), are killed outright.
+        let left: Vec<StartedProcess> = supervisor.into_iter().chain(vms).filter(|p| p.is_running()).collect();
+        for process in &left {
+            process.signal(Signal::SIGKILL);
         }
-        if !wait_gone(&left, dir.root(), Duration::from_secs(3)).await {
+        if !wait_gone(&left, Duration::from_secs(3)).await {
+            let pids: Vec<u32> = left.iter().map(|p| p.pid).collect();
             return Err(ProviderError::Io {
-                context: format!("stopping lab processes {left:?}"),
+                context: format!("stopping lab processes {pids:?}"),
                 source: std::io::Error::other("still running after SIGKILL"),
             });
         }
@@ -415,11 +397,23 @@ async fn start_supervisor(dir: &LabDir) -> Result<SupervisorReport, ProviderErro
     // Its own process group: a Ctrl-C aimed at `labctl up` must not kill the lab.
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
     let mut child = command.spawn().map_err(io("starting the lab supervisor"))?;
+    // Recorded before anything else, so `down` can stop it even if it
+    // never reports.
+    if let Some(started) = StartedProcess::of(child.id()) {
+        lab_state::write_atomic(
+            &dir.root().join(PROCESS_FILE),
+            &serde_json::to_vec(&started).expect("process record serialises"),
+            0o600,
+        )?;
+    }
     let report_path = dir.root().join(REPORT_FILE);
     let started = Instant::now();
     loop {
         if let Ok(bytes) = fs::read(&report_path) {
-            if let Ok(report) = serde_json::from_slice::<SupervisorReport>(&bytes) {
+            if let Some(report) = serde_json::from_slice::<SupervisorReport>(&bytes)
+                .ok()
+                .filter(|r| r.complete)
+            {
                 // Reaped by init once labctl exits; never waited on here.
                 drop(child);
                 return Ok(report);
@@ -442,11 +436,11 @@ async fn start_supervisor(dir: &LabDir) -> Result<SupervisorReport, ProviderErro
     }
 }
 
-/// Waits until none of `pids` is a live lab process; false on timeout.
-async fn wait_gone(pids: &[u32], dir: &Path, timeout: Duration) -> bool {
+/// Waits until none of `processes` runs; false on timeout.
+async fn wait_gone(processes: &[StartedProcess], timeout: Duration) -> bool {
     let started = Instant::now();
     loop {
-        if !pids.iter().any(|p| is_lab_process(*p, dir)) {
+        if !processes.iter().any(|p| p.is_running()) {
             return true;
         }
         if started.elapsed() > timeout {
@@ -459,6 +453,7 @@ async fn wait_gone(pids: &[u32], dir: &Path, timeout: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
 
     fn node(index: usize, name: &str) -> ResolvedNode {
         ResolvedNode {
@@ -489,18 +484,51 @@ mod tests {
         fs::remove_dir_all(tmp).unwrap();
     }
 
-    #[test]
-    fn test_lab_processes_match_whole_directories_only() {
-        let dir = b"/s/e2e";
-        assert!(mentions_dir(b"labctl\0__supervise\0/s/e2e\0", dir));
-        assert!(mentions_dir(b"qemu\0-initrd\0/s/e2e/nodes/a/initrd\0", dir));
-        assert!(mentions_dir(
-            b"qemu\0-chardev\0file,id=console,path=/s/e2e/a.console.log\0",
-            dir
-        ));
-        assert!(mentions_dir(b"labctl\0__supervise\0/s/e2e", dir));
-        assert!(!mentions_dir(b"labctl\0__supervise\0/s/e2e2\0", dir));
-        assert!(!mentions_dir(b"qemu\0-initrd\0/s/e2e2/nodes/a/initrd\0", dir));
+    /// Issue 15 item 4: `down` stops what `up` started (recorded by pid and
+    /// start time) and nothing else, even a process whose command line names
+    /// the lab's directory.
+    #[tokio::test]
+    async fn test_delete_stops_only_the_recorded_processes() {
+        use std::os::unix::process::CommandExt;
+        let base = std::env::temp_dir().join(format!("labctl-qemu-delete-{}", std::process::id()));
+        let dir = LabDir::for_lab(&base.join("labs.yaml"), "pair");
+        dir.create().unwrap();
+        let sleeper = |argv0: &Path| {
+            std::process::Command::new("sleep")
+                .arg0(argv0)
+                .arg("60")
+                .spawn()
+                .unwrap()
+        };
+        let mut unrelated = sleeper(&dir.root().join("nodes/server/initrd"));
+        let mut supervisor = sleeper(Path::new("labctl-supervisor-stand-in"));
+        let mut vm = sleeper(Path::new("qemu-stand-in"));
+        let record = |child: &std::process::Child| StartedProcess::of(child.id()).unwrap();
+        fs::write(
+            dir.root().join(PROCESS_FILE),
+            serde_json::to_vec(&record(&supervisor)).unwrap(),
+        )
+        .unwrap();
+        let report = SupervisorReport {
+            supervisor: record(&supervisor),
+            segment: supervisor::SEGMENT_SOCKET.into(),
+            vms: [("server".to_string(), record(&vm))].into(),
+            complete: true,
+        };
+        fs::write(dir.root().join(REPORT_FILE), serde_json::to_vec(&report).unwrap()).unwrap();
+
+        QemuProvider::new().delete(&dir, None).await.unwrap();
+
+        // A sleep ends on SIGTERM (the supervisor) or SIGKILL (the orphaned VM).
+        assert!(supervisor.wait().unwrap().signal().is_some());
+        assert!(vm.wait().unwrap().signal().is_some());
+        assert!(
+            unrelated.try_wait().unwrap().is_none(),
+            "down killed a process it did not start"
+        );
+        unrelated.kill().unwrap();
+        unrelated.wait().unwrap();
+        fs::remove_dir_all(base).unwrap();
     }
 
     #[test]
@@ -586,11 +614,14 @@ mod tests {
         let args = qemu_args_joined(&vm);
         assert!(args.contains("-accel tcg,thread=multi -cpu max"), "{args}");
         assert!(args.contains("hostfwd=tcp:127.0.0.1:2201-:22"), "{args}");
-        assert!(args.contains("socket,id=data,connect=127.0.0.1:4000"), "{args}");
+        assert!(
+            args.contains("stream,id=data,server=off,addr.type=unix,addr.path=segment.sock"),
+            "{args}"
+        );
         assert!(args.contains("path=/lab/server.console.log"), "{args}");
     }
 
     fn qemu_args_joined(vm: &VmSpec) -> String {
-        supervisor::qemu_args(vm, 4000).join(" ")
+        supervisor::qemu_args(vm, Path::new(supervisor::SEGMENT_SOCKET)).join(" ")
     }
 }

@@ -2,10 +2,12 @@
 //! owns the lab's QEMU processes and its data segment.
 //!
 //! `up` writes the VM plan (`qemu-plan.json`) and starts the supervisor, which
-//! binds the switch, starts one QEMU per node, and reports pids in
-//! `supervisor.json`. When a VM exits, the supervisor records why in
-//! `<node>.exit` and keeps the console log. On SIGTERM (from `down`) it kills
-//! every VM and exits. One process per lab means `down` has one thing to stop.
+//! binds the switch on a unix socket inside the lab's 0700 directory (so only
+//! the lab's owner can attach to the segment), starts one QEMU per node, and
+//! reports each QEMU's pid and start time in `supervisor.json` as it starts
+//! it. When a VM exits, the supervisor records why in `<node>.exit` and keeps
+//! the console log. On SIGTERM (from `down`) it kills every VM and exits. One
+//! process per lab means `down` has one thing to stop.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -13,11 +15,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use serde::{Deserialize, Serialize};
-use tokio::net::TcpListener;
+use tokio::net::UnixListener;
 use tokio::process::{Child, Command};
 use tokio::signal::unix::{signal, SignalKind};
 
-use lab_state::write_atomic;
+use super::process::StartedProcess;
+use lab_state::{set_mode, write_atomic};
 
 /// One VM as the supervisor starts it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,15 +60,18 @@ pub struct VmPlan {
     pub vms: Vec<VmSpec>,
 }
 
-/// What the supervisor reports once every VM is started.
+/// What the supervisor reports: rewritten after each VM it starts, so `down`
+/// knows every QEMU even when the supervisor dies halfway.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SupervisorReport {
-    /// The supervisor's pid.
-    pub pid: u32,
-    /// The data segment's port on 127.0.0.1.
-    pub segment_port: u16,
-    /// Node name → QEMU pid.
-    pub vms: HashMap<String, u32>,
+    /// The supervisor itself.
+    pub supervisor: StartedProcess,
+    /// The data segment's unix socket, relative to the lab directory.
+    pub segment: PathBuf,
+    /// Node name → its QEMU.
+    pub vms: HashMap<String, StartedProcess>,
+    /// Every VM of the plan has been started (or failed to start).
+    pub complete: bool,
 }
 
 /// File names inside the lab directory.
@@ -74,14 +80,35 @@ pub const PLAN_FILE: &str = "qemu-plan.json";
 pub const REPORT_FILE: &str = "supervisor.json";
 /// The supervisor's own log.
 pub const LOG_FILE: &str = "supervisor.log";
+/// The supervisor process as `up` started it, written before it reports.
+pub const PROCESS_FILE: &str = "supervisor.process.json";
+/// The data segment's unix socket inside the lab directory.
+pub const SEGMENT_SOCKET: &str = "segment.sock";
+
+/// Binds the data segment at `dir/segment.sock`, readable and writable by the
+/// owner only. The directory is 0700 too, so another local user can neither
+/// reach the socket nor replace it.
+pub fn bind_segment(dir: &Path) -> std::io::Result<UnixListener> {
+    let path = dir.join(SEGMENT_SOCKET);
+    match fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let listener = UnixListener::bind(&path)?;
+    set_mode(&path, 0o600).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(listener)
+}
 
 /// Why node `name` stopped, if it did: the path of its exit record.
 pub fn exit_file(dir: &Path, node: &str) -> PathBuf {
     dir.join(format!("{node}.exit"))
 }
 
-/// The QEMU command line for one VM on a segment at `segment_port`.
-pub fn qemu_args(vm: &VmSpec, segment_port: u16) -> Vec<String> {
+/// The QEMU command line for one VM on the segment at unix socket `segment`
+/// (a path relative to QEMU's working directory, the lab directory, so the
+/// 108-byte limit of socket paths never depends on where the lab lives).
+pub fn qemu_args(vm: &VmSpec, segment: &Path) -> Vec<String> {
     let (accel, cpu) = if vm.accel == "kvm" {
         ("kvm", "host")
     } else {
@@ -119,7 +146,12 @@ pub fn qemu_args(vm: &VmSpec, segment_port: u16) -> Vec<String> {
         "-device".into(),
         format!("virtio-net-pci,netdev=mgmt,mac={}", vm.mgmt_mac),
         "-netdev".into(),
-        format!("socket,id=data,connect=127.0.0.1:{segment_port}"),
+        // QEMU's `stream` netdev frames like `socket` (a 4-byte big-endian
+        // length per frame) and connects to a unix socket.
+        format!(
+            "stream,id=data,server=off,addr.type=unix,addr.path={}",
+            segment.display()
+        ),
         "-device".into(),
         format!("virtio-net-pci,netdev=data,mac={}", vm.data_mac),
     ];
@@ -136,8 +168,12 @@ pub fn main(dir: &Path) -> std::io::Result<()> {
 
 async fn supervise(dir: &Path) -> std::io::Result<()> {
     let plan: VmPlan = serde_json::from_slice(&fs::read(dir.join(PLAN_FILE))?).map_err(std::io::Error::other)?;
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let segment_port = listener.local_addr()?.port();
+    // QEMU runs in the lab directory and names the segment relative to it.
+    // The supervisor works in the lab directory too, so the socket path it
+    // binds is as short as QEMU's.
+    std::env::set_current_dir(dir)?;
+    let segment = Path::new(SEGMENT_SOCKET);
+    let listener = bind_segment(Path::new("."))?;
     tokio::spawn(async move {
         if let Err(e) = super::switch::run(listener).await {
             tracing::error!("data segment stopped: {e}");
@@ -145,16 +181,27 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
     });
 
     let mut children: Vec<(String, Child)> = Vec::new();
+    let myself = StartedProcess::of(std::process::id()).ok_or_else(|| std::io::Error::other("no /proc/self/stat"))?;
     let mut report = SupervisorReport {
-        pid: std::process::id(),
-        segment_port,
+        supervisor: myself,
+        segment: segment.to_path_buf(),
         vms: HashMap::new(),
+        complete: false,
+    };
+    let write_report = |report: &SupervisorReport| {
+        write_atomic(
+            &dir.join(REPORT_FILE),
+            &serde_json::to_vec_pretty(report).expect("report serialises"),
+            0o600,
+        )
+        .map_err(|e| std::io::Error::other(e.to_string()))
     };
     for vm in &plan.vms {
         let _ = fs::remove_file(exit_file(dir, &vm.name));
         let log = File::create(&vm.qemu_log)?;
         let child = Command::new(&vm.qemu)
-            .args(qemu_args(vm, segment_port))
+            .args(qemu_args(vm, segment))
+            .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -170,16 +217,15 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
                 continue;
             }
         };
-        report.vms.insert(vm.name.clone(), child.id().unwrap_or(0));
+        if let Some(started) = child.id().and_then(StartedProcess::of) {
+            report.vms.insert(vm.name.clone(), started);
+            write_report(&report)?;
+        }
         eprintln!("supervisor: node {} started (pid {:?})", vm.name, child.id());
         children.push((vm.name.clone(), child));
     }
-    write_atomic(
-        &dir.join(REPORT_FILE),
-        &serde_json::to_vec_pretty(&report).expect("report serialises"),
-        0o600,
-    )
-    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    report.complete = true;
+    write_report(&report)?;
 
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -222,4 +268,63 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
     }
     eprintln!("supervisor: all VMs stopped; exiting");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+
+    /// Tries to attach to the segment at `path` as uid/gid 65534 (`nobody`);
+    /// returns what Python reports.
+    fn attach_as_nobody(path: &Path) -> String {
+        let out = std::process::Command::new("/usr/bin/python3")
+            .args([
+                "-c",
+                "import socket, sys\n\
+                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+                 try:\n    s.connect(sys.argv[1]); print('attached')\n\
+                 except OSError as e:\n    print(type(e).__name__, e.errno)",
+            ])
+            .arg(path)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .expect("python3 runs as nobody");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Issue 15 item 11: the data segment carries every RoCE frame of the
+    /// lab; only the lab's owner can attach to it.
+    #[tokio::test]
+    async fn test_another_local_user_cannot_attach_to_the_segment() {
+        let base = std::env::temp_dir().join(format!("labctl-segment-test-{}", std::process::id()));
+        let dir = lab_state::LabDir::for_lab(&base.join("labs.yaml"), "pair");
+        dir.create().unwrap();
+        let listener = bind_segment(dir.root()).unwrap();
+        tokio::spawn(super::super::switch::run(listener));
+        let socket = dir.root().join(SEGMENT_SOCKET);
+
+        // The owner attaches (as QEMU does).
+        tokio::net::UnixStream::connect(&socket).await.unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(dir.root()), 0o700);
+        assert_eq!(mode(&socket), 0o600);
+
+        let root = std::os::unix::fs::MetadataExt::uid(&fs::metadata("/proc/self").unwrap()) == 0;
+        if root {
+            // Refused at the directory (EACCES = 13) ...
+            assert_eq!(attach_as_nobody(&socket), "PermissionError 13");
+            // ... and at the socket itself were the directory opened up.
+            fs::set_permissions(dir.root(), fs::Permissions::from_mode(0o755)).unwrap();
+            assert_eq!(attach_as_nobody(&socket), "PermissionError 13");
+            // The check itself can attach when nothing forbids it.
+            fs::set_permissions(&socket, fs::Permissions::from_mode(0o777)).unwrap();
+            assert_eq!(attach_as_nobody(&socket), "attached");
+        } else {
+            eprintln!("not root: attaching as another user is not tried; modes checked above");
+        }
+        fs::remove_dir_all(base).unwrap();
+    }
 }

@@ -1,11 +1,13 @@
-//! The lab's data segment: a learning Ethernet switch for QEMU `socket`
-//! netdevs, listening on 127.0.0.1.
+//! The lab's data segment: a learning Ethernet switch for QEMU `stream`
+//! netdevs, listening on a unix socket in the lab's directory.
 //!
-//! Each VM's data NIC connects with `-netdev socket,connect=127.0.0.1:PORT`;
-//! QEMU frames every Ethernet frame with a 4-byte big-endian length. Frames go
+//! Each VM's data NIC connects with `-netdev stream,addr.type=unix,...`;
+//! QEMU frames every Ethernet frame with a 4-byte big-endian length. Frames
+//! carry RoCE traffic in the clear (addresses, rkeys), so who may attach is
+//! decided by the socket's place: see [`super::supervisor::bind_segment`]. Frames go
 //! to the port that last sent from their destination MAC, or to every other
 //! port when the destination is unknown, broadcast or multicast. The switch is
-//! lossless: a slow port back-pressures its senders through TCP, the way a
+//! lossless: a slow port back-pressures its senders through the socket, the way a
 //! PFC-enabled RoCE fabric does, so rxe retransmissions come only from
 //! impairments a user adds on purpose.
 
@@ -14,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
 /// Largest frame accepted (jumbo frames plus headroom).
@@ -32,11 +34,11 @@ struct Fabric {
 }
 
 /// Runs the switch until the listener fails; each accepted connection is a port.
-pub async fn run(listener: TcpListener) -> std::io::Result<()> {
+pub async fn run(listener: UnixListener) -> std::io::Result<()> {
     let fabric = Arc::new(Mutex::new(Fabric::default()));
     loop {
-        let (stream, peer) = listener.accept().await?;
-        stream.set_nodelay(true)?;
+        let (stream, _) = listener.accept().await?;
+        let peer = stream.peer_cred().map(|c| c.pid()).ok().flatten();
         let (tx, rx) = mpsc::channel(PORT_QUEUE);
         let port = {
             let mut f = fabric.lock().expect("switch table");
@@ -45,12 +47,12 @@ pub async fn run(listener: TcpListener) -> std::io::Result<()> {
             f.ports.insert(port, tx);
             port
         };
-        tracing::debug!(port, %peer, "switch port up");
+        tracing::debug!(port, ?peer, "switch port up");
         tokio::spawn(serve_port(fabric.clone(), port, stream, rx));
     }
 }
 
-async fn serve_port(fabric: Arc<Mutex<Fabric>>, port: u64, stream: TcpStream, mut rx: mpsc::Receiver<Bytes>) {
+async fn serve_port(fabric: Arc<Mutex<Fabric>>, port: u64, stream: UnixStream, mut rx: mpsc::Receiver<Bytes>) {
     let (mut reader, mut writer) = stream.into_split();
     let egress = tokio::spawn(async move {
         while let Some(frame) = rx.recv().await {
@@ -129,12 +131,12 @@ mod tests {
         f
     }
 
-    async fn send(s: &mut TcpStream, f: &[u8]) {
+    async fn send(s: &mut UnixStream, f: &[u8]) {
         s.write_all(&(f.len() as u32).to_be_bytes()).await.unwrap();
         s.write_all(f).await.unwrap();
     }
 
-    async fn recv(s: &mut TcpStream) -> Option<Vec<u8>> {
+    async fn recv(s: &mut UnixStream) -> Option<Vec<u8>> {
         let mut len = [0u8; 4];
         match tokio::time::timeout(Duration::from_millis(300), s.read_exact(&mut len)).await {
             Ok(Ok(_)) => {}
@@ -147,12 +149,14 @@ mod tests {
 
     #[tokio::test]
     async fn test_switch_floods_unknown_then_forwards_learned() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(run(listener));
-        let mut a = TcpStream::connect(addr).await.unwrap();
-        let mut b = TcpStream::connect(addr).await.unwrap();
-        let mut c = TcpStream::connect(addr).await.unwrap();
+        let dir = std::env::temp_dir().join(format!("labctl-switch-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let addr = dir.join("segment.sock");
+        let _ = std::fs::remove_file(&addr);
+        tokio::spawn(run(UnixListener::bind(&addr).unwrap()));
+        let mut a = UnixStream::connect(&addr).await.unwrap();
+        let mut b = UnixStream::connect(&addr).await.unwrap();
+        let mut c = UnixStream::connect(&addr).await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
         let (ma, mb) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
 
@@ -174,5 +178,6 @@ mod tests {
         send(&mut a, &data).await;
         assert_eq!(recv(&mut b).await.unwrap(), data);
         assert!(recv(&mut c).await.is_none());
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
