@@ -18,6 +18,7 @@ mod bad_input;
 mod bulk;
 mod ci;
 mod faults;
+mod files;
 mod impair;
 mod lifecycle;
 mod patterns;
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
     total.add(&libtest_mimic::run(&args, bad_input::trials(&lab)));
 
     let mut lab_trials = lifecycle::trials(&lab);
+    lab_trials.extend(files::trials(&lab));
     lab_trials.extend(workloads::trials(&lab));
     lab_trials.extend(patterns::trials(&lab));
     lab_trials.extend(bulk::trials(&lab));

@@ -7,13 +7,15 @@
 //! (`lab-results`), saved in the lab's state directory (`lab-state`).
 //!
 //! This crate owns the verbs that act on a lab: `up`, `status`, `exec`,
-//! `down` ([`lab`]), `run`, `ci`, `bench`, `bulk`, `impair`, `capture`. It
+//! `cp`, `down` ([`lab`]), `run`, `ci`, `bench`, `bulk`, `impair`, `capture`. It
 //! must not parse labs.yaml itself, speak a provider's API, format records
 //! for people (the binary does), or hold record types (`lab-results` does).
 //!
 //! # Layout
 //! - [`lab`]: a lab from labs.yaml and its state: `up`, `exec`, `down`.
 //! - [`status`]: what a lab looks like now, read from its machines.
+//! - [`exec`]: one command on several nodes at once.
+//! - [`copy`]: files between this machine and nodes (`labctl cp`).
 //! - [`provision`]: rxe setup and agent deployment on a node.
 //! - [`params`]: what a user asked for (flags, a suite entry) → run options.
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
@@ -28,6 +30,8 @@ pub mod bench;
 pub mod bulk;
 pub mod capture;
 pub mod ci;
+pub mod copy;
+pub mod exec;
 pub mod impair;
 pub mod lab;
 pub mod params;

@@ -13,9 +13,11 @@
 //! - [`command`]: command lines for a node's shell, built from words (the
 //!   only place that quotes for a remote shell).
 //! - [`ssh`]: sessions, commands, file transfer, tunnels.
+//! - [`transfer`]: files to and from a node, streamed and checked by sha256.
 //! - [`agent`]: connect to an agent through a session, wait for it to be healthy.
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod command;
 pub mod ssh;
+pub mod transfer;

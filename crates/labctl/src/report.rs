@@ -90,3 +90,49 @@ impl Drop for Spinners {
         }
     }
 }
+
+/// `labctl cp`'s display: a byte bar per node on a terminal (only for
+/// transfers large enough to watch), nothing otherwise; the summary after
+/// the copy says what moved.
+pub fn copy_progress(quiet: bool) -> Box<dyn lab_core::copy::CopyProgress> {
+    if quiet || !std::io::stderr().is_terminal() {
+        Box::new(lab_core::copy::NoProgress)
+    } else {
+        Box::new(CopyBars::default())
+    }
+}
+
+/// Below this a copy is over before a bar is worth drawing.
+const BAR_THRESHOLD: u64 = 4 << 20;
+
+#[derive(Default)]
+struct CopyBars {
+    multi: MultiProgress,
+    bars: Mutex<HashMap<String, ProgressBar>>,
+}
+
+impl lab_core::copy::CopyProgress for CopyBars {
+    fn planned(&self, node: &str, bytes: u64) {
+        if bytes < BAR_THRESHOLD {
+            return;
+        }
+        let bar = self.multi.add(ProgressBar::new(bytes));
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>8.bold} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(node.to_string());
+        self.bars.lock().expect("bar table").insert(node.to_string(), bar);
+    }
+    fn advanced(&self, node: &str, bytes: u64) {
+        if let Some(bar) = self.bars.lock().expect("bar table").get(node) {
+            bar.inc(bytes);
+        }
+    }
+    fn finished(&self, node: &str) {
+        if let Some(bar) = self.bars.lock().expect("bar table").remove(node) {
+            bar.finish_and_clear();
+        }
+    }
+}

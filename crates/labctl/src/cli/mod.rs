@@ -5,6 +5,7 @@ mod bench;
 mod bulk;
 mod capture;
 mod ci;
+mod cp;
 mod down;
 mod exec;
 mod global;
@@ -46,8 +47,10 @@ pub enum Command {
     Down(down::DownArgs),
     /// Show the lab: VMs, SSH, agents, RDMA ports.
     Status(status::StatusArgs),
-    /// Run a command on a node and return its exit status.
+    /// Run a command on a node, several or all (in parallel); its exit status is ours.
     Exec(exec::ExecArgs),
+    /// Copy files between this machine and nodes (NODE:PATH, @all:PATH), checked by sha256.
+    Cp(cp::CpArgs),
     /// Run a workload between two nodes: move bytes, verify them, measure.
     Run(run::RunArgs),
     /// Open an interactive shell on a node.
@@ -83,6 +86,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Down(a) => down::run(&args.global, a).await,
         Command::Status(a) => status::run(&args.global, a).await,
         Command::Exec(a) => exec::run(&args.global, a).await,
+        Command::Cp(a) => cp::run(&args.global, a).await,
         Command::Run(a) => run::run(&args.global, a).await,
         Command::Ssh(a) => ssh::run(&args.global, a),
         Command::Bench(a) => bench::run(&args.global, a).await,
@@ -112,6 +116,11 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     }
     if let Some(lab_core::capture::CaptureError::Lab(LabError::UnknownNode { .. })) =
         e.downcast_ref::<lab_core::capture::CaptureError>()
+    {
+        return 2;
+    }
+    if e.downcast_ref::<lab_core::copy::CopyError>()
+        .is_some_and(|e| e.is_bad_input())
     {
         return 2;
     }
