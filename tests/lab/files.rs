@@ -215,6 +215,12 @@ fn test_cp_bad_input_and_failures_leave_nothing_partial(lab: &Labctl) -> Result<
             1,
             "/nonexistent: no such file or directory",
         ),
+        // Never a rename over a device.
+        (
+            vec!["cp", file, "server:/dev/null"],
+            1,
+            "/dev/null: not a regular file or directory",
+        ),
     ] {
         let run = lab.run(&args);
         check(
@@ -222,6 +228,9 @@ fn test_cp_bad_input_and_failures_leave_nothing_partial(lab: &Labctl) -> Result<
             || format!("{args:?}: exit {} (want {code}), stderr:\n{}", run.code, run.stderr),
         )?;
     }
+
+    let null = lab.run(&["exec", "server", "--", "test -c /dev/null"]);
+    check(null.code == 0, || "/dev/null is no longer a device on the node".into())?;
 
     // A node whose disk is full: the copy fails with the node's words and
     // leaves neither the destination nor its temporary file behind.

@@ -406,6 +406,11 @@ async fn send_to(
     let fail = |e: TransferError| e.to_string();
     progress.planned(&node, sources.iter().map(LocalSource::bytes).sum());
     let dest_kind = transfer::remote_kind(session, dest).await.map_err(fail)?;
+    // A device or socket is not replaced by a file (a rename over
+    // /dev/null would do just that).
+    if dest_kind == RemoteKind::Other {
+        return Err(format!("node `{node}`: {dest}: not a regular file or directory"));
+    }
     let into_dir = dest_kind == RemoteKind::Dir;
     if !into_dir && sources.len() > 1 {
         return Err(format!(
