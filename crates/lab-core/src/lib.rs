@@ -14,6 +14,8 @@
 //! # Layout
 //! - [`lab`]: a lab from labs.yaml and its state: `up`, `exec`, `down`.
 //! - [`status`]: what a lab looks like now, read from its machines.
+//! - [`facts`]: the lab facts every node gets (`lab.env`, hostfile, `/etc/hosts`)
+//!   and the placeholders filled from them.
 //! - [`provision`]: rxe setup and agent deployment on a node.
 //! - [`params`]: what a user asked for (flags, a suite entry) → run options.
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
@@ -28,6 +30,7 @@ pub mod bench;
 pub mod bulk;
 pub mod capture;
 pub mod ci;
+pub mod facts;
 pub mod impair;
 pub mod lab;
 pub mod params;
