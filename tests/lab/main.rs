@@ -17,6 +17,7 @@
 mod bad_input;
 mod bulk;
 mod ci;
+mod facts;
 mod faults;
 mod impair;
 mod lifecycle;
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
     total.add(&libtest_mimic::run(&args, bad_input::trials(&lab)));
 
     let mut lab_trials = lifecycle::trials(&lab);
+    lab_trials.extend(facts::trials(&lab));
     lab_trials.extend(workloads::trials(&lab));
     lab_trials.extend(patterns::trials(&lab));
     lab_trials.extend(bulk::trials(&lab));
