@@ -110,7 +110,7 @@ fn test_lab_facts_on_every_node_match_the_node(lab: &Labctl) -> Result<(), Faile
             format!("{name}: GID index {} is {}", lines[2], lines[9])
         })?;
         let node_facts = &status["nodes"][i]["facts"];
-        check(node_facts["gid_index"].to_string() == lines[2], || {
+        check(node_facts["gid_index"].as_u64() == lines[2].parse().ok(), || {
             format!("{name}: status facts {node_facts} vs LABCTL_GID_INDEX {}", lines[2])
         })?;
 
