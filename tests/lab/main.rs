@@ -17,6 +17,7 @@
 mod bad_input;
 mod bulk;
 mod ci;
+mod facts;
 mod faults;
 mod files;
 mod impair;
@@ -52,6 +53,7 @@ fn main() -> ExitCode {
 
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(files::trials(&lab));
+    lab_trials.extend(facts::trials(&lab));
     lab_trials.extend(workloads::trials(&lab));
     lab_trials.extend(patterns::trials(&lab));
     lab_trials.extend(bulk::trials(&lab));

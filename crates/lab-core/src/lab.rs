@@ -1,6 +1,7 @@
 //! The lab lifecycle: `up`, `status`, `exec`, `down`. One way for data to
 //! flow: labs.yaml → resolved nodes → provider → provisioning → agents.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use lab_providers::{Provider, ProviderError};
 use lab_remote::agent::AgentError;
 use lab_state::progress::Reporter;
 
+use crate::facts::LabFacts;
 use crate::provision::{self, NodeJob, ProvisionError};
 use lab_remote::command::RemoteCommand;
 use lab_remote::ssh::{self, SshError, SshSession};
@@ -247,8 +249,14 @@ impl Lab {
             .create(&self.spec, &self.nodes, &self.dir, &mut state, &authorized, reporter)
             .await?;
         self.dir.save(&state)?;
-        self.provision_all(provider, &mut state, key, agent, opts.ssh_wait, reporter)
+        let sessions = self
+            .provision_all(provider, &mut state, key, agent, opts.ssh_wait, reporter)
             .await?;
+        let facts = self.set_facts(&state, &sessions, reporter).await;
+        for session in &sessions {
+            session.close().await;
+        }
+        facts?;
         state.phase = Phase::Ready;
         self.dir.save(&state)?;
         self.write_known_hosts(&state)?;
@@ -263,7 +271,7 @@ impl Lab {
         agent: &AgentBinary,
         ssh_wait: Duration,
         reporter: &dyn Reporter,
-    ) -> Result<(), LabError> {
+    ) -> Result<Vec<Arc<SshSession>>, LabError> {
         let rxe = self.spec.fabric == Fabric::Rxe;
         let efa = self.spec.fabric == Fabric::Efa;
         let snapshot = state.clone();
@@ -284,10 +292,7 @@ impl Lab {
                 let result =
                     provision::provision_node(job, reporter, || provider.check_alive(&self.dir, snapshot, &name)).await;
                 match result {
-                    Ok(session) => {
-                        session.close().await;
-                        Ok(())
-                    }
+                    Ok(session) => Ok(session),
                     // A node that never answered may say why on its console.
                     Err(error @ (ProvisionError::Ssh(_) | ProvisionError::Agent(_))) => {
                         Err(match provider.console_log(&self.dir, &name) {
@@ -307,12 +312,68 @@ impl Lab {
         let results = join_all(jobs).await;
         state.nodes = nodes;
         self.dir.save(state)?;
-        let errors: Vec<LabError> = results.into_iter().filter_map(Result::err).collect();
-        match errors.len() {
-            0 => Ok(()),
-            1 => Err(errors.into_iter().next().expect("one error")),
-            _ => Err(LabError::Nodes(errors)),
+        let mut sessions = Vec::new();
+        let mut errors = Vec::new();
+        for result in results {
+            match result {
+                Ok(session) => sessions.push(session),
+                Err(e) => errors.push(e),
+            }
         }
+        if !errors.is_empty() {
+            for session in &sessions {
+                session.close().await;
+            }
+        }
+        one_or_all(errors)?;
+        Ok(sessions)
+    }
+
+    /// The lab facts: each node's `NodeInfo` from its agent (over
+    /// `sessions`, one per node of `state`, in order), saved in the state
+    /// directory and written on every node (`lab.env`, the hostfile, the
+    /// lab's `/etc/hosts` lines), replacing what an earlier `up` wrote.
+    async fn set_facts(
+        &self,
+        state: &LabState,
+        sessions: &[Arc<SshSession>],
+        reporter: &dyn Reporter,
+    ) -> Result<LabFacts, LabError> {
+        let infos = join_all(state.nodes.iter().zip(sessions).map(|(node, session)| async move {
+            let info = provision::node_info(session, node).await?;
+            Ok::<_, ProvisionError>((node.name.clone(), info))
+        }))
+        .await;
+        let mut by_node = BTreeMap::new();
+        let mut errors = Vec::new();
+        for info in infos {
+            match info {
+                Ok((name, info)) => {
+                    by_node.insert(name, info);
+                }
+                Err(e) => errors.push(LabError::Provision(e)),
+            }
+        }
+        one_or_all(errors)?;
+        let fabric = state.fabric.parse().unwrap_or(self.spec.fabric);
+        let facts = LabFacts::build(state, fabric, &by_node, |name| {
+            self.nodes.iter().find(|n| n.name == name).map_or(1, |n| n.cpus)
+        });
+        facts.save(&self.dir)?;
+        let facts_ref = &facts;
+        let writes = join_all(state.nodes.iter().zip(sessions).map(|(node, session)| async move {
+            lab_state::progress::step(
+                reporter,
+                &node.name,
+                "facts",
+                provision::write_facts(session, node, facts_ref),
+            )
+            .await
+            .map_err(LabError::Provision)
+        }))
+        .await;
+        one_or_all(writes.into_iter().filter_map(Result::err).collect())?;
+        Ok(facts)
     }
 
     /// A second `up`: every node must still run, answer SSH with its pinned
@@ -334,27 +395,49 @@ impl Lab {
             async move {
                 let session = Arc::new(connect_pinned(node, key, Duration::from_secs(20)).await?);
                 let name = node.name.clone();
-                lab_state::progress::step(
+                let deployed = lab_state::progress::step(
                     reporter,
                     &name,
                     "verify agent",
                     provision::deploy_agent(&session, node, agent),
                 )
-                .await?;
-                session.close().await;
-                Ok::<(), LabError>(())
+                .await;
+                if let Err(e) = deployed {
+                    session.close().await;
+                    return Err(e.into());
+                }
+                Ok::<_, LabError>(session)
             }
         });
         let results = join_all(checks).await;
         state.nodes = nodes;
         self.dir.save(&state)?;
+        let mut sessions = Vec::new();
+        let mut unhealthy = None;
         for r in results {
-            r.map_err(|e| LabError::Unhealthy {
-                lab: self.spec.name.clone(),
-                reason: e.to_string(),
-            })?;
+            match r {
+                Ok(session) => sessions.push(session),
+                Err(e) => {
+                    unhealthy.get_or_insert(LabError::Unhealthy {
+                        lab: self.spec.name.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+            }
         }
-        Ok(())
+        // The facts are refreshed: a node may have been rebooted (cloud
+        // images regenerate /etc/hosts), or its GID index changed.
+        let facts = match unhealthy {
+            Some(_) => Ok(()),
+            None => self.set_facts(&state, &sessions, reporter).await.map(|_| ()),
+        };
+        for session in &sessions {
+            session.close().await;
+        }
+        match unhealthy {
+            Some(e) => Err(e),
+            None => facts,
+        }
     }
 
     /// Removes every VM, process and file of the lab. Idempotent.
@@ -369,9 +452,40 @@ impl Lab {
 
     async fn teardown(&self) -> Result<(), LabError> {
         let state = self.dir.load().ok().flatten();
-        self.provider()?.delete(&self.dir, state.as_ref()).await?;
+        let provider = self.provider()?;
+        if provider.keeps_machines() {
+            if let Some(state) = &state {
+                self.remove_facts(state).await;
+            }
+        }
+        provider.delete(&self.dir, state.as_ref()).await?;
         self.dir.remove()?;
         Ok(())
+    }
+
+    /// Removes the lab facts from the nodes, best effort (a node that does
+    /// not answer keeps them): only for machines that outlive the lab.
+    async fn remove_facts(&self, state: &LabState) {
+        let Ok(key) = ssh::load_or_create_key(&self.dir.ssh_key()) else {
+            return;
+        };
+        let key = Arc::new(key);
+        join_all(state.nodes.iter().map(|node| {
+            let key = key.clone();
+            async move {
+                let result = async {
+                    let session = connect_pinned(node, key, Duration::from_secs(10)).await?;
+                    let removed = provision::remove_facts(&session, node, &state.lab).await;
+                    session.close().await;
+                    Ok::<_, LabError>(removed?)
+                }
+                .await;
+                if let Err(e) = result {
+                    tracing::warn!(node = %node.name, "could not remove the lab facts: {e}");
+                }
+            }
+        }))
+        .await;
     }
 
     /// Connects to a node of the lab over SSH with its pinned host key.
@@ -446,4 +560,13 @@ pub(crate) async fn connect_pinned(
 ) -> Result<SshSession, LabError> {
     let pinned = node.host_key.as_deref().and_then(ssh::parse_public);
     Ok(SshSession::connect(&provision::target(node), key, pinned, timeout).await?)
+}
+
+/// No error, one error, or several (each names its node).
+fn one_or_all(mut errors: Vec<LabError>) -> Result<(), LabError> {
+    match errors.len() {
+        0 => Ok(()),
+        1 => Err(errors.remove(0)),
+        _ => Err(LabError::Nodes(errors)),
+    }
 }

@@ -16,6 +16,8 @@
 //! - [`status`]: what a lab looks like now, read from its machines.
 //! - [`exec`]: one command on several nodes at once.
 //! - [`copy`]: files between this machine and nodes (`labctl cp`).
+//! - [`facts`]: the lab facts every node gets (`lab.env`, hostfile, `/etc/hosts`)
+//!   and the placeholders filled from them.
 //! - [`provision`]: rxe setup and agent deployment on a node.
 //! - [`params`]: what a user asked for (flags, a suite entry) → run options.
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
@@ -32,6 +34,7 @@ pub mod capture;
 pub mod ci;
 pub mod copy;
 pub mod exec;
+pub mod facts;
 pub mod impair;
 pub mod lab;
 pub mod params;

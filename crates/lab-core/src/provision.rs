@@ -12,12 +12,15 @@ use std::time::Duration;
 
 use russh::keys::PrivateKey;
 
+use agent_proto::v1::{NodeInfoReply, NodeInfoRequest};
 use lab_providers::{AgentBinary, ProviderError};
 use lab_remote::agent::{self, AgentError};
 use lab_remote::command::RemoteCommand;
 use lab_remote::ssh::{self, ConnectFailure, SshError, SshSession, SshTarget};
 use lab_state::progress::{step, Reporter};
 use lab_state::NodeState;
+
+use crate::facts::{self, LabFacts};
 
 /// Node-side scripts, run over SSH with `sh -s`.
 pub const RXE_SETUP: &str = include_str!("../../../provisioning/node/rxe-setup.sh");
@@ -26,6 +29,24 @@ pub const AGENT_START: &str = include_str!("../../../provisioning/node/agent-sta
 
 /// Where the agent binary lives on a node.
 pub const AGENT_PATH: &str = "/usr/local/bin/rdma-agent";
+
+/// Replaces the lines of `/etc/hosts` that end with `# labctl:<lab>` by
+/// new ones. `$1`: the lab; `$2`: the new lines (empty: only remove). The
+/// file is rewritten in place (`cat >`), not renamed over, so an
+/// `/etc/hosts` bind-mounted into a container keeps working.
+const HOSTS_SCRIPT: &str = r##"set -eu
+marker="labctl:$1"
+tmp=$(mktemp /etc/.hosts.labctl.XXXXXX)
+trap 'rm -f "$tmp"' EXIT
+if [ -e /etc/hosts ]; then
+    awk -v m="$marker" '!(NF >= 2 && $NF == m && $(NF - 1) == "#")' /etc/hosts >"$tmp"
+fi
+printf '%s' "$2" >>"$tmp"
+cat "$tmp" >/etc/hosts"##;
+
+/// Removes the lab facts' files from a node (`down` on machines that stay).
+const FACTS_REMOVE_SCRIPT: &str =
+    r#"rm -f /etc/labctl/lab.env /etc/labctl/hostfile && { rmdir /etc/labctl 2>/dev/null || :; }"#;
 
 /// Errors provisioning one node.
 #[derive(Debug, thiserror::Error)]
@@ -358,4 +379,120 @@ pub async fn deploy_agent(
     }
     node.agent_sha256 = Some(agent.sha256.clone());
     Ok(())
+}
+
+/// The node's `NodeInfo` (devices, ports, GIDs, CPUs), from its agent.
+pub async fn node_info(session: &Arc<SshSession>, node: &NodeState) -> Result<NodeInfoReply, ProvisionError> {
+    let mut client = agent::connect(session.clone(), node.agent_port).await?;
+    let reply = client
+        .node_info(NodeInfoRequest {})
+        .await
+        .map_err(|status| AgentError::Rpc {
+            node: node.name.clone(),
+            status: Box::new(status),
+        })?;
+    Ok(reply.into_inner())
+}
+
+/// Runs `command`; a non-zero exit is an error that shows `shown` (not the
+/// whole line, which may carry a script).
+async fn run_as(
+    session: &SshSession,
+    node: &NodeState,
+    command: RemoteCommand,
+    shown: &str,
+) -> Result<(), ProvisionError> {
+    let out = session.exec(&command).await?;
+    if out.status != 0 {
+        return Err(ProvisionError::Ssh(SshError::CommandFailed {
+            node: node.name.clone(),
+            command: shown.to_string(),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }));
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` (mode `mode`) where only root may write: over
+/// SFTP directly as root, else staged in /tmp and installed with sudo.
+async fn install_file(
+    session: &SshSession,
+    node: &NodeState,
+    bytes: &[u8],
+    path: &str,
+    mode: u32,
+) -> Result<(), ProvisionError> {
+    if node.ssh_user == "root" {
+        session.upload(bytes, path, mode).await?;
+        return Ok(());
+    }
+    let name = path.rsplit('/').next().unwrap_or("file");
+    let staged = format!("/tmp/labctl-{name}.{:08x}", rand::random::<u32>());
+    session.upload(bytes, &staged, 0o600).await?;
+    let install = as_root(
+        node,
+        RemoteCommand::new("install").args(["-m", &format!("{mode:o}"), staged.as_str(), path]),
+    );
+    let shown = install.to_string();
+    run_as(
+        session,
+        node,
+        install.and(RemoteCommand::new("rm").arg("-f").arg(&staged)),
+        &shown,
+    )
+    .await
+}
+
+/// Puts the lab facts on a node: `/etc/labctl/lab.env`, `/etc/labctl/hostfile`
+/// and the lab's marked `/etc/hosts` lines (earlier ones replaced, so a
+/// second `up` leaves exactly one set).
+pub async fn write_facts(session: &SshSession, node: &NodeState, lab_facts: &LabFacts) -> Result<(), ProvisionError> {
+    let env = facts::lab_env(lab_facts, &node.name).unwrap_or_default();
+    run_as(
+        session,
+        node,
+        as_root(
+            node,
+            RemoteCommand::new("mkdir").args(["-p", "-m", "0755", facts::NODE_DIR]),
+        ),
+        "mkdir -p /etc/labctl",
+    )
+    .await?;
+    install_file(session, node, env.as_bytes(), facts::LAB_ENV_PATH, 0o644).await?;
+    install_file(
+        session,
+        node,
+        facts::hostfile(lab_facts).as_bytes(),
+        facts::HOSTFILE_PATH,
+        0o644,
+    )
+    .await?;
+    let hosts = facts::hosts_lines(lab_facts);
+    run_as(
+        session,
+        node,
+        as_root(
+            node,
+            RemoteCommand::script_with(HOSTS_SCRIPT, [lab_facts.lab.as_str(), hosts.as_str()]),
+        ),
+        "update /etc/hosts",
+    )
+    .await
+}
+
+/// Removes the lab facts from a node: the files and the lab's `/etc/hosts`
+/// lines. For machines that outlive the lab (`down` on a provider that
+/// keeps them).
+pub async fn remove_facts(session: &SshSession, node: &NodeState, lab: &str) -> Result<(), ProvisionError> {
+    run_as(
+        session,
+        node,
+        as_root(
+            node,
+            RemoteCommand::script_with(HOSTS_SCRIPT, [lab, ""]).and(RemoteCommand::script(FACTS_REMOVE_SCRIPT)),
+        ),
+        "remove the lab facts",
+    )
+    .await
 }

@@ -1,7 +1,7 @@
 //! `labctl status`: what a lab looks like now, read from the machines
 //! themselves: each node's machine (as its provider sees it), SSH, the
 //! agent's health and version, the RDMA ports and GIDs, and the impairment
-//! on the data NIC.
+//! on the data NIC; plus the lab facts `up` saved (no RPC).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +16,7 @@ use lab_state::Phase;
 use russh::keys::PrivateKey;
 use serde::Serialize;
 
+use crate::facts::{LabFacts, LabLevelFacts, NodeFacts};
 use crate::lab::{connect_pinned, Lab, LabError};
 
 /// Version of the `status --json` layout.
@@ -34,9 +35,11 @@ impl Lab {
                 created_at: None,
                 provider_state: serde_json::Value::Null,
                 state_dir: self.dir.root().display().to_string(),
+                facts: None,
                 nodes: Vec::new(),
             });
         };
+        let facts = LabFacts::load(&self.dir);
         let provider = self.provider()?;
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         let nodes = join_all(state.nodes.iter().map(|node| {
@@ -45,7 +48,8 @@ impl Lab {
                 Ok(()) => Liveness::Running,
                 Err(e) => Liveness::Stopped(e.to_string().lines().next().unwrap_or_default().to_string()),
             };
-            node_status(node, liveness, key)
+            let node_facts = facts.as_ref().and_then(|f| f.node(&node.name)).cloned();
+            node_status(node, liveness, key, node_facts)
         }))
         .await;
         Ok(LabStatus {
@@ -57,6 +61,7 @@ impl Lab {
             created_at: Some(state.created_at.clone()),
             provider_state: state.provider_state.clone(),
             state_dir: self.dir.root().display().to_string(),
+            facts: facts.map(|f| f.lab_level()),
             nodes,
         })
     }
@@ -81,6 +86,9 @@ pub struct LabStatus {
     pub provider_state: serde_json::Value,
     /// The state directory.
     pub state_dir: String,
+    /// The lab-level facts `up` wrote on the nodes; `None` when not up (or
+    /// up by a labctl without lab facts).
+    pub facts: Option<LabLevelFacts>,
     /// Per node.
     pub nodes: Vec<NodeStatus>,
 }
@@ -107,6 +115,8 @@ pub struct NodeStatus {
     /// The netem impairment on its data NIC (`labctl impair`), read from the
     /// node; null when there is none.
     pub impairment: Option<crate::impair::Netem>,
+    /// The node's lab facts (from `up`, not read from the node).
+    pub facts: Option<NodeFacts>,
 }
 
 /// The agent as seen by `status`.
@@ -124,7 +134,12 @@ pub struct AgentStatus {
     pub rdma_core: String,
 }
 
-async fn node_status(node: &lab_state::NodeState, vm: Liveness, key: Arc<PrivateKey>) -> NodeStatus {
+async fn node_status(
+    node: &lab_state::NodeState,
+    vm: Liveness,
+    key: Arc<PrivateKey>,
+    facts: Option<NodeFacts>,
+) -> NodeStatus {
     let mut status = NodeStatus {
         name: node.name.clone(),
         ssh: format!("{}:{}", node.ssh_host, node.ssh_port),
@@ -135,6 +150,7 @@ async fn node_status(node: &lab_state::NodeState, vm: Liveness, key: Arc<Private
         rdma: Vec::new(),
         error: None,
         impairment: None,
+        facts,
     };
     if let Liveness::Stopped(why) = vm {
         status.error = Some(why);

@@ -147,6 +147,14 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Whether the nodes' machines outlive the lab (machines labctl did not
+    /// create, such as hosts reached over SSH). `down` then removes what
+    /// `up` wrote on them (the lab facts) before [`delete`](Self::delete).
+    /// Every provider today deletes its machines, so the default is `false`.
+    fn keeps_machines(&self) -> bool {
+        false
+    }
+
     /// Removes everything the lab created. Idempotent; works from partial
     /// state, or none at all.
     async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError>;

@@ -53,8 +53,8 @@ pub fn print_table(s: &LabStatus) {
         s.created_at.as_deref().unwrap_or("-")
     );
     println!(
-        "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} MTU",
-        "NODE", "VM", "SSH", "DATA", "AGENT", "RDMA"
+        "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} {:<5} GID",
+        "NODE", "VM", "SSH", "DATA", "AGENT", "RDMA", "MTU"
     );
     for n in &s.nodes {
         let vm = match &n.vm {
@@ -66,9 +66,15 @@ pub fn print_table(s: &LabStatus) {
             format!("{}/{} {} {}", r.device, r.port, r.netdev, short_state(&r.state))
         });
         let mtu = n.rdma.first().map_or("-".to_string(), |r| r.active_mtu.to_string());
+        // The GID index of the data address's RoCE v2 GID (lab facts).
+        let gid = n
+            .facts
+            .as_ref()
+            .and_then(|f| f.gid_index)
+            .map_or("-".to_string(), |i| i.to_string());
         println!(
-            "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} {}",
-            n.name, vm, n.ssh, n.data_addr, agent, rdma, mtu
+            "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} {:<5} {}",
+            n.name, vm, n.ssh, n.data_addr, agent, rdma, mtu, gid
         );
         if let Some(netem) = &n.impairment {
             let nic = n.rdma.first().map_or("data NIC", |r| r.netdev.as_str());
