@@ -35,6 +35,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_exec_passes_several_words_as_argv_intact",
             test_exec_passes_several_words_as_argv_intact,
         ),
+        t(
+            "test_exec_fills_placeholders_per_node_and_refuses_unknown_ones",
+            test_exec_fills_placeholders_per_node_and_refuses_unknown_ones,
+        ),
     ]
 }
 
@@ -323,4 +327,75 @@ fn test_exec_passes_several_words_as_argv_intact(lab: &Labctl) -> Result<(), Fai
     // One word stays a shell line.
     let run = lab.run(&["exec", "server", "--", "echo $((6 * 7)) | tr 4 x"]).ok()?;
     check(run.stdout == "x2\n", || format!("shell line gave {:?}", run.stdout))
+}
+
+fn test_exec_fills_placeholders_per_node_and_refuses_unknown_ones(lab: &Labctl) -> Result<(), Failed> {
+    // Each node's placeholders against what its own lab.env says.
+    let json = lab
+        .run(&[
+            "exec",
+            "--all",
+            "--json",
+            "--",
+            ". /etc/labctl/lab.env; echo {self.name} {self.addr} {self.dev} {self.gid_index} {server.addr} {nodes}; \
+             echo $LABCTL_NODE $LABCTL_ADDR $LABCTL_DEV $LABCTL_GID_INDEX $LABCTL_ADDR_SERVER $LABCTL_NODES",
+        ])
+        .ok()?
+        .json()?;
+    for (node, out) in stdout_per_node(&json) {
+        let lines: Vec<&str> = out.lines().collect();
+        check(
+            lines.len() == 2 && lines[0] == lines[1] && lines[0].starts_with(&format!("{node} 10.77.0.")),
+            || format!("{node}: placeholders and lab.env disagree: {out:?}"),
+        )?;
+    }
+    // The shell's own braces are left alone.
+    let shell = lab
+        .run(&["exec", "server", "--", "echo x y | awk '{print $2}'; echo ${HOME}"])
+        .ok()?;
+    check(shell.stdout == "y\n/root\n", || {
+        format!("shell braces: {:?}", shell.stdout)
+    })?;
+    // An unknown node or field stops everything before it runs.
+    for (template, needle) in [
+        (
+            "touch /root/ran-{serverr.addr}",
+            "no node `serverr`; its nodes are: server, client",
+        ),
+        (
+            "touch /root/ran-{self.address}",
+            "no field `address`; node fields are: addr, dev",
+        ),
+    ] {
+        let run = lab.run(&["exec", "--all", "--", template]);
+        check(run.code == 2 && run.stderr.contains(needle), || {
+            format!("{template}: exit {}: {}", run.code, run.stderr)
+        })?;
+    }
+    let ran = lab
+        .run(&["exec", "--all", "--", "ls /root/ran-* 2>/dev/null | wc -l"])
+        .ok()?;
+    check(ran.stdout.lines().all(|l| l.ends_with("| 0")), || {
+        format!("a refused template ran: {}", ran.stdout)
+    })?;
+    // The tutorial's ping-pong, addressed through placeholders alone.
+    let pingpong = "timeout 60 ibv_rc_pingpong -d {self.dev} -i {self.port} -g {self.gid_index} -n 50 -s 1024";
+    let server = lab
+        .command()
+        .args(["exec", "server", "--", pingpong])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let client = lab.run(&["exec", "client", "--", &format!("{pingpong} {{server.addr}}")]);
+    let server = server.wait_with_output()?;
+    check(client.code == 0 && server.status.success(), || {
+        format!(
+            "ibv_rc_pingpong through placeholders: client {}: {}{}; server: {}",
+            client.code,
+            client.stdout,
+            client.stderr,
+            String::from_utf8_lossy(&server.stderr)
+        )
+    })
 }

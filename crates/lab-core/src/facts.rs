@@ -237,33 +237,48 @@ impl LabFacts {
     ///   name, or `self` for `self_node`;
     /// - `{lab}`, `{nodes}` (the names, space-separated), `{fabric}`,
     ///   `{fi_provider}`;
-    /// - `{{` and `}}` stand for `{` and `}`.
+    /// - `{{NAME}}` stands for a literal `{NAME}`.
     ///
-    /// Anything else is an error that names it and lists what exists.
+    /// Only braces around a placeholder's shape (a name of letters, digits,
+    /// `_` and `-`, with at most one `.`) are placeholders; a name of that
+    /// shape that does not exist is an error naming it and listing what
+    /// exists. Every other brace is the shell's and stays as it is: `${VAR}`,
+    /// `{a,b}`, `{1..3}`, `awk '{print $1}'`, `find -exec ... {} \;`.
     pub fn expand(&self, template: &str, self_node: Option<&str>) -> Result<String, PlaceholderError> {
         let mut out = String::with_capacity(template.len());
         let mut rest = template;
-        while let Some(i) = rest.find(['{', '}']) {
+        while let Some(i) = rest.find('{') {
             out.push_str(&rest[..i]);
-            let brace = rest.as_bytes()[i];
             let after = &rest[i + 1..];
-            if after.as_bytes().first() == Some(&brace) {
-                out.push(brace as char);
-                rest = &after[1..];
+            // `${...}` belongs to the shell.
+            if out.ends_with('$') {
+                out.push('{');
+                rest = after;
                 continue;
             }
-            if brace == b'}' {
-                return Err(PlaceholderError::StrayClose {
-                    template: template.to_string(),
-                });
+            // `{{NAME}}` is the literal `{NAME}`.
+            if let Some(inner) = after.strip_prefix('{') {
+                if let Some(end) = inner.find("}}").filter(|end| is_placeholder_shape(&inner[..*end])) {
+                    out.push('{');
+                    out.push_str(&inner[..end]);
+                    out.push('}');
+                    rest = &inner[end + 2..];
+                    continue;
+                }
+                out.push('{');
+                rest = after;
+                continue;
             }
-            let Some(end) = after.find('}') else {
-                return Err(PlaceholderError::Unclosed {
-                    template: template.to_string(),
-                });
-            };
-            out.push_str(&self.placeholder(&after[..end], self_node)?);
-            rest = &after[end + 1..];
+            match after.find('}') {
+                Some(end) if is_placeholder_shape(&after[..end]) => {
+                    out.push_str(&self.placeholder(&after[..end], self_node)?);
+                    rest = &after[end + 1..];
+                }
+                _ => {
+                    out.push('{');
+                    rest = after;
+                }
+            }
         }
         out.push_str(rest);
         Ok(out)
@@ -339,7 +354,7 @@ pub enum PlaceholderError {
         field: String,
     },
     /// `{NAME}` is not a lab-level placeholder.
-    #[error("unknown placeholder `{{{placeholder}}}`; lab placeholders are {}; node placeholders are {{NODE.FIELD}} with NODE one of {} or `self`, and FIELD one of {}; write `{{{{` and `}}}}` for literal braces", LAB_FIELDS.map(|f| format!("{{{f}}}")).join(", "), .nodes.join(", "), NODE_FIELDS.join(", "))]
+    #[error("unknown placeholder `{{{placeholder}}}`; lab placeholders are {}; node placeholders are {{NODE.FIELD}} with NODE one of {} or `self`, and FIELD one of {}; write `{{{{NAME}}}}` for a literal `{{NAME}}`", LAB_FIELDS.map(|f| format!("{{{f}}}")).join(", "), .nodes.join(", "), NODE_FIELDS.join(", "))]
     Unknown {
         /// The placeholder, without braces.
         placeholder: String,
@@ -363,18 +378,20 @@ pub enum PlaceholderError {
         /// The lab's fabric.
         fabric: String,
     },
-    /// A `{` without its `}`.
-    #[error("`{template}`: a `{{` has no closing `}}`; write `{{{{` for a literal `{{`")]
-    Unclosed {
-        /// The whole template.
-        template: String,
-    },
-    /// A `}` that closes nothing.
-    #[error("`{template}`: a `}}` closes no placeholder; write `}}}}` for a literal `}}`")]
-    StrayClose {
-        /// The whole template.
-        template: String,
-    },
+}
+
+/// Whether `text` (between braces) looks like a placeholder: a name of
+/// letters, digits, `_` and `-` starting with a letter or `_`, or two such
+/// names joined by one `.`.
+fn is_placeholder_shape(text: &str) -> bool {
+    let name = |part: &str| {
+        part.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    match text.split_once('.') {
+        Some((node, field)) => name(node) && name(field),
+        None => name(text),
+    }
 }
 
 /// `LABCTL_ADDR_<NODE>`: the node's name upper-cased, anything not a letter
@@ -654,9 +671,16 @@ mod tests {
     #[test]
     fn test_expand_escapes_braces() {
         let facts = sample();
+        // The shell's braces stay as they are; only placeholder shapes expand.
         assert_eq!(
-            facts.expand("awk '{{print $1}}' {{}} {lab}}}", None).unwrap(),
-            "awk '{print $1}' {} e2e}"
+            facts
+                .expand("awk '{print $1}' ${HOME} {a,b} {1..3} {} { x; } {lab}", None)
+                .unwrap(),
+            "awk '{print $1}' ${HOME} {a,b} {1..3} {} { x; } e2e"
+        );
+        assert_eq!(
+            facts.expand("{{lab}} {{server.addr}} {{{lab}", None).unwrap(),
+            "{lab} {server.addr} {{e2e"
         );
         assert_eq!(facts.expand("no placeholders", None).unwrap(), "no placeholders");
         assert_eq!(facts.expand("", None).unwrap(), "");
@@ -680,18 +704,9 @@ mod tests {
             unknown.contains("{lab}, {nodes}, {fabric}, {fi_provider}") && unknown.contains("server, client-2"),
             "{unknown}"
         );
-        assert!(unknown.contains("write `{{` and `}}` for literal braces"), "{unknown}");
-        assert!(err("{}", None).starts_with("unknown placeholder `{}`"));
+        assert!(unknown.contains("write `{{NAME}}` for a literal `{NAME}`"), "{unknown}");
         assert!(err("{self.addr}", None).contains("`self` means the node the command runs on"));
         assert!(err("{self.addr}", Some("ghost")).contains("no node `ghost`"));
-        assert_eq!(
-            err("echo {lab", None),
-            "`echo {lab`: a `{` has no closing `}`; write `{{` for a literal `{`"
-        );
-        assert_eq!(
-            err("echo lab}", None),
-            "`echo lab}`: a `}` closes no placeholder; write `}}` for a literal `}`"
-        );
     }
 
     #[test]

@@ -78,6 +78,12 @@ pub enum LabError {
         /// What is wrong.
         reason: String,
     },
+    /// A command's placeholder cannot be filled (bad input).
+    #[error(transparent)]
+    Placeholder(#[from] crate::facts::PlaceholderError),
+    /// A command uses placeholders, and the lab has no facts to fill them.
+    #[error("lab `{0}` has no lab facts to fill placeholders from (it was brought up by an older labctl); run `labctl up` once more")]
+    NoFacts(String),
     /// The agent binary to deploy was not found.
     #[error("cannot read the rdma-agent binary {path}: {source}; build it with `cargo build --release -p rdma-agent` or point LABCTL_AGENT at it")]
     AgentBinary {

@@ -8,7 +8,6 @@ use std::sync::Mutex;
 
 use clap::Args as ClapArgs;
 use lab_core::exec::NodeExit;
-use lab_remote::command::RemoteCommand;
 use serde_json::json;
 
 use super::global::{open_lab, GlobalArgs};
@@ -21,7 +20,10 @@ Quoting: one word after `--` is a shell command line, run by the node's shell \
 arguments, passed as they are, not split again:
   labctl exec server -- 'dmesg | tail -n 5'     # one word: a shell line
   labctl exec server -- sh -c 'echo a; echo b'  # several words: argv intact
-  labctl exec --all -- hostname                 # every node, lines prefixed")]
+  labctl exec --all -- hostname                 # every node, lines prefixed
+Placeholders from the lab facts are filled per node before anything runs: {NODE.addr} {NODE.dev} {NODE.port} {NODE.gid_index} {NODE.gid} {NODE.netdev} {NODE.name} with NODE a node or `self`, and {lab} {nodes} {fabric} {fi_provider}:
+  labctl exec client -- ibv_rc_pingpong -d {self.dev} -g {self.gid_index} {server.addr}
+Other braces (${VAR}, {a,b}, awk '{print $1}') are left to the shell.")]
 pub struct ExecArgs {
     /// The node (or --all, or --nodes).
     #[arg(required_unless_present_any = ["all", "nodes"], conflicts_with_all = ["all", "nodes"])]
@@ -40,23 +42,18 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
-/// The command line for the node's shell: one word is the user's shell
-/// line, several are quoted word by word so the node sees the same argv.
-pub fn remote_command(words: &[String]) -> RemoteCommand {
-    match words {
-        [line] => RemoteCommand::user_line(line.clone()),
-        [program, args @ ..] => RemoteCommand::new(program).args(args),
-        [] => RemoteCommand::user_line(String::new()),
-    }
-}
-
 pub async fn run(args: &GlobalArgs, exec: &ExecArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
-    let command = remote_command(&exec.command);
-    if let (Some(node), false) = (&exec.node, exec.json) {
+    let nodes: Vec<String> = match (&exec.node, exec.all) {
+        (Some(node), _) => vec![node.clone()],
+        (None, true) => lab.state()?.nodes.iter().map(|n| n.name.clone()).collect(),
+        (None, false) => exec.nodes.clone(),
+    };
+    let commands = lab.commands_for(&nodes, &exec.command)?;
+    if let ([(node, command)], Some(_), false) = (commands.as_slice(), &exec.node, exec.json) {
         // One node: its output as it is, its exit status as ours.
         let status = lab
-            .exec(node, &command, |is_err, data| {
+            .exec(node, command, |is_err, data| {
                 if is_err {
                     let _ = std::io::stderr().write_all(data);
                 } else {
@@ -68,11 +65,6 @@ pub async fn run(args: &GlobalArgs, exec: &ExecArgs) -> anyhow::Result<ExitCode>
         // -1: the command ended without a status (connection lost); like ssh, 255.
         return Ok(exit_code(if (0..=255).contains(&status) { status } else { 255 }));
     }
-    let nodes: Vec<String> = match (&exec.node, exec.all) {
-        (Some(node), _) => vec![node.clone()],
-        (None, true) => lab.state()?.nodes.iter().map(|n| n.name.clone()).collect(),
-        (None, false) => exec.nodes.clone(),
-    };
     let width = nodes.iter().map(|n| n.len()).max().unwrap_or(0);
     let collected: Mutex<HashMap<(String, bool), Vec<u8>>> = Mutex::default();
     let on_output = |node: &str, is_err: bool, data: &[u8]| {
@@ -87,7 +79,7 @@ pub async fn run(args: &GlobalArgs, exec: &ExecArgs) -> anyhow::Result<ExitCode>
             }
         }
     };
-    let exits = lab.exec_on(&nodes, &command, &on_output).await?;
+    let exits = lab.exec_on(&commands, &on_output).await?;
     let mut collected = collected.into_inner().expect("output buffers");
     let mut take = |node: &str, is_err: bool| collected.remove(&(node.to_string(), is_err)).unwrap_or_default();
     let worst = exits.iter().map(|e| e.status).max().unwrap_or(0);
@@ -149,19 +141,4 @@ fn print_prefixed(node: &str, width: usize, is_err: bool, lines: &[u8]) {
 
 fn exit_code(status: i32) -> ExitCode {
     ExitCode::from(status.clamp(0, 255) as u8)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn test_one_word_is_a_shell_line_several_are_argv() {
-        let line = remote_command(&["echo a; echo b".into()]);
-        assert_eq!(line.as_str(), "echo a; echo b");
-        let argv = remote_command(&["sh".into(), "-c".into(), "echo a; echo b".into()]);
-        assert_eq!(shlex::split(argv.as_str()).unwrap(), ["sh", "-c", "echo a; echo b"]);
-        let spaced = remote_command(&["ls".into(), "my dir".into(), "$HOME".into()]);
-        assert_eq!(shlex::split(spaced.as_str()).unwrap(), ["ls", "my dir", "$HOME"]);
-    }
 }

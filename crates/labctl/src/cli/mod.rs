@@ -130,7 +130,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         return 2;
     }
     match e.downcast_ref::<LabError>() {
-        Some(LabError::Config(_) | LabError::UnknownNode { .. }) => 2,
+        Some(LabError::Config(_) | LabError::UnknownNode { .. } | LabError::Placeholder(_)) => 2,
         _ => match e.downcast_ref::<lab_core::run::RunError>() {
             Some(lab_core::run::RunError::Lab(LabError::Config(_) | LabError::UnknownNode { .. })) => 2,
             _ => 1,
