@@ -135,32 +135,8 @@ fn test_lab_facts_on_every_node_match_the_node(lab: &Labctl) -> Result<(), Faile
 fn test_lab_facts_drive_rc_pingpong_by_node_name(lab: &Labctl) -> Result<(), Failed> {
     let pingpong = ". /etc/labctl/lab.env && timeout 60 ibv_rc_pingpong -d \"$LABCTL_DEV\" -i \"$LABCTL_PORT\" \
                     -g \"$LABCTL_GID_INDEX\" -n 100 -s 4096";
-    let server = lab
-        .command()
-        .args(["exec", "server", "--", pingpong])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let client = lab.run(&["exec", "client", "--", &format!("{pingpong} server")]);
-    let server = server.wait_with_output()?;
-    let server_out = String::from_utf8_lossy(&server.stdout);
-    check(client.code == 0 && server.status.success(), || {
-        format!(
-            "ibv_rc_pingpong from the lab facts failed: client {} {}{}; server {:?} {}{}",
-            client.code,
-            client.stdout,
-            client.stderr,
-            server.status,
-            server_out,
-            String::from_utf8_lossy(&server.stderr)
-        )
-    })?;
-    for (side, out) in [("client", client.stdout.as_str()), ("server", &server_out)] {
-        check(out.contains("819200 bytes in"), || {
-            format!("{side} moved the wrong amount:\n{out}")
-        })?;
-    }
+    // 100 round trips of 4 KiB, counted both ways.
+    crate::util::rc_pingpong(lab, pingpong, &format!("{pingpong} server"), 819_200)?;
     Ok(())
 }
 

@@ -380,22 +380,7 @@ fn test_exec_fills_placeholders_per_node_and_refuses_unknown_ones(lab: &Labctl) 
     })?;
     // The tutorial's ping-pong, addressed through placeholders alone.
     let pingpong = "timeout 60 ibv_rc_pingpong -d {self.dev} -i {self.port} -g {self.gid_index} -n 50 -s 1024";
-    let server = lab
-        .command()
-        .args(["exec", "server", "--", pingpong])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let client = lab.run(&["exec", "client", "--", &format!("{pingpong} {{server.addr}}")]);
-    let server = server.wait_with_output()?;
-    check(client.code == 0 && server.status.success(), || {
-        format!(
-            "ibv_rc_pingpong through placeholders: client {}: {}{}; server: {}",
-            client.code,
-            client.stdout,
-            client.stderr,
-            String::from_utf8_lossy(&server.stderr)
-        )
-    })
+    // 50 round trips of 1 KiB, counted both ways.
+    crate::util::rc_pingpong(lab, pingpong, &format!("{pingpong} {{server.addr}}"), 102_400)?;
+    Ok(())
 }

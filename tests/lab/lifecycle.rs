@@ -84,42 +84,10 @@ fn test_status_shows_rxe_active_on_every_node(lab: &Labctl) -> Result<(), Failed
 
 fn test_rc_pingpong_crosses_the_rxe_link(lab: &Labctl) -> Result<(), Failed> {
     // GID index 1 is the RoCEv2 GID of the data address (::ffff:10.77.0.x).
-    let server = lab
-        .command()
-        .args([
-            "exec",
-            "server",
-            "--",
-            "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let client = lab.run(&[
-        "exec",
-        "client",
-        "--",
-        "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096 server",
-    ]);
-    let server = server.wait_with_output()?;
-    let server_out = String::from_utf8_lossy(&server.stdout);
-    check(client.code == 0 && server.status.success(), || {
-        format!(
-            "ibv_rc_pingpong failed: client {} {}{}; server {:?} {}{}",
-            client.code,
-            client.stdout,
-            client.stderr,
-            server.status,
-            server_out,
-            String::from_utf8_lossy(&server.stderr)
-        )
-    })?;
     // 200 round trips of 4 KiB; ibv_rc_pingpong counts both directions.
-    for (side, out) in [("client", client.stdout.as_str()), ("server", &server_out)] {
-        check(out.contains("1638400 bytes in"), || {
-            format!("{side} moved the wrong amount:\n{out}")
-        })?;
+    let pingpong = "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -n 200 -s 4096";
+    let sides = crate::util::rc_pingpong(lab, pingpong, &format!("{pingpong} server"), 1_638_400)?;
+    for (side, out) in [("client", &sides.client), ("server", &sides.server)] {
         check(out.contains("remote address: LID 0x0000"), || {
             format!("{side} no RoCE peer:\n{out}")
         })?;

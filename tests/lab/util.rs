@@ -132,3 +132,47 @@ pub fn check(cond: bool, msg: impl FnOnce() -> String) -> Result<(), Failed> {
         Err(msg().into())
     }
 }
+
+/// What `ibv_rc_pingpong` printed on each side.
+pub struct PingPong {
+    pub client: String,
+    pub server: String,
+}
+
+/// Runs `ibv_rc_pingpong` between the lab's server and client: `server_cmd`
+/// on the server in the background, then, two seconds later, `client_cmd`
+/// on the client. Fails unless both exit 0 and each side reports moving
+/// `bytes` bytes (ibv_rc_pingpong counts both directions).
+pub fn rc_pingpong(lab: &Labctl, server_cmd: &str, client_cmd: &str, bytes: u64) -> Result<PingPong, Failed> {
+    let server = lab
+        .command()
+        .args(["exec", "server", "--", server_cmd])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let client = lab.run(&["exec", "client", "--", client_cmd]);
+    let server = server.wait_with_output()?;
+    let server_out = String::from_utf8_lossy(&server.stdout).into_owned();
+    check(client.code == 0 && server.status.success(), || {
+        format!(
+            "ibv_rc_pingpong failed: client {} {}{}; server {:?} {}{}",
+            client.code,
+            client.stdout,
+            client.stderr,
+            server.status,
+            server_out,
+            String::from_utf8_lossy(&server.stderr)
+        )
+    })?;
+    let moved = format!("{bytes} bytes in");
+    for (side, out) in [("client", client.stdout.as_str()), ("server", server_out.as_str())] {
+        check(out.contains(&moved), || {
+            format!("{side} moved the wrong amount (want {bytes}):\n{out}")
+        })?;
+    }
+    Ok(PingPong {
+        client: client.stdout,
+        server: server_out,
+    })
+}
