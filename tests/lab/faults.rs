@@ -39,6 +39,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_another_user_cannot_attach_to_the_data_segment",
             test_another_user_cannot_attach_to_the_data_segment,
         ),
+        t(
+            "test_stopped_agent_fails_status_and_run_in_time",
+            test_stopped_agent_fails_status_and_run_in_time,
+        ),
     ]
 }
 
@@ -404,5 +408,81 @@ fn nix_kill(pid: i32) -> Result<(), Failed> {
         .map_err(|e| format!("kill: {e}"))?;
     check(out.status.success(), || {
         format!("kill -9 {pid}: {}", String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+/// An agent that accepts calls and never answers (SIGSTOP), before a run and
+/// in the middle of one: `status` and `run` fail within their deadlines,
+/// naming the node and the call, instead of waiting forever (issue 15 item 1).
+fn test_stopped_agent_fails_status_and_run_in_time(lab: &Labctl) -> Result<(), Failed> {
+    let signal = |sig: &str| lab.run(&["exec", "client", "--", &format!("pkill -{sig} -x rdma-agent")]);
+    let result = (|| {
+        signal("STOP").ok()?;
+        let started = Instant::now();
+        let status = lab.run(&["status", "--json"]);
+        let took = started.elapsed();
+        let s = status.json()?;
+        let client = node(&s, "client")?;
+        let said = client["error"].as_str().unwrap_or_default().to_string();
+        eprintln!("stopped agent: status failed in {:.1}s: {said}", took.as_secs_f64());
+        check(
+            status.code != 0 && said.contains("did not answer Health within 10 s") && took < Duration::from_secs(40),
+            || {
+                format!(
+                    "status with a stopped agent: exit {} after {took:?}: {client}",
+                    status.code
+                )
+            },
+        )?;
+
+        let started = Instant::now();
+        let run = lab.run(&["run", "write-read", "--timeout", "20"]);
+        let took = started.elapsed();
+        eprintln!("stopped agent: run failed in {:.1}s", took.as_secs_f64());
+        check(
+            run.code != 0
+                && run
+                    .stderr
+                    .contains("node `client` (client): rdma-agent did not answer NodeInfo within 20 s")
+                && took < Duration::from_secs(60),
+            || {
+                format!(
+                    "run with a stopped agent: exit {} after {took:?}: {}",
+                    run.code, run.stderr
+                )
+            },
+        )?;
+        signal("CONT").ok()?;
+
+        // Stopped in the middle of a run: the run's own deadline (its
+        // timeout plus a margin) ends it.
+        let mut child = lab
+            .command()
+            .args(["run", "write-bw", "--duration", "12", "--timeout", "20"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        std::thread::sleep(Duration::from_secs(6));
+        let started = Instant::now();
+        signal("STOP").ok()?;
+        let mut stderr = String::new();
+        child.stderr.take().ok_or("no stderr")?.read_to_string(&mut stderr)?;
+        let exit = child.wait()?;
+        let took = started.elapsed();
+        eprintln!(
+            "stopped agent mid-run: run failed {:.1}s after the stop",
+            took.as_secs_f64()
+        );
+        check(
+            !exit.success() && stderr.contains("node `client`") && took < Duration::from_secs(60),
+            || format!("run with the agent stopped mid-run: {exit:?} after {took:?}: {stderr}"),
+        )
+    })();
+    // Whatever happened, the agent runs again for the tests after this one.
+    let _ = signal("CONT");
+    result?;
+    let healthy = lab.run(&["status"]);
+    check(healthy.code == 0, || {
+        format!("after SIGCONT: {}{}", healthy.stdout, healthy.stderr)
     })
 }

@@ -251,11 +251,14 @@ async fn agent_rss(lab: &Lab, state: &LabState, node: &str, when: &str) -> Resul
     let mut client = lab_remote::agent::connect(session.clone(), ns.agent_port)
         .await
         .map_err(LabError::from)?;
-    let health = client
-        .health(agent_proto::v1::HealthRequest {})
-        .await
-        .map_err(|s| BenchError::Setup(format!("node `{node}`: Health: {s}")))?
-        .into_inner();
+    let health = lab_remote::agent::call(
+        node,
+        "Health",
+        lab_remote::agent::deadline::HEALTH,
+        client.health(agent_proto::v1::HealthRequest {}),
+    )
+    .await
+    .map_err(|e| BenchError::Setup(e.to_string()))?;
     session.close().await;
     Ok(AgentRss {
         node: node.to_string(),
@@ -308,11 +311,14 @@ async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, B
     let mut client = lab_remote::agent::connect(session.clone(), ns.agent_port)
         .await
         .map_err(LabError::from)?;
-    let info = client
-        .node_info(NodeInfoRequest {})
-        .await
-        .map_err(|s| BenchError::Setup(format!("node `{node}`: NodeInfo: {s}")))?
-        .into_inner();
+    let info = lab_remote::agent::call(
+        node,
+        "NodeInfo",
+        lab_remote::agent::deadline::NODE_INFO,
+        client.node_info(NodeInfoRequest {}),
+    )
+    .await
+    .map_err(|e| BenchError::Setup(e.to_string()))?;
     session.close().await;
     let wanted = ns.data_addr.to_ipv6_mapped();
     for dev in &info.devices {

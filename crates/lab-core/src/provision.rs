@@ -384,14 +384,13 @@ pub async fn deploy_agent(
 /// The node's `NodeInfo` (devices, ports, GIDs, CPUs), from its agent.
 pub async fn node_info(session: &Arc<SshSession>, node: &NodeState) -> Result<NodeInfoReply, ProvisionError> {
     let mut client = agent::connect(session.clone(), node.agent_port).await?;
-    let reply = client
-        .node_info(NodeInfoRequest {})
-        .await
-        .map_err(|status| AgentError::Rpc {
-            node: node.name.clone(),
-            status: Box::new(status),
-        })?;
-    Ok(reply.into_inner())
+    Ok(agent::call(
+        &node.name,
+        "NodeInfo",
+        agent::deadline::NODE_INFO,
+        client.node_info(NodeInfoRequest {}),
+    )
+    .await?)
 }
 
 /// Runs `command`; a non-zero exit is an error that shows `shown` (not the

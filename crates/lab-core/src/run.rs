@@ -18,7 +18,7 @@ use agent_proto::v1::{
     Progress, Role, RunRequest, SideResult, WorkloadParams,
 };
 use lab_model::workloads::{is_fabric, WORKLOADS};
-use lab_remote::agent::{self, AgentError, Client};
+use lab_remote::agent::{self, deadline, AgentError, Client};
 use lab_remote::ssh::SshSession;
 use lab_results::run::{
     cpu, latency, node_record, side_record, CounterPair, Counters, CpuPair, ImpairmentPair, MrCacheRecord, NodePair,
@@ -45,13 +45,15 @@ pub enum RunError {
         /// with a newline; empty otherwise).
         hint: String,
     },
-    /// The run did not finish in time.
-    #[error("node `{node}` ({role}): no result within {waited_s} s; the run was aborted")]
+    /// An agent did not answer a call of the run in time.
+    #[error("node `{node}` ({role}): rdma-agent did not answer {call} within {waited_s} s; the run was aborted (a stopped or wedged agent? `labctl exec {node} -- ps -o pid,stat,cmd -C rdma-agent`)")]
     Timeout {
         /// The node that did not answer.
         node: String,
         /// server or client.
         role: &'static str,
+        /// The call (`NodeInfo`, `Prepare`, `Connect`, `Run`, `Collect`).
+        call: &'static str,
         /// Seconds waited.
         waited_s: u64,
     },
@@ -241,6 +243,32 @@ impl Peer {
     }
 }
 
+/// Awaits one agent call of a run for at most `limit`: an error naming the
+/// node, its role and the call instead of a wait without end.
+async fn within<T>(
+    node: &str,
+    role: &'static str,
+    call: &'static str,
+    limit: Duration,
+    request: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, RunError> {
+    match tokio::time::timeout(limit, request).await {
+        Ok(Ok(reply)) => Ok(reply.into_inner()),
+        Ok(Err(status)) => Err(RunError::Agent {
+            node: node.to_string(),
+            role,
+            status: Box::new(status),
+            hint: String::new(),
+        }),
+        Err(_) => Err(RunError::Timeout {
+            node: node.to_string(),
+            role,
+            call,
+            waited_s: limit.as_secs(),
+        }),
+    }
+}
+
 async fn open_peer(lab: &Lab, state: &lab_state::LabState, name: &str, role: &'static str) -> Result<Peer, RunError> {
     let node = lab.node_state(state, name)?.clone();
     let session = Arc::new(lab.connect(state, name).await?);
@@ -300,20 +328,20 @@ pub async fn run_workload(
         open_peer(lab, &state, &opts.client, "client")
     )?;
     let (server_info, client_info) = futures::try_join!(
-        async {
-            server
-                .client
-                .node_info(NodeInfoRequest {})
-                .await
-                .map_err(|s| server.fail(s))
-        },
-        async {
-            client
-                .client
-                .node_info(NodeInfoRequest {})
-                .await
-                .map_err(|s| client.fail(s))
-        }
+        within(
+            &server.node.name,
+            server.role,
+            "NodeInfo",
+            deadline::NODE_INFO,
+            server.client.node_info(NodeInfoRequest {})
+        ),
+        within(
+            &client.node.name,
+            client.role,
+            "NodeInfo",
+            deadline::NODE_INFO,
+            client.client.node_info(NodeInfoRequest {})
+        )
     )?;
 
     let session_id = format!("{:016x}", rand::random::<u64>());
@@ -393,8 +421,8 @@ pub async fn run_workload(
             client: cpu(&client_side, moved),
         },
         nodes: NodePair {
-            server: node_record(&opts.server, server_info.into_inner()),
-            client: node_record(&opts.client, client_info.into_inner()),
+            server: node_record(&opts.server, server_info),
+            client: node_record(&opts.client, client_info),
         },
         started_at,
         duration_s: started.elapsed().as_secs_f64(),
@@ -442,30 +470,37 @@ async fn drive(
         role: role as i32,
         bind_addr: bind.data_addr.to_string(),
     };
-    let prepared = server
-        .client
-        .prepare(prepare(Role::Server, &server.node))
-        .await
-        .map_err(|s| server.fail(s))?
-        .into_inner();
+    let prepared = within(
+        &server.node.name,
+        server.role,
+        "Prepare",
+        deadline::SETUP,
+        server.client.prepare(prepare(Role::Server, &server.node)),
+    )
+    .await?;
     let (server_endpoint, fabric_peer) = (prepared.endpoint, prepared.fabric);
     if params.cm() == CmMode::Oob && !is_fabric(&params.workload) {
         // Lab C: each side learns the other's GID, QPN, PSN, MTU, addr and rkey.
-        let client_endpoint = client
-            .client
-            .prepare(prepare(Role::Client, &client.node))
-            .await
-            .map_err(|s| client.fail(s))?
-            .into_inner()
-            .endpoint;
-        server
-            .client
-            .connect(ConnectRequest {
+        let client_endpoint = within(
+            &client.node.name,
+            client.role,
+            "Prepare",
+            deadline::SETUP,
+            client.client.prepare(prepare(Role::Client, &client.node)),
+        )
+        .await?
+        .endpoint;
+        within(
+            &server.node.name,
+            server.role,
+            "Connect",
+            deadline::SETUP,
+            server.client.connect(ConnectRequest {
                 session_id: session_id.to_string(),
                 peer: client_endpoint,
-            })
-            .await
-            .map_err(|s| server.fail(s))?;
+            }),
+        )
+        .await?;
     }
     let run = RunRequest {
         session_id: session_id.to_string(),
@@ -500,6 +535,7 @@ async fn drive(
     .map_err(|_| RunError::Timeout {
         node: client.node.name.clone(),
         role: "client",
+        call: "Run",
         waited_s: deadline.as_secs(),
     })??;
     let collect = CollectRequest {
@@ -511,6 +547,7 @@ async fn drive(
         .map_err(|_| RunError::Timeout {
             node: server.node.name.clone(),
             role: "server",
+            call: "Collect",
             waited_s: 30,
         })?
         .map_err(|s| server.fail(s))?

@@ -9,7 +9,7 @@ use std::time::Duration;
 use agent_proto::v1::{HealthRequest, NodeInfoRequest};
 use futures::future::join_all;
 use lab_providers::Liveness;
-use lab_remote::agent::{self, AgentError};
+use lab_remote::agent::{self, deadline, AgentError};
 use lab_remote::ssh;
 use lab_results::run::{rdma_ports, RdmaDeviceStatus};
 use lab_state::Phase;
@@ -172,12 +172,14 @@ async fn node_status(
     }
     let result = async {
         let mut client = agent::connect(session.clone(), node.agent_port).await?;
-        let rpc = |status| AgentError::Rpc {
-            node: node.name.clone(),
-            status: Box::new(status),
-        };
-        let health = client.health(HealthRequest {}).await.map_err(rpc)?.into_inner();
-        let info = client.node_info(NodeInfoRequest {}).await.map_err(rpc)?.into_inner();
+        let health = agent::call(&node.name, "Health", deadline::HEALTH, client.health(HealthRequest {})).await?;
+        let info = agent::call(
+            &node.name,
+            "NodeInfo",
+            deadline::NODE_INFO,
+            client.node_info(NodeInfoRequest {}),
+        )
+        .await?;
         Ok::<_, AgentError>((health, info))
     }
     .await;

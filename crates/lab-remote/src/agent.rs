@@ -36,6 +36,17 @@ pub enum AgentError {
         /// The gRPC status.
         status: Box<tonic::Status>,
     },
+    /// The agent accepted the call and did not answer in time (stopped,
+    /// wedged, or the node is starved).
+    #[error("node `{node}`: rdma-agent did not answer {call} within {waited_s} s; it may be stopped or wedged (`labctl exec {node} -- ps -o pid,stat,cmd -C rdma-agent`; state T means stopped)")]
+    Deadline {
+        /// The node.
+        node: String,
+        /// The call (`Health`, `NodeInfo`, `Prepare`, ...).
+        call: &'static str,
+        /// Seconds waited.
+        waited_s: u64,
+    },
     /// The agent did not become healthy.
     #[error("node `{node}`: rdma-agent did not answer Health within {waited_s} s ({last}); its log is /var/log/rdma-agent.log on the node (labctl exec {node} -- tail /var/log/rdma-agent.log)")]
     NotHealthy {
@@ -46,6 +57,44 @@ pub enum AgentError {
         /// The last error.
         last: String,
     },
+}
+
+/// How long each agent call may take. The agent answers these from memory
+/// or after work bounded by its own limits, so a call that takes longer means
+/// a stopped or wedged agent, not a slow one. (Runs have their own deadline:
+/// the workload's timeout plus a margin.)
+pub mod deadline {
+    use std::time::Duration;
+
+    /// Health: answered from memory.
+    pub const HEALTH: Duration = Duration::from_secs(10);
+    /// NodeInfo: reads sysfs and opens each device once.
+    pub const NODE_INFO: Duration = Duration::from_secs(20);
+    /// Prepare and Connect: register memory and set up queue pairs; a large
+    /// registration under emulation takes seconds.
+    pub const SETUP: Duration = Duration::from_secs(60);
+}
+
+/// Awaits an agent call for at most `limit`; past it, an error that names the
+/// node and the call instead of a wait without end.
+pub async fn call<T>(
+    node: &str,
+    call: &'static str,
+    limit: Duration,
+    request: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, AgentError> {
+    match tokio::time::timeout(limit, request).await {
+        Ok(Ok(reply)) => Ok(reply.into_inner()),
+        Ok(Err(status)) => Err(AgentError::Rpc {
+            node: node.to_string(),
+            status: Box::new(status),
+        }),
+        Err(_) => Err(AgentError::Deadline {
+            node: node.to_string(),
+            call,
+            waited_s: limit.as_secs(),
+        }),
+    }
 }
 
 /// Connects to the agent listening on `127.0.0.1:port` inside the node.
@@ -73,9 +122,9 @@ pub async fn wait_healthy(ssh: Arc<SshSession>, port: u16, wait: Duration) -> Re
     let started = Instant::now();
     loop {
         let last = match connect(ssh.clone(), port).await {
-            Ok(mut client) => match client.health(HealthRequest {}).await {
-                Ok(reply) => return Ok(reply.into_inner().version),
-                Err(status) => status.to_string(),
+            Ok(mut client) => match call(&node, "Health", deadline::HEALTH, client.health(HealthRequest {})).await {
+                Ok(reply) => return Ok(reply.version),
+                Err(e) => e.to_string(),
             },
             Err(e) => e.to_string(),
         };
