@@ -390,6 +390,7 @@ impl Lab {
         for node in &state.nodes {
             provider
                 .check_alive(&self.dir, &state, &node.name)
+                .await
                 .map_err(|e| LabError::Unhealthy {
                     lab: self.spec.name.clone(),
                     reason: e.to_string(),

@@ -126,11 +126,14 @@ pub fn target(node: &NodeState) -> SshTarget {
 
 /// Runs every provisioning step on one node. `still_alive` reports a machine
 /// that died while SSH was awaited.
-pub async fn provision_node(
+pub async fn provision_node<F>(
     job: NodeJob<'_>,
     reporter: &dyn Reporter,
-    still_alive: impl FnMut() -> Result<(), ProviderError>,
-) -> Result<Arc<SshSession>, ProvisionError> {
+    still_alive: impl FnMut() -> F,
+) -> Result<Arc<SshSession>, ProvisionError>
+where
+    F: std::future::Future<Output = Result<(), ProviderError>>,
+{
     let name = job.node.name.clone();
     let pinned = job.node.host_key.as_deref().and_then(ssh::parse_public);
     let session = step(

@@ -44,12 +44,15 @@ impl Lab {
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         let nodes = join_all(state.nodes.iter().map(|node| {
             let key = key.clone();
-            let liveness = match provider.check_alive(&self.dir, &state, &node.name) {
-                Ok(()) => Liveness::Running,
-                Err(e) => Liveness::Stopped(e.to_string().lines().next().unwrap_or_default().to_string()),
-            };
-            let node_facts = facts.as_ref().and_then(|f| f.node(&node.name)).cloned();
-            node_status(node, liveness, key, node_facts)
+            let (provider, state, facts) = (&provider, &state, &facts);
+            async move {
+                let liveness = match provider.check_alive(&self.dir, state, &node.name).await {
+                    Ok(()) => Liveness::Running,
+                    Err(e) => Liveness::Stopped(e.to_string().lines().next().unwrap_or_default().to_string()),
+                };
+                let node_facts = facts.as_ref().and_then(|f| f.node(&node.name)).cloned();
+                node_status(node, liveness, key, node_facts).await
+            }
         }))
         .await;
         Ok(LabStatus {

@@ -122,6 +122,7 @@ impl Standin {
         std::env::set_var("PATH", std::env::join_paths(paths).unwrap());
         std::env::set_var("MP_STANDIN_DIR", &dir);
         std::env::remove_var("MP_STANDIN_FAIL");
+        std::env::remove_var("MP_STANDIN_HANG");
         Standin { dir, _guard: guard }
     }
 
@@ -307,26 +308,49 @@ fn test_failed_launch_reports_multipass_s_message() {
     );
 }
 
-#[test]
-fn test_check_alive_reads_the_instance_state() {
+#[tokio::test]
+async fn test_check_alive_reads_the_instance_state() {
     let mp = Standin::new("alive");
     let state = LabState::new("mp", "multipass", "rxe");
     let dir = LabDir::for_lab(&mp.dir.join("labs.yaml"), "mp");
     let provider = MultipassProvider::new();
     mp.answer("info.json", "info-lab-running.json");
-    provider.check_alive(&dir, &state, "client").unwrap();
+    provider.check_alive(&dir, &state, "client").await.unwrap();
     assert_eq!(mp.argv(), ["info --format json mp-client"]);
 
     mp.answer("info.json", "info-lab-client-stopped.json");
-    let e = provider.check_alive(&dir, &state, "client").unwrap_err().to_string();
+    let e = provider
+        .check_alive(&dir, &state, "client")
+        .await
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         "node `client`: the machine is not running: Multipass reports instance `mp-client` as Stopped"
     );
 
     mp.silence("info.json");
-    let e = provider.check_alive(&dir, &state, "server").unwrap_err().to_string();
+    let e = provider
+        .check_alive(&dir, &state, "server")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("instance \"mp-server\" does not exist"), "{e}");
+
+    // A multipassd that never answers: the check gives up in its own time
+    // and says so, instead of stalling `status` or an `up` waiting on SSH
+    // (issue 15 item 2).
+    std::env::set_var("MP_STANDIN_HANG", "info");
+    let started = std::time::Instant::now();
+    let e = provider
+        .check_alive(&dir, &state, "server")
+        .await
+        .unwrap_err()
+        .to_string();
+    std::env::remove_var("MP_STANDIN_HANG");
+    let took = started.elapsed();
+    assert!(e.contains("no answer within 10 s"), "{e}");
+    assert!(took < std::time::Duration::from_secs(15), "{took:?}");
 }
 
 #[test]

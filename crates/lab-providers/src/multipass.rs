@@ -570,17 +570,32 @@ impl Provider for MultipassProvider {
         Ok(())
     }
 
-    fn check_alive(&self, _dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
+    async fn check_alive(&self, _dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
         let program = self.program()?;
         let instance = instance_name(&state.lab, node);
         let down = |reason: String| ProviderError::NotRunning {
             node: node.to_string(),
             reason,
         };
-        let output = std::process::Command::new(program)
+        // A wedged multipassd must not stall `status` or an `up` waiting on
+        // SSH: the question has a deadline, and the command is killed past it.
+        let asked = tokio::process::Command::new(program)
             .args(["info", "--format", "json", &instance])
             .stdin(std::process::Stdio::null())
-            .output()
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(crate::provider::CHECK_ALIVE_TIMEOUT, asked)
+            .await
+            .map_err(|_| ProviderError::Io {
+                context: format!("running {PROGRAM} info {instance}"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer within {} s (is multipassd stuck? `multipass list` shows whether it answers at all)",
+                        crate::provider::CHECK_ALIVE_TIMEOUT.as_secs()
+                    ),
+                ),
+            })?
             .map_err(|source| ProviderError::Io {
                 context: format!("running {PROGRAM} info"),
                 source,

@@ -113,6 +113,9 @@ pub enum Liveness {
     Stopped(String),
 }
 
+/// How long a provider's liveness check may ask its command or API.
+pub const CHECK_ALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The lifecycle of a lab's machines.
 #[async_trait]
 pub trait Provider: Send + Sync {
@@ -139,8 +142,10 @@ pub trait Provider: Send + Sync {
     }
 
     /// Whether node `node`'s machine is still running; the error explains
-    /// why not (exit status, console tail). Cheap: called while waiting.
-    fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError>;
+    /// why not (exit status, console tail). Cheap, and bounded in time
+    /// (a provider that asks a command or an API gives up after
+    /// [`CHECK_ALIVE_TIMEOUT`]): called while waiting and by `status`.
+    async fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError>;
 
     /// The node's console log, where the provider keeps one.
     fn console_log(&self, _dir: &LabDir, _node: &str) -> Option<std::path::PathBuf> {

@@ -167,14 +167,14 @@ async fn test_lifecycle_creates_then_removes_every_resource() {
     // status: the provider sees both machines running.
     let provider = f.provider(&spec);
     for node in ["server", "client"] {
-        provider.check_alive(&dir, &state, node).unwrap();
+        provider.check_alive(&dir, &state, node).await.unwrap();
     }
 
     provider.delete(&dir, Some(&state)).await.unwrap();
     assert_eq!(tagged(&f.client, "life").await, vec![]);
     // A stopped node now reads as such.
     let fresh = f.provider(&spec);
-    let err = fresh.check_alive(&dir, &state, "server").unwrap_err().to_string();
+    let err = fresh.check_alive(&dir, &state, "server").await.unwrap_err().to_string();
     assert!(err.contains("terminated"), "{err}");
     // A second delete has nothing to do and succeeds.
     fresh.delete(&dir, Some(&state)).await.unwrap();

@@ -279,17 +279,20 @@ impl SshSession {
     /// Connects, retrying with backoff until `deadline` passes. `still_alive`
     /// is asked between attempts, so a VM that died ends the wait at once with
     /// its own error. A changed host key or a refused key is never retried.
-    pub async fn connect_with_retry<E>(
+    pub async fn connect_with_retry<E, F>(
         target: &SshTarget,
         key: Arc<PrivateKey>,
         pinned: Option<PublicKey>,
         wait: Duration,
-        mut still_alive: impl FnMut() -> Result<(), E>,
-    ) -> Result<SshSession, ConnectFailure<E>> {
+        mut still_alive: impl FnMut() -> F,
+    ) -> Result<SshSession, ConnectFailure<E>>
+    where
+        F: std::future::Future<Output = Result<(), E>>,
+    {
         let started = Instant::now();
         let mut delay = Duration::from_millis(250);
         loop {
-            still_alive().map_err(ConnectFailure::NodeDied)?;
+            still_alive().await.map_err(ConnectFailure::NodeDied)?;
             let attempt_timeout =
                 Duration::from_secs(20).min(wait.saturating_sub(started.elapsed()).max(Duration::from_secs(1)));
             let last = match Self::connect(target, key.clone(), pinned.clone(), attempt_timeout).await {
@@ -593,8 +596,10 @@ mod tests {
         };
         let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
         let started = std::time::Instant::now();
-        let result =
-            SshSession::connect_with_retry(&target, key, None, Duration::from_secs(2), || Ok::<(), ()>(())).await;
+        let result = SshSession::connect_with_retry(&target, key, None, Duration::from_secs(2), || async {
+            Ok::<(), ()>(())
+        })
+        .await;
         match result {
             Err(ConnectFailure::Ssh(e @ SshError::Timeout { .. })) => {
                 let text = e.to_string();

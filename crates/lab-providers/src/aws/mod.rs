@@ -1348,7 +1348,7 @@ impl Provider for AwsProvider {
             .await
     }
 
-    fn check_alive(&self, _dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
+    async fn check_alive(&self, _dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
         let down = |reason: String| ProviderError::NodeDown {
             node: node.to_string(),
             reason,
@@ -1366,47 +1366,32 @@ impl Provider for AwsProvider {
                 return answer.clone().map_err(down);
             }
         }
-        // The trait is synchronous; the one EC2 call runs on a thread of its
-        // own with a small runtime, since this may run inside an async task.
         let lab = state.lab.clone();
-        let client = self.client.get().filter(|_| self.fixed_client).map(|(c, _)| c.clone());
-        let answer = std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .map_err(|e| format!("cannot ask EC2: {e}"))?;
-                    runtime.block_on(async {
-                        let client = match client {
-                            Some(c) => c,
-                            None => client_from_env(Some(&aws.region)).await,
-                        };
-                        let ec2 = Ec2 {
-                            client: &client,
-                            ctx: Ctx {
-                                lab: &lab,
-                                region: &aws.region,
-                            },
-                            waits: self.waits,
-                        };
-                        match ec2.describe(std::slice::from_ref(&id)).await {
-                            Err(e) => Err(format!("cannot ask EC2 about instance {id}: {e}")),
-                            Ok(found) => match found.first() {
-                                None => Err(format!("EC2 instance {id} no longer exists")),
-                                Some(i)
-                                    if matches!(i.state, InstanceStateName::Running | InstanceStateName::Pending) =>
-                                {
-                                    Ok(())
-                                }
-                                Some(i) => Err(format!("EC2 instance {id} is {}: {}", i.state.as_str(), i.reason)),
-                            },
-                        }
-                    })
-                })
-                .join()
-                .unwrap_or_else(|_| Err("the EC2 check panicked".into()))
-        });
+        let client = match self.client.get().filter(|_| self.fixed_client).map(|(c, _)| c.clone()) {
+            Some(c) => c,
+            None => client_from_env(Some(&aws.region)).await,
+        };
+        let ec2 = Ec2 {
+            client: &client,
+            ctx: Ctx {
+                lab: &lab,
+                region: &aws.region,
+            },
+            waits: self.waits,
+        };
+        let limit = crate::provider::CHECK_ALIVE_TIMEOUT;
+        let answer = match tokio::time::timeout(limit, ec2.describe(std::slice::from_ref(&id))).await {
+            Err(_) => Err(format!(
+                "EC2 did not answer about instance {id} within {} s",
+                limit.as_secs()
+            )),
+            Ok(Err(e)) => Err(format!("cannot ask EC2 about instance {id}: {e}")),
+            Ok(Ok(found)) => match found.first() {
+                None => Err(format!("EC2 instance {id} no longer exists")),
+                Some(i) if matches!(i.state, InstanceStateName::Running | InstanceStateName::Pending) => Ok(()),
+                Some(i) => Err(format!("EC2 instance {id} is {}: {}", i.state.as_str(), i.reason)),
+            },
+        };
         self.alive_cache
             .lock()
             .expect("alive cache")

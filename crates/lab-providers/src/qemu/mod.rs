@@ -322,7 +322,7 @@ impl Provider for QemuProvider {
         Ok(())
     }
 
-    fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
+    async fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
         let console = dir.console_log(node);
         let down = |reason: String| ProviderError::NodeDown {
             node: node.to_string(),
