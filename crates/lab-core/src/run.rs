@@ -243,8 +243,8 @@ impl Peer {
     }
 }
 
-/// Awaits one agent call of a run for at most `limit`: an error naming the
-/// node, its role and the call instead of a wait without end.
+/// Awaits one agent call of a run for at most `limit` ([`agent::call`]),
+/// its errors told as the run's: the node with its role, and the call.
 async fn within<T>(
     node: &str,
     role: &'static str,
@@ -252,21 +252,21 @@ async fn within<T>(
     limit: Duration,
     request: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T, RunError> {
-    match tokio::time::timeout(limit, request).await {
-        Ok(Ok(reply)) => Ok(reply.into_inner()),
-        Ok(Err(status)) => Err(RunError::Agent {
-            node: node.to_string(),
+    agent::call(node, call, limit, request).await.map_err(|e| match e {
+        AgentError::Rpc { node, status } => RunError::Agent {
+            node,
             role,
-            status: Box::new(status),
+            status,
             hint: String::new(),
-        }),
-        Err(_) => Err(RunError::Timeout {
-            node: node.to_string(),
+        },
+        AgentError::Deadline { node, call, waited_s } => RunError::Timeout {
+            node,
             role,
             call,
-            waited_s: limit.as_secs(),
-        }),
-    }
+            waited_s,
+        },
+        other => RunError::Lab(LabError::Agent(other)),
+    })
 }
 
 async fn open_peer(lab: &Lab, state: &lab_state::LabState, name: &str, role: &'static str) -> Result<Peer, RunError> {
