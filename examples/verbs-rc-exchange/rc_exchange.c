@@ -195,15 +195,23 @@ static void print_info(const char *who, const struct peer_info *i)
 
 /* Waits for the next completion on `cq` and checks it is the one expected.
  * ibv_poll_cq never blocks: it returns 0 while nothing has completed, so we
- * spin, with a deadline so a lost peer cannot hang us. */
-static struct ibv_wc wait_completion(struct ibv_cq *cq, uint64_t wr_id, const char *what)
+ * spin, with a deadline so a lost peer cannot hang us. Once a second we also
+ * look at the TCP connection `fd`: a peer that failed has exited, and its
+ * end of the connection is closed, so there is no point waiting for it. */
+static struct ibv_wc wait_completion(struct ibv_cq *cq, int fd, uint64_t wr_id, const char *what)
 {
     struct ibv_wc wc;
-    time_t deadline = time(NULL) + COMPLETION_TIMEOUT_S;
+    time_t checked = time(NULL), deadline = checked + COMPLETION_TIMEOUT_S;
     int n;
-    while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
-        if (time(NULL) > deadline)
+    while ((n = ibv_poll_cq(cq, 1, &wc)) == 0) {
+        time_t now = time(NULL);
+        if (now > deadline)
             die("%s: no completion within %d s", what, COMPLETION_TIMEOUT_S);
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (now != checked && poll(&pfd, 1, 0) > 0) /* nothing else is due on it: EOF */
+            die("%s: the peer closed the connection (its own output says why)", what);
+        checked = now;
+    }
     if (n < 0)
         die("%s: ibv_poll_cq failed", what);
     if (wc.status != IBV_WC_SUCCESS) /* the request failed: the status says why */
@@ -332,7 +340,9 @@ int main(int argc, char **argv)
     if (posix_memalign((void **)&buf, 4096, (size_t)size + MSG_BYTES))
         die("posix_memalign %ld bytes: out of memory", size);
     memset(buf, 0, (size_t)size + MSG_BYTES);
-    uint32_t *msg = (uint32_t *)(buf + size); /* {iteration, checksum} */
+    /* {iteration, checksum}: what we SEND and where we RECV. One slot is
+     * enough because each message is answered only after the last one left. */
+    uint32_t *msg = (uint32_t *)(buf + size);
     struct ibv_mr *mr = ibv_reg_mr(pd, buf, (size_t)size + MSG_BYTES,
                                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!mr)
@@ -419,9 +429,9 @@ int main(int argc, char **argv)
                                         .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
                                         .wr.rdma = {.remote_addr = peer.addr, .rkey = peer.rkey}};
             post_send(qp, mr, msg, &write);
-            wait_completion(send_cq, WR_WRITE, "RDMA WRITE");
-            wait_completion(send_cq, WR_SEND, "SEND checksum");
-            wait_completion(recv_cq, WR_RECV, "RECV the server's answer");
+            wait_completion(send_cq, fd, WR_WRITE, "RDMA WRITE");
+            wait_completion(send_cq, fd, WR_SEND, "SEND checksum");
+            wait_completion(recv_cq, fd, WR_RECV, "RECV the server's answer");
             if (ntohl(msg[0]) != iter)
                 die("iteration %u: the server answered for iteration %u", iter, ntohl(msg[0]));
             if (iter + 1 < (uint32_t)iters)
@@ -429,7 +439,7 @@ int main(int argc, char **argv)
         } else {
             /* Server: the RECV completes once the client's SEND lands, and by
              * then its WRITE has too. Check the bytes, then answer. */
-            struct ibv_wc wc = wait_completion(recv_cq, WR_RECV, "RECV checksum");
+            struct ibv_wc wc = wait_completion(recv_cq, fd, WR_RECV, "RECV checksum");
             if (wc.byte_len != MSG_BYTES || ntohl(msg[0]) != iter)
                 die("iteration %u: unexpected message (%u bytes, iteration %u)", iter, wc.byte_len,
                     ntohl(msg[0]));
@@ -443,15 +453,19 @@ int main(int argc, char **argv)
             if (iter + 1 < (uint32_t)iters)
                 post_recv(qp, mr, msg); /* before answering: the client's next SEND needs it */
             post_send(qp, mr, msg, NULL); /* echoes {iteration, checksum} */
-            wait_completion(send_cq, WR_SEND, "SEND answer");
+            wait_completion(send_cq, fd, WR_SEND, "SEND answer");
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    /* 9. Say goodbye over TCP, so that until now a closed connection always
+     * meant a failed peer, never one that finished first. */
+    send_all(fd, &ready, 1, "send done");
+    recv_all(fd, &ready, 1, "wait for the peer to be done");
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("rc_exchange: %s %ld bytes in %ld iterations (%.3f s)\n", is_client ? "wrote" : "verified",
            size * iters, iters, secs);
 
-    /* 9. Tear down in the reverse order of creation. */
+    /* 10. Tear down in the reverse order of creation. */
     close(fd);
     ibv_destroy_qp(qp);
     ibv_dereg_mr(mr);
