@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what only the test suite needs, on top of what the controller
 # needs (provisioning/host/install-deps.sh, which this runs with the extra
-# Debian packages): python3 (the module-cycle check) and moto (PyPI
-# `moto[server]`, the EC2 emulator the AWS provider's tests start), in a
-# venv of its own so the system Python is left alone.
+# Debian packages): python3 (the module-cycle check); gcc, make and
+# libibverbs-dev (the C verbs example in examples/, built on the host and run
+# on the nodes); and moto (PyPI `moto[server]`, the EC2 emulator the AWS
+# provider's tests start), in a venv of its own so the system Python is left
+# alone.
 # Safe to re-run; installs only what is missing. Needs root (or sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash provisioning/host/install-deps.sh python3 python3-venv
+bash provisioning/host/install-deps.sh python3 python3-venv gcc make libibverbs-dev
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/labctl/venv
 if [ ! -x "$venv/bin/moto_server" ]; then
     echo "install-test-deps: installing moto[server] into $venv"

@@ -25,6 +25,7 @@ mod lifecycle;
 mod patterns;
 mod report;
 mod util;
+mod verbs_example;
 mod workloads;
 
 use std::process::ExitCode;
@@ -54,6 +55,7 @@ fn main() -> ExitCode {
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(files::trials(&lab));
     lab_trials.extend(facts::trials(&lab));
+    lab_trials.extend(verbs_example::trials(&lab));
     lab_trials.extend(workloads::trials(&lab));
     lab_trials.extend(patterns::trials(&lab));
     lab_trials.extend(bulk::trials(&lab));
