@@ -13,6 +13,7 @@ use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
 
 use crate::util::{bin_dir, check, processes_mentioning, repo, Labctl};
+use crate::verbs_example::build_rc_exchange;
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
@@ -27,6 +28,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         t(
             "test_ci_runs_the_suite_reports_junit_and_json_and_tears_down",
             test_ci_runs_the_suite_reports_junit_and_json_and_tears_down,
+        ),
+        t(
+            "test_ci_steps_run_the_users_programs_and_report_each_failure",
+            test_ci_steps_run_the_users_programs_and_report_each_failure,
         ),
         t(
             "test_ci_sigterm_mid_suite_still_tears_down",
@@ -261,5 +266,226 @@ fn test_ci_sigterm_mid_suite_still_tears_down(lab: &Labctl) -> Result<(), Failed
     check(case["message"] == "not run: labctl ci was terminated", || {
         format!("{case}")
     })?;
+    nothing_left(lab)
+}
+
+/// The suite of `test_ci_steps_...`: the user's programs as copy, exec, pair
+/// and collect steps, each failure provoked for a real reason.
+const STEPS_SUITE: &str = r#"steps:
+  - name: copy programs
+    copy: {from: [rc_exchange, probe.sh], to: "@all:/usr/local/bin/"}
+    setup: true
+  - name: facts on every node
+    exec: probe.sh {self.name} {self.dev} {self.gid_index}
+  - name: rc_pingpong
+    pair:
+      server: ibv_rc_pingpong -d {self.dev} -g {self.gid_index} -n 50
+      client: ibv_rc_pingpong -d {self.dev} -g {self.gid_index} -n 50 {server.addr}
+      port: 18515
+  - name: ib_write_bw
+    pair:
+      server: ib_write_bw -d {self.dev} -x {self.gid_index} -n 200
+      client: ib_write_bw -d {self.dev} -x {self.gid_index} -n 200 {server.addr}
+      port: 18515
+  - name: fi_pingpong
+    pair:
+      server: fi_pingpong -p '{fi_provider}' -e rdm -I 50 -S 4096
+      client: fi_pingpong -p '{fi_provider}' -e rdm -I 50 -S 4096 {server.addr}
+      port: 47592
+  - name: rc_exchange
+    pair:
+      server: [rc_exchange, -d, "{self.dev}", -g, "{self.gid_index}", -n, "8"]
+      client: [rc_exchange, -d, "{self.dev}", -g, "{self.gid_index}", -n, "8", "{server.addr}"]
+      ready: listening on port
+  - name: rc_exchange to a wrong address
+    pair:
+      server: rc_exchange -d {self.dev} -g {self.gid_index}
+      client: rc_exchange -d {self.dev} -g {self.gid_index} 10.77.0.99
+      ready: listening on port
+      server_exit: any
+    timeout: 60
+  - name: exit status 3
+    exec: {nodes: client, run: "echo going down; exit 3"}
+  - name: hangs past its time limit
+    exec: {nodes: server, run: "echo started; sleep 600"}
+    timeout: 5
+  - name: server never ready
+    pair: {server: "sleep 600", client: "true", port: 18999}
+    timeout: 8
+  - name: client killed
+    pair:
+      server: "echo ready; sleep 30"
+      client: "kill -KILL $$"
+      ready: ^ready$
+      server_exit: any
+  - name: nothing left running
+    exec: "! pgrep -x sleep && ! pgrep -x rc_exchange"
+  - collect: {from: "@all:/etc/labctl/lab.env", to: facts}
+  - name: optional log
+    collect: {from: "server:/tmp/no-such.log", optional: true}
+  - name: failing setup
+    exec: "exit 1"
+    setup: true
+  - name: after the failed setup
+    exec: "true"
+"#;
+
+fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) -> Result<(), Failed> {
+    let out = out_dir("steps");
+    // The user's files, beside the suite: a program built on this machine
+    // and a script whose mode must survive the copy.
+    let built = build_rc_exchange("ci-steps-build")?;
+    std::fs::copy(&built, out.join("rc_exchange"))?;
+    let probe = out.join("probe.sh");
+    std::fs::write(&probe, "#!/bin/sh\necho \"node=$1 dev=$2 gid_index=$3\"\n")?;
+    std::fs::set_permissions(&probe, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let suite = out.join("steps.suite.yaml");
+    std::fs::write(&suite, STEPS_SUITE)?;
+    let (junit, report, artifacts) = (out.join("junit.xml"), out.join("report.json"), out.join("artifacts"));
+    let run = lab.run(&[
+        "ci",
+        "--suite",
+        &suite.display().to_string(),
+        "--junit",
+        &junit.display().to_string(),
+        "--report",
+        &report.display().to_string(),
+        "--artifacts",
+        &artifacts.display().to_string(),
+    ]);
+    let all = format!("exit {}\nstdout:\n{}\nstderr:\n{}", run.code, run.stdout, run.stderr);
+    check(run.code == 1, || all.clone())?;
+    let r = read_json(&report)?;
+    check(
+        r["schema"] == 2 && r["up"]["ok"] == true && r["down"]["ok"] == true,
+        || format!("{r}"),
+    )?;
+    let cases = r["cases"].as_array().ok_or("no cases")?;
+    let case = |name: &str| {
+        cases
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .ok_or_else(|| Failed::from(format!("no case {name}: {r}")))
+    };
+    let passed = [
+        "copy programs",
+        "facts on every node",
+        "rc_pingpong",
+        "ib_write_bw",
+        "fi_pingpong",
+        "rc_exchange",
+        "nothing left running",
+        "collect lab.env",
+        "optional log",
+    ];
+    for name in passed {
+        let c = case(name)?;
+        check(c["status"] == "passed", || format!("{name} did not pass: {c}\n{all}"))?;
+    }
+    check(r["passed"] == 9 && r["failed"] == 6 && r["not_run"] == 1, || {
+        format!("counts: {} {} {}\n{all}", r["passed"], r["failed"], r["not_run"])
+    })?;
+
+    // copy: both files on both nodes, checked, the script still executable
+    // (the next step ran it by name).
+    let copy = case("copy programs")?;
+    check(copy["transfers"].as_array().map_or(0, Vec::len) == 4, || {
+        format!("{copy}")
+    })?;
+    let facts = case("facts on every node")?;
+    for node in ["server", "client"] {
+        let cmd = facts["commands"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["node"] == node))
+            .ok_or_else(|| format!("no command on {node}: {facts}"))?;
+        let stdout = cmd["stdout"].as_str().unwrap_or_default();
+        check(
+            stdout.starts_with(&format!("node={node} dev=rxe0 gid_index=")) && cmd["status"] == 0,
+            || format!("{cmd}"),
+        )?;
+    }
+    // The pairs moved bytes: the tools' own words.
+    let output_of = |c: &Value, role: &str| -> String {
+        c["commands"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|x| x["role"] == role))
+            .map(|x| {
+                format!(
+                    "{}{}",
+                    x["stdout"].as_str().unwrap_or(""),
+                    x["stderr"].as_str().unwrap_or("")
+                )
+            })
+            .unwrap_or_default()
+    };
+    let pp = case("rc_pingpong")?;
+    check(output_of(&pp, "client").contains("bytes in"), || format!("{pp}"))?;
+    let bw = case("ib_write_bw")?;
+    check(output_of(&bw, "client").contains("BW average"), || format!("{bw}"))?;
+    let rcx = case("rc_exchange")?;
+    check(output_of(&rcx, "server").contains("verified"), || format!("{rcx}"))?;
+
+    // Each failure names the node, the command, the status and the output.
+    let why = |name: &str| -> Result<String, Failed> {
+        let c = case(name)?;
+        check(c["status"] == "failed", || format!("{name}: {c}"))?;
+        Ok(c["message"].as_str().unwrap_or_default().to_string())
+    };
+    let wrong = why("rc_exchange to a wrong address")?;
+    check(
+        wrong.contains("client on client: `rc_exchange -d rxe0")
+            && wrong.contains("10.77.0.99")
+            && wrong.contains("exited with status")
+            && wrong.contains("connect to 10.77.0.99"),
+        || format!("wrong address: {wrong}"),
+    )?;
+    let three = why("exit status 3")?;
+    check(
+        three.contains("exec on client: `echo going down; exit 3` exited with status 3")
+            && three.contains("going down"),
+        || format!("exit 3: {three}"),
+    )?;
+    let hang = why("hangs past its time limit")?;
+    check(
+        hang.contains("exec on server")
+            && hang.contains("did not finish within 5 s; stopped")
+            && hang.contains("started"),
+        || format!("hang: {hang}"),
+    )?;
+    let never = why("server never ready")?;
+    check(
+        never.contains("server on server: `sleep 600` was not ready within 8 s") && never.contains("port 18999"),
+        || format!("never ready: {never}"),
+    )?;
+    let killed = why("client killed")?;
+    check(killed.contains("was killed by signal 9"), || {
+        format!("killed: {killed}")
+    })?;
+    let setup = why("failing setup")?;
+    check(setup.contains("exited with status 1"), || setup.clone())?;
+    let after = case("after the failed setup")?;
+    check(
+        after["status"] == "not-run" && after["message"] == "not run: setup step `failing setup` failed",
+        || format!("{after}"),
+    )?;
+
+    // collect: each node's file in its own directory, as the node has it.
+    for node in ["server", "client"] {
+        let env = artifacts.join("facts").join(node).join("lab.env");
+        let text = std::fs::read_to_string(&env).map_err(|e| format!("{}: {e}", env.display()))?;
+        check(text.contains(&format!("LABCTL_NODE={node}")), || text.clone())?;
+    }
+
+    // JUnit: one case per step, failures with their messages, output kept.
+    let xml = std::fs::read_to_string(&junit)?;
+    check(xml.contains(r#"tests="16" failures="6" errors="1""#), || {
+        format!("counts:\n{xml}")
+    })?;
+    check(xml.contains("connect to 10.77.0.99"), || format!("junit:\n{xml}"))?;
+    check(
+        xml.contains("<system-out>==&gt; server on server: ibv_rc_pingpong"),
+        || format!("junit:\n{xml}"),
+    )?;
     nothing_left(lab)
 }

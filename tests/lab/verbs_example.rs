@@ -34,12 +34,12 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
 /// The options both sides share: the node's own device, port and GID index.
 const COMMON: &str = "-d {self.dev} -i {self.port} -g {self.gid_index}";
 
-/// Builds the example with its Makefile in a copy of its directory (as a
-/// user who copied it would), warnings refused, and copies the binary to
-/// every node's /usr/local/bin. Each test does it: it takes a second or two.
-fn build_and_copy(lab: &Labctl) -> Result<(), Failed> {
+/// Builds the example with its Makefile in a copy of its directory under
+/// `into` (as a user who copied it would), warnings refused; returns the
+/// binary. It takes a second or two.
+pub fn build_rc_exchange(into: &str) -> Result<PathBuf, Failed> {
     let src = repo().join("examples/verbs-rc-exchange");
-    let dir: PathBuf = bin_dir().join("verbs-rc-exchange");
+    let dir: PathBuf = bin_dir().join(into);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     for file in ["rc_exchange.c", "Makefile"] {
@@ -53,7 +53,12 @@ fn build_and_copy(lab: &Labctl) -> Result<(), Failed> {
     check(make.status.success() && stderr.trim().is_empty(), || {
         format!("make failed or warned ({:?}):\n{stderr}", make.status)
     })?;
-    let bin = dir.join("rc_exchange");
+    Ok(dir.join("rc_exchange"))
+}
+
+/// Builds the example and copies the binary to every node's /usr/local/bin.
+fn build_and_copy(lab: &Labctl) -> Result<(), Failed> {
+    let bin = build_rc_exchange("verbs-rc-exchange")?;
     let bin = bin.to_str().ok_or("non-UTF-8 build path")?;
     lab.run(&["cp", bin, "@all:/usr/local/bin/rc_exchange"]).ok()?;
     Ok(())

@@ -22,53 +22,7 @@ use crate::lab::{connect_pinned, Lab, LabError};
 /// Version of `cp --json`'s layout.
 pub const COPY_SCHEMA: u32 = 1;
 
-/// One side of a copy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
-    /// A path on this machine.
-    Local(PathBuf),
-    /// A path on one node.
-    Node {
-        /// The node.
-        node: String,
-        /// The path there (relative paths start in the login directory).
-        path: String,
-    },
-    /// The same path on every node.
-    Every {
-        /// The path.
-        path: String,
-    },
-}
-
-impl Endpoint {
-    /// Reads `NODE:PATH`, `@all:PATH` or a local path, the way scp does: a
-    /// colon before the first slash makes it remote.
-    pub fn parse(text: &str) -> Endpoint {
-        match text.split_once(':') {
-            Some((host, path)) if !host.is_empty() && !host.contains('/') => {
-                let path = if path.is_empty() {
-                    ".".to_string()
-                } else {
-                    path.to_string()
-                };
-                if host == "@all" {
-                    Endpoint::Every { path }
-                } else {
-                    Endpoint::Node {
-                        node: host.to_string(),
-                        path,
-                    }
-                }
-            }
-            _ => Endpoint::Local(PathBuf::from(text)),
-        }
-    }
-
-    fn is_local(&self) -> bool {
-        matches!(self, Endpoint::Local(_))
-    }
-}
+pub use lab_model::endpoint::Endpoint;
 
 /// Why a copy did not start, or failed.
 #[derive(Debug, thiserror::Error)]

@@ -231,6 +231,32 @@ impl LabFacts {
         }
     }
 
+    /// Facts with every field set to a stand-in value, for checking a
+    /// command's placeholders (their names, the nodes they name) before the
+    /// lab exists: [`expand`](Self::expand) on them fails exactly where it
+    /// would fail for a name that does not exist.
+    pub fn placeholder_check(lab: &str, nodes: &[String]) -> LabFacts {
+        LabFacts {
+            lab: lab.to_string(),
+            fabric: "rxe".into(),
+            libfabric_provider: "verbs;ofi_rxd".into(),
+            nodes: nodes
+                .iter()
+                .map(|name| NodeFacts {
+                    name: name.clone(),
+                    data_addr: Ipv4Addr::UNSPECIFIED,
+                    data_prefix: 0,
+                    netdev: Some(String::new()),
+                    rdma_device: Some(String::new()),
+                    port: Some(0),
+                    gid_index: Some(0),
+                    gid: Some(String::new()),
+                    vcpus: 1,
+                })
+                .collect(),
+        }
+    }
+
     /// Fills the placeholders of `template` from the facts:
     /// - `{NODE.FIELD}`, FIELD one of [`NODE_FIELDS`] (`addr`, `dev`,
     ///   `port`, `gid_index`, `gid`, `netdev`, `name`); NODE is a node's

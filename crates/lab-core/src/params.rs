@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use agent_proto::v1::{CmMode, CompletionMode};
-use lab_model::suite::{SuiteCm, SuiteCompletion, SuiteEntry, DEFAULT_TIMEOUT_S};
+use lab_model::suite::{SuiteCm, SuiteCompletion, SuiteStep, DEFAULT_TIMEOUT_S};
 use lab_model::workloads::is_fabric;
 
 use crate::run::{default_params, RunOptions};
@@ -140,10 +140,10 @@ impl WorkloadRequest {
     }
 }
 
-impl From<&SuiteEntry> for WorkloadRequest {
-    fn from(entry: &SuiteEntry) -> WorkloadRequest {
+impl From<&SuiteStep> for WorkloadRequest {
+    fn from(entry: &SuiteStep) -> WorkloadRequest {
         WorkloadRequest {
-            workload: entry.workload.clone(),
+            workload: entry.workload.clone().unwrap_or_default(),
             server: entry.server.clone(),
             client: entry.client.clone(),
             size: entry.size,
@@ -177,8 +177,8 @@ mod tests {
 
     use super::*;
 
-    fn entry(text: &str) -> SuiteEntry {
-        Suite::parse(Path::new("suite.yaml"), text).unwrap().workloads[0].clone()
+    fn entry(text: &str) -> SuiteStep {
+        Suite::parse(Path::new("suite.yaml"), text).unwrap().steps[0].clone()
     }
 
     #[test]

@@ -1,26 +1,45 @@
-//! CI suites: the runs of one `labctl ci`, from a lab's `ci:` section or a
+//! CI suites: the steps of one `labctl ci`, from a lab's `ci:` section or a
 //! suite file of the same shape:
 //!
 //! ```yaml
-//! workloads:
+//! steps:
+//!   - copy: {from: build/rc_exchange, to: "@all:/usr/local/bin/"}
+//!     setup: true
 //!   - workload: write-read
-//!   - name: send-recv-8k
-//!     workload: send-recv
-//!     size: 8192
+//!   - exec: ibv_devinfo -d {self.dev}
+//!   - name: pingpong
+//!     pair:
+//!       server: ibv_rc_pingpong -d {self.dev} -g {self.gid_index}
+//!       client: ibv_rc_pingpong -d {self.dev} -g {self.gid_index} {server.addr}
+//!       port: 18515
+//!   - collect: {from: "@all:/var/log/app.log"}
 //! ```
 //!
+//! A step is one of five kinds: `workload:` (a `labctl run` of the agents'
+//! workloads), `copy:` (files from this machine to nodes), `collect:` (node
+//! files back as artifacts), `exec:` (the user's command on nodes, must exit
+//! 0) and `pair:` (a server command and a client command on two nodes).
+//! `workloads:` is the older name of `steps:` and still read.
+//!
 //! This module owns the suite's types, its parsing and its checks against a
-//! lab; running a suite is the orchestration crate's job.
+//! lab (names, nodes, endpoints); placeholders are checked by the
+//! orchestration crate, which owns the lab facts, and running a suite is its
+//! job too.
 
 use std::collections::HashSet;
+use std::fmt;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
+use crate::endpoint::Endpoint;
+use crate::problem::Problem;
 use crate::workloads::is_fabric;
 
-/// Seconds one entry may run when it does not say.
+/// Seconds one step may run when it does not say.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
 
 /// Errors in a suite: bad input, reported before anything is created.
@@ -49,7 +68,7 @@ pub enum SuiteError {
         fix: String,
     },
     /// The lab has no `ci:` section and no suite file was given.
-    #[error("lab `{lab}` in {} has no `ci:` section\n  fix: add `ci: {{workloads: [{{workload: write-read}}]}}` to the lab, or pass --suite FILE", file.display())]
+    #[error("lab `{lab}` in {} has no `ci:` section\n  fix: add `ci: {{steps: [{{workload: write-read}}]}}` to the lab, or pass --suite FILE", file.display())]
     NoSuite {
         /// The lab.
         lab: String,
@@ -64,12 +83,13 @@ pub enum SuiteError {
         /// The `labctl down` that removes it.
         command: String,
     },
-    /// The suite does not fit the lab (empty, duplicate names, unknown nodes).
-    #[error("{source_name}: workloads[{index}]: {message}\n  fix: {fix}")]
+    /// The suite does not fit the lab (empty, duplicate names, unknown nodes,
+    /// a step of no kind or of two).
+    #[error("{source_name}: steps[{index}]: {message}\n  fix: {fix}")]
     Mismatch {
         /// `FILE` or `FILE (lab X, ci:)`.
         source_name: String,
-        /// The entry.
+        /// The step.
         index: usize,
         /// What is wrong.
         message: String,
@@ -78,13 +98,15 @@ pub enum SuiteError {
     },
 }
 
-/// A suite: the workload runs of one `labctl ci`.
+/// A suite: the steps of one `labctl ci`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Suite {
-    /// The runs, in order. Each becomes one JUnit test case.
+    /// The steps, in order. Each becomes one JUnit test case. (`workloads:`
+    /// is read as the same list.)
+    #[serde(alias = "workloads")]
     #[schemars(length(min = 1))]
-    pub workloads: Vec<SuiteEntry>,
+    pub steps: Vec<SuiteStep>,
 }
 
 /// How the two sides of a run connect (`cm:`).
@@ -107,75 +129,610 @@ pub enum SuiteCompletion {
     Event,
 }
 
-/// One run of a suite; the fields are those of `labctl run`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One step of a suite. Exactly one of `workload`, `copy`, `collect`,
+/// `exec` and `pair` says what it does; `name`, `setup` and `timeout_s`
+/// apply to every kind; the other fields are those of `labctl run` and
+/// apply to `workload` steps only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SuiteEntry {
-    /// The test case's name, unique in the suite. Default: the workload.
+pub struct SuiteStep {
+    /// The test case's name, unique in the suite. Default: the workload, or
+    /// the kind and the program (`exec ibv_devinfo`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// The workload, as for `labctl run`.
-    #[serde(deserialize_with = "crate::scalar::de_workload")]
+    /// A setup step: when it fails, the steps after it are not run (the lab
+    /// is torn down as always).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub setup: bool,
+    /// Abort the step after this many seconds (stopping what it started).
+    /// Default: 120.
+    #[serde(default, alias = "timeout", skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+
+    /// A workload of `labctl run`.
+    #[serde(
+        default,
+        deserialize_with = "de_some_workload",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(example = &"write-read")]
-    pub workload: String,
-    /// The passive node. Default: `server`.
+    pub workload: Option<String>,
+    /// Files from this machine to nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<CopyStep>,
+    /// Files from nodes into the run's artifacts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collect: Option<CollectStep>,
+    /// A command on one or more nodes; every node must exit 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<ExecStepSchema>")]
+    pub exec: Option<ExecStep>,
+    /// A server command and a client command on two nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<PairStep>,
+
+    /// workload: the passive node. Default: `server`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
-    /// The active node. Default: `client`.
+    /// workload: the active node. Default: `client`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
-    /// Message size in bytes. Default: the workload's.
+    /// workload: message size in bytes. Default: the workload's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
-    /// Operations. Default: the workload's.
+    /// workload: operations. Default: the workload's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iterations: Option<u64>,
-    /// Run for this many seconds instead of a number of operations.
+    /// workload: run for this many seconds instead of a number of operations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_s: Option<u64>,
-    /// Connection setup: `rdma_cm` (default) or `oob`.
+    /// workload: connection setup, `rdma_cm` (default) or `oob`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cm: Option<SuiteCm>,
-    /// Completions: `poll` (default) or `event`.
+    /// workload: completions, `poll` (default) or `event`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<SuiteCompletion>,
-    /// Number of QPs. Default: 1.
+    /// workload: number of QPs. Default: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qps: Option<u32>,
-    /// send-recv: answer every message.
+    /// workload send-recv: answer every message.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ping_pong: bool,
-    /// write-imm: number of batches.
+    /// workload write-imm: number of batches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batches: Option<u32>,
-    /// Seed of the payload pattern. Default: 1.
+    /// workload: seed of the payload pattern. Default: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
-    /// Negative test: the client uses a corrupted rkey, so the run fails.
+    /// workload, negative test: the client uses a corrupted rkey, so the run fails.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub corrupt_rkey: bool,
     /// fabric-* workloads: the libfabric provider. Default: from the lab's fabric.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    /// Abort the run after this many seconds. Default: 120.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_s: Option<u64>,
 }
 
-impl SuiteEntry {
-    /// The test case's name.
-    pub fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.workload)
+/// What a step does, borrowed from its [`SuiteStep`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind<'a> {
+    /// `workload:`.
+    Workload(&'a str),
+    /// `copy:`.
+    Copy(&'a CopyStep),
+    /// `collect:`.
+    Collect(&'a CollectStep),
+    /// `exec:`.
+    Exec(&'a ExecStep),
+    /// `pair:`.
+    Pair(&'a PairStep),
+}
+
+impl StepKind<'_> {
+    /// The kind's key in the suite (`workload`, `copy`, ...).
+    pub fn key(&self) -> &'static str {
+        match self {
+            StepKind::Workload(_) => "workload",
+            StepKind::Copy(_) => "copy",
+            StepKind::Collect(_) => "collect",
+            StepKind::Exec(_) => "exec",
+            StepKind::Pair(_) => "pair",
+        }
+    }
+}
+
+/// A command for a node: a shell line (`run: "a | b"`, run by the node's
+/// shell as ssh runs it), or a program and its arguments (`run: [prog, arg]`,
+/// passed through as that argv). Placeholders (`{server.addr}`) are filled
+/// in either.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum CommandSpec {
+    /// A line for the node's shell.
+    Line(String),
+    /// A program and its arguments.
+    Argv(Vec<String>),
+}
+
+impl CommandSpec {
+    /// The words as `labctl exec` takes them: one word is a shell line,
+    /// several are an argv.
+    pub fn words(&self) -> Vec<String> {
+        match self {
+            CommandSpec::Line(line) => vec![line.clone()],
+            CommandSpec::Argv(argv) => argv.clone(),
+        }
     }
 
-    /// The passive node (`server` when the entry does not say).
+    /// The program's name, for default step names: the first word.
+    pub fn program(&self) -> &str {
+        let first = match self {
+            CommandSpec::Line(line) => line.split_whitespace().next().unwrap_or_default(),
+            CommandSpec::Argv(argv) => argv.first().map(String::as_str).unwrap_or_default(),
+        };
+        first.rsplit('/').next().unwrap_or(first)
+    }
+}
+
+impl fmt::Display for CommandSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandSpec::Line(line) => f.write_str(line),
+            CommandSpec::Argv(argv) => f.write_str(&argv.join(" ")),
+        }
+    }
+}
+
+/// The nodes of an `exec:` step: `all` (the default), one name, or a list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum NodeSet {
+    /// Every node of the lab.
+    #[default]
+    All,
+    /// These nodes.
+    Some(Vec<String>),
+}
+
+impl NodeSet {
+    /// The nodes, in the lab's order for `All`.
+    pub fn resolve(&self, lab_nodes: &[&str]) -> Vec<String> {
+        match self {
+            NodeSet::All => lab_nodes.iter().map(|n| n.to_string()).collect(),
+            NodeSet::Some(nodes) => nodes.clone(),
+        }
+    }
+}
+
+/// `copy:` files from this machine to nodes, checked by sha256 as
+/// `labctl cp` checks them; directories are copied whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CopyStep {
+    /// Paths on this machine, relative to the suite file's directory.
+    #[serde(deserialize_with = "de_one_or_many")]
+    #[schemars(with = "OneOrMany")]
+    pub from: Vec<String>,
+    /// `NODE:PATH` or `@all:PATH` (a path ending in `/` is a directory).
+    pub to: String,
+}
+
+/// `collect:` files from nodes into the run's artifacts directory, one
+/// subdirectory per node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CollectStep {
+    /// `NODE:PATH` or `@all:PATH`; directories are collected whole.
+    #[serde(deserialize_with = "de_one_or_many")]
+    #[schemars(with = "OneOrMany")]
+    pub from: Vec<String>,
+    /// A subdirectory of the artifacts directory. Default: the artifacts
+    /// directory itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// A missing file fails the step. With `optional: true` it is skipped
+    /// (logs that only exist after a failure).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// `exec:` a command on nodes: `exec: "line"` (every node) or
+/// `exec: {nodes: [a, b], run: ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExecStep {
+    /// Where it runs. Default: every node.
+    pub nodes: NodeSet,
+    /// What runs.
+    pub run: CommandSpec,
+}
+
+/// The long form of [`ExecStep`].
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ExecFields {
+    /// `all` (the default), a node, or a list of nodes.
+    #[serde(default, deserialize_with = "de_node_set")]
+    #[schemars(with = "NodeSetSchema")]
+    nodes: NodeSet,
+    /// A shell line, or a list: a program and its arguments.
+    #[serde(deserialize_with = "de_command")]
+    #[schemars(with = "CommandSchema")]
+    run: CommandSpec,
+}
+
+/// `pair:` a server and a client command. The server starts first; the
+/// client starts once the server is ready (its `port` listens, or a line of
+/// its output matches `ready`); the client's exit status decides; then the
+/// server must exit 0 (or anything, with `server_exit: any`), else it is
+/// stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PairStep {
+    /// The server's command, or `{node, run}`. Node default: `server`.
+    #[serde(deserialize_with = "de_pair_side")]
+    #[schemars(with = "PairSideSchema")]
+    pub server: PairSide,
+    /// The client's command, or `{node, run}`. Node default: `client`.
+    #[serde(deserialize_with = "de_pair_side")]
+    #[schemars(with = "PairSideSchema")]
+    pub client: PairSide,
+    /// The server is ready when this TCP port listens on its node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    /// The server is ready when a line of its output (stdout or stderr)
+    /// matches this regular expression.
+    #[serde(default, deserialize_with = "de_some_regex", skip_serializing_if = "Option::is_none")]
+    pub ready: Option<String>,
+    /// What the server's exit status must be: `zero` (default) or `any`.
+    #[serde(default)]
+    pub server_exit: ServerExit,
+}
+
+/// One side of a pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PairSide {
+    /// The node. Default: `server` for the server, `client` for the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The command.
+    #[serde(deserialize_with = "de_command")]
+    #[schemars(with = "CommandSchema")]
+    pub run: CommandSpec,
+}
+
+/// What a pair's server must do after its client finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerExit {
+    /// Exit with status 0 on its own (the default).
+    #[default]
+    Zero,
+    /// Anything: its status is not checked, and it is stopped if it still runs.
+    Any,
+}
+
+impl PairStep {
+    /// The server's node.
+    pub fn server_node(&self) -> &str {
+        self.server.node.as_deref().unwrap_or("server")
+    }
+
+    /// The client's node.
+    pub fn client_node(&self) -> &str {
+        self.client.node.as_deref().unwrap_or("client")
+    }
+}
+
+// --- schemas of the forms that take a shorthand ---------------------------
+
+#[allow(dead_code)] // only its schema is used
+#[derive(JsonSchema)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[allow(dead_code)] // only its schema is used
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[schemars(rename = "Command")]
+enum CommandSchema {
+    /// A line for the node's shell.
+    Line(String),
+    /// A program and its arguments.
+    Argv(#[schemars(length(min = 1))] Vec<String>),
+}
+
+#[allow(dead_code)] // only its schema is used
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[schemars(rename = "NodeSet")]
+enum NodeSetSchema {
+    /// `all`, or one node's name.
+    One(String),
+    /// Nodes' names.
+    Many(Vec<String>),
+}
+
+#[allow(dead_code)] // only its schema is used
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[schemars(rename = "ExecStep")]
+enum ExecStepSchema {
+    Command(CommandSchema),
+    Full(ExecFields),
+}
+
+#[allow(dead_code)] // only its schema is used
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[schemars(rename = "PairSideOrCommand")]
+enum PairSideSchema {
+    Command(CommandSchema),
+    Full(PairSide),
+}
+
+// --- deserializers: checks while the parser points at the value -----------
+
+fn de_some_workload<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    crate::scalar::de_workload(d).map(Some)
+}
+
+fn de_some_regex<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    use crate::scalar::{scalar, Scalar};
+    let fix = "write a regular expression (Rust regex syntax) that matches a line the server prints when it is ready";
+    scalar(d, |v| match v {
+        Scalar::Str(text) => match regex::Regex::new(&text) {
+            Ok(_) => Ok(Some(text.into_owned())),
+            Err(e) => {
+                let why = e.to_string();
+                let why = why.lines().last().unwrap_or_default().trim();
+                let why = why.strip_prefix("error: ").unwrap_or(why).to_string();
+                Err(Problem::new(format!("`ready` is not a regular expression: {why}"), fix))
+            }
+        },
+        other => Err(Problem::new(
+            format!("`ready` must be a regular expression, found {}", other.describe()),
+            fix,
+        )),
+    })
+}
+
+/// A value given as one string, a list of strings, or a mapping (the long
+/// form `L`), turned into `T` by `short`/`long`. The mapping is read by
+/// `L`'s own Deserialize, so its errors keep their position.
+struct Shorthand<T, L> {
+    expecting: &'static str,
+    short: fn(Result<String, Vec<String>>) -> Result<T, Problem>,
+    long: fn(L) -> T,
+    marker: PhantomData<L>,
+}
+
+impl<'de, T, L: Deserialize<'de>> Visitor<'de> for Shorthand<T, L> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        (self.short)(Ok(v.to_string())).map_err(Problem::into_de)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
+        let words = Vec::<String>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        (self.short)(Err(words)).map_err(Problem::into_de)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+        L::deserialize(de::value::MapAccessDeserializer::new(map)).map(self.long)
+    }
+}
+
+/// A mapping-less value: there is no long form.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoLongForm {}
+
+fn command(words: Result<String, Vec<String>>) -> Result<CommandSpec, Problem> {
+    match words {
+        Ok(line) if line.trim().is_empty() => Err(Problem::new(
+            "the command is empty",
+            "write the command line, like `run: ibv_devinfo`",
+        )),
+        Ok(line) => Ok(CommandSpec::Line(line)),
+        Err(argv) if argv.is_empty() => Err(Problem::new(
+            "the command is an empty list",
+            "list the program and its arguments, like `run: [ibv_devinfo, -v]`",
+        )),
+        Err(argv) => Ok(CommandSpec::Argv(argv)),
+    }
+}
+
+fn de_command<'de, D: Deserializer<'de>>(d: D) -> Result<CommandSpec, D::Error> {
+    d.deserialize_any(Shorthand::<CommandSpec, NoLongForm> {
+        expecting: "a command line, or a list of a program and its arguments",
+        short: command,
+        long: |_| unreachable!("an empty mapping is refused: `run` is required"),
+        marker: PhantomData,
+    })
+}
+
+fn de_node_set<'de, D: Deserializer<'de>>(d: D) -> Result<NodeSet, D::Error> {
+    d.deserialize_any(Shorthand::<NodeSet, NoLongForm> {
+        expecting: "`all`, a node's name, or a list of nodes' names",
+        short: |v| match v {
+            Ok(all) if all == "all" => Ok(NodeSet::All),
+            Ok(one) => Ok(NodeSet::Some(vec![one])),
+            Err(list) if list.is_empty() => Err(Problem::new(
+                "`nodes` is an empty list",
+                "name at least one node, or write `nodes: all`",
+            )),
+            Err(list) => Ok(NodeSet::Some(list)),
+        },
+        long: |_| unreachable!("an empty mapping is not a node set"),
+        marker: PhantomData,
+    })
+}
+
+fn de_one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    d.deserialize_any(Shorthand::<Vec<String>, NoLongForm> {
+        expecting: "a path, or a list of paths",
+        short: |v| match v {
+            Ok(one) => Ok(vec![one]),
+            Err(list) if list.is_empty() => Err(Problem::new("`from` is an empty list", "list at least one path")),
+            Err(list) => Ok(list),
+        },
+        long: |_| unreachable!("an empty mapping is not a path"),
+        marker: PhantomData,
+    })
+}
+
+fn de_pair_side<'de, D: Deserializer<'de>>(d: D) -> Result<PairSide, D::Error> {
+    d.deserialize_any(Shorthand::<PairSide, PairSide> {
+        expecting: "a command, or `{node: NODE, run: COMMAND}`",
+        short: |v| command(v).map(|run| PairSide { node: None, run }),
+        long: |side| side,
+        marker: PhantomData,
+    })
+}
+
+impl<'de> Deserialize<'de> for ExecStep {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ExecStep, D::Error> {
+        d.deserialize_any(Shorthand::<ExecStep, ExecFields> {
+            expecting: "a command (run on every node), or `{nodes: [...], run: COMMAND}`",
+            short: |v| {
+                command(v).map(|run| ExecStep {
+                    nodes: NodeSet::All,
+                    run,
+                })
+            },
+            long: |f| ExecStep {
+                nodes: f.nodes,
+                run: f.run,
+            },
+            marker: PhantomData,
+        })
+    }
+}
+
+impl Serialize for NodeSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            NodeSet::All => s.serialize_str("all"),
+            NodeSet::Some(nodes) => nodes.serialize(s),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+impl SuiteStep {
+    /// What the step does: the first kind given ([`Suite::check`] refuses a
+    /// step with none or several).
+    pub fn kind(&self) -> Option<StepKind<'_>> {
+        if let Some(workload) = &self.workload {
+            return Some(StepKind::Workload(workload));
+        }
+        if let Some(copy) = &self.copy {
+            return Some(StepKind::Copy(copy));
+        }
+        if let Some(collect) = &self.collect {
+            return Some(StepKind::Collect(collect));
+        }
+        if let Some(exec) = &self.exec {
+            return Some(StepKind::Exec(exec));
+        }
+        self.pair.as_ref().map(StepKind::Pair)
+    }
+
+    /// The kinds given (one, for a valid step).
+    fn kinds(&self) -> Vec<&'static str> {
+        [
+            ("workload", self.workload.is_some()),
+            ("copy", self.copy.is_some()),
+            ("collect", self.collect.is_some()),
+            ("exec", self.exec.is_some()),
+            ("pair", self.pair.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, given)| given.then_some(key))
+        .collect()
+    }
+
+    /// The `labctl run` fields given, which only `workload` steps take.
+    fn run_fields(&self) -> Vec<&'static str> {
+        [
+            ("server", self.server.is_some()),
+            ("client", self.client.is_some()),
+            ("size", self.size.is_some()),
+            ("iterations", self.iterations.is_some()),
+            ("duration_s", self.duration_s.is_some()),
+            ("cm", self.cm.is_some()),
+            ("completion", self.completion.is_some()),
+            ("qps", self.qps.is_some()),
+            ("ping_pong", self.ping_pong),
+            ("batches", self.batches.is_some()),
+            ("seed", self.seed.is_some()),
+            ("corrupt_rkey", self.corrupt_rkey),
+            ("provider", self.provider.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, given)| given.then_some(key))
+        .collect()
+    }
+
+    /// The test case's name: `name:`, else the workload, else the kind and
+    /// what it acts on (`exec ibv_devinfo`, `copy rc_exchange`).
+    pub fn name(&self) -> String {
+        if let Some(name) = &self.name {
+            return name.clone();
+        }
+        let base = |path: &str| {
+            let path = path.trim_end_matches('/');
+            let path = path.rsplit_once(':').map_or(path, |(_, p)| p);
+            path.rsplit('/').next().unwrap_or(path).to_string()
+        };
+        match self.kind() {
+            Some(StepKind::Workload(w)) => w.to_string(),
+            Some(StepKind::Copy(c)) => format!("copy {}", base(c.from.first().map_or("", |s| s))),
+            Some(StepKind::Collect(c)) => format!("collect {}", base(c.from.first().map_or("", |s| s))),
+            Some(StepKind::Exec(e)) => format!("exec {}", e.run.program()),
+            Some(StepKind::Pair(p)) => format!("pair {}", p.server.run.program()),
+            None => "step".into(),
+        }
+    }
+
+    /// workload: the passive node (`server` when the step does not say).
     pub fn server(&self) -> &str {
         self.server.as_deref().unwrap_or("server")
     }
 
-    /// The active node (`client` when the entry does not say).
+    /// workload: the active node (`client` when the step does not say).
     pub fn client(&self) -> &str {
         self.client.as_deref().unwrap_or("client")
+    }
+
+    /// The step's time limit.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S))
+    }
+
+    /// The commands of an `exec` or `pair` step with the node each runs on
+    /// (`None` for every node), for checks of their placeholders.
+    pub fn commands(&self) -> Vec<(Option<String>, &CommandSpec)> {
+        match self.kind() {
+            Some(StepKind::Exec(e)) => match &e.nodes {
+                NodeSet::All => vec![(None, &e.run)],
+                NodeSet::Some(nodes) => nodes.iter().map(|n| (Some(n.clone()), &e.run)).collect(),
+            },
+            Some(StepKind::Pair(p)) => vec![
+                (Some(p.server_node().to_string()), &p.server.run),
+                (Some(p.client_node().to_string()), &p.client.run),
+            ],
+            _ => Vec::new(),
+        }
     }
 }
 
@@ -200,7 +757,7 @@ impl Suite {
                 None => (
                     // serde_yaml_ng appends " at line L column C"; the position is in front already.
                     raw.split(" at line ").next().unwrap_or(&raw).to_string(),
-                    "a suite is `workloads:` followed by a list of runs like `- workload: write-read` (see docs/cmd/ci.md)"
+                    "a suite is `steps:` followed by a list of steps like `- workload: write-read` or `- exec: COMMAND` (see docs/cmd/ci.md)"
                         .into(),
                 ),
             };
@@ -215,9 +772,11 @@ impl Suite {
     }
 
     /// Checks the suite against the lab it will run on (its name and its
-    /// nodes' names): at least one entry, unique names, nodes that exist,
-    /// `provider` only on fabric-* workloads. `LabSpec::check_suite` calls
-    /// this with a lab's own names.
+    /// nodes' names): at least one step, each of exactly one kind, unique
+    /// names, nodes that exist, `labctl run` fields only on workload steps,
+    /// `provider` only on fabric-* workloads, copy from this machine to
+    /// nodes and collect the other way, a pair that says when its server is
+    /// ready. `LabSpec::check_suite` calls this with a lab's own names.
     pub fn check(&self, lab: &str, nodes: &[&str], source_name: &str) -> Result<(), SuiteError> {
         let mismatch = |index: usize, message: String, fix: String| SuiteError::Mismatch {
             source_name: source_name.to_string(),
@@ -225,48 +784,162 @@ impl Suite {
             message,
             fix,
         };
-        if self.workloads.is_empty() {
+        if self.steps.is_empty() {
             return Err(mismatch(
                 0,
-                "the suite has no workloads".into(),
-                "list at least one run under `workloads:`, like `- workload: write-read`".into(),
+                "the suite has no steps".into(),
+                "list at least one step under `steps:`, like `- workload: write-read`".into(),
             ));
         }
-        let mut names = HashSet::new();
-        for (index, entry) in self.workloads.iter().enumerate() {
-            if !names.insert(entry.name()) {
-                return Err(mismatch(
+        let known = |index: usize, role: &str, node: &str| {
+            if nodes.contains(&node) {
+                Ok(())
+            } else {
+                Err(mismatch(
                     index,
-                    format!("the name `{}` is used by an earlier entry", entry.name()),
-                    "give each entry of the suite its own `name:`".into(),
-                ));
+                    format!("{role} `{node}` is not a node of lab `{lab}`"),
+                    format!("use one of: {}", nodes.join(", ")),
+                ))
             }
-            let (server, client) = (entry.server(), entry.client());
-            for (role, node) in [("server", server), ("client", client)] {
-                if !nodes.contains(&node) {
+        };
+        let mut names = HashSet::new();
+        for (index, step) in self.steps.iter().enumerate() {
+            let kinds = step.kinds();
+            match kinds.as_slice() {
+                [_] => {}
+                [] => {
                     return Err(mismatch(
                         index,
-                        format!("{role} `{node}` is not a node of lab `{lab}`"),
-                        format!("set `{role}:` to one of: {}", nodes.join(", ")),
+                        "the step says nothing to do".into(),
+                        "give it one of `workload:`, `copy:`, `collect:`, `exec:` or `pair:`".into(),
+                    ))
+                }
+                several => {
+                    return Err(mismatch(
+                        index,
+                        format!("the step is both `{}`", several.join("` and `")),
+                        "split it into one step per kind".into(),
+                    ))
+                }
+            }
+            let name = step.name();
+            if !names.insert(name.clone()) {
+                return Err(mismatch(
+                    index,
+                    format!("the name `{name}` is used by an earlier step"),
+                    "give each step of the suite its own `name:`".into(),
+                ));
+            }
+            let kind = step.kind().expect("one kind, checked above");
+            if !matches!(kind, StepKind::Workload(_)) {
+                if let Some(field) = step.run_fields().first() {
+                    return Err(mismatch(
+                        index,
+                        format!("`{field}` applies to workload steps, not to `{}`", kind.key()),
+                        format!(
+                            "remove `{field}`{}",
+                            if matches!(kind, StepKind::Pair(_)) && matches!(*field, "server" | "client") {
+                                " here and set the node inside pair, like `server: {node: n1, run: ...}`"
+                            } else {
+                                ""
+                            }
+                        ),
                     ));
                 }
             }
-            if server == client {
-                return Err(mismatch(
-                    index,
-                    format!("server and client are both `{server}`"),
-                    "a run needs two different nodes".into(),
-                ));
-            }
-            if entry.provider.is_some() && !is_fabric(&entry.workload) {
-                return Err(mismatch(
-                    index,
-                    format!(
-                        "`provider` applies to the fabric-* workloads, not to {}",
-                        entry.workload
-                    ),
-                    "remove the provider line".into(),
-                ));
+            match kind {
+                StepKind::Workload(workload) => {
+                    let (server, client) = (step.server(), step.client());
+                    known(index, "server", server)?;
+                    known(index, "client", client)?;
+                    if server == client {
+                        return Err(mismatch(
+                            index,
+                            format!("server and client are both `{server}`"),
+                            "a run needs two different nodes".into(),
+                        ));
+                    }
+                    if step.provider.is_some() && !is_fabric(workload) {
+                        return Err(mismatch(
+                            index,
+                            format!("`provider` applies to the fabric-* workloads, not to {workload}"),
+                            "remove the provider line".into(),
+                        ));
+                    }
+                }
+                StepKind::Copy(copy) => {
+                    for from in &copy.from {
+                        if !Endpoint::parse(from).is_local() {
+                            return Err(mismatch(
+                                index,
+                                format!("copy.from `{from}` is on a node; copy sends files from this machine"),
+                                "use `collect:` to fetch files from nodes".into(),
+                            ));
+                        }
+                    }
+                    match Endpoint::parse(&copy.to) {
+                        Endpoint::Node { node, .. } => known(index, "copy.to's node", &node)?,
+                        Endpoint::Every { .. } => {}
+                        Endpoint::Local(_) => {
+                            return Err(mismatch(
+                                index,
+                                format!("copy.to `{}` is not on a node", copy.to),
+                                "write `NODE:PATH`, or `@all:PATH` for every node".into(),
+                            ))
+                        }
+                    }
+                }
+                StepKind::Collect(collect) => {
+                    for from in &collect.from {
+                        match Endpoint::parse(from) {
+                            Endpoint::Node { node, .. } => known(index, "collect.from's node", &node)?,
+                            Endpoint::Every { .. } => {}
+                            Endpoint::Local(_) => {
+                                return Err(mismatch(
+                                    index,
+                                    format!("collect.from `{from}` is not on a node"),
+                                    "write `NODE:PATH`, or `@all:PATH` for every node".into(),
+                                ))
+                            }
+                        }
+                    }
+                    if let Some(to) = &collect.to {
+                        let path = Path::new(to);
+                        if path.is_absolute() || path.components().any(|c| matches!(c, std::path::Component::ParentDir))
+                        {
+                            return Err(mismatch(
+                                index,
+                                format!("collect.to `{to}` leaves the artifacts directory"),
+                                "give a relative path without `..` (a subdirectory of the artifacts)".into(),
+                            ));
+                        }
+                    }
+                }
+                StepKind::Exec(exec) => {
+                    if let NodeSet::Some(list) = &exec.nodes {
+                        for node in list {
+                            known(index, "exec node", node)?;
+                        }
+                    }
+                }
+                StepKind::Pair(pair) => {
+                    known(index, "pair.server's node", pair.server_node())?;
+                    known(index, "pair.client's node", pair.client_node())?;
+                    if pair.port.is_none() && pair.ready.is_none() {
+                        return Err(mismatch(
+                            index,
+                            "the pair does not say when its server is ready".into(),
+                            "add `port: N` (the TCP port the server listens on) or `ready: REGEX` (a line it prints when ready)".into(),
+                        ));
+                    }
+                    if pair.port == Some(0) {
+                        return Err(mismatch(
+                            index,
+                            "pair.port is 0".into(),
+                            "give the TCP port the server listens on (1-65535)".into(),
+                        ));
+                    }
+                }
             }
         }
         Ok(())
@@ -287,6 +960,11 @@ mod tests {
         Suite::parse(Path::new("suite.yaml"), text)
     }
 
+    fn check(text: &str) -> Result<(), String> {
+        let suite = suite(text).map_err(|e| e.to_string())?;
+        lab().check_suite(&suite, "suite.yaml").map_err(|e| e.to_string())
+    }
+
     #[test]
     fn test_bad_suite_files_name_line_and_problem() {
         let e = suite("workloads:\n  - workload: write-raed\n").unwrap_err().to_string();
@@ -302,35 +980,122 @@ mod tests {
             "{e}"
         );
         let e = suite("- write-read\n").unwrap_err().to_string();
-        assert!(e.contains("fix: a suite is `workloads:`"), "{e}");
+        assert!(e.contains("fix: a suite is `steps:`"), "{e}");
     }
 
     #[test]
     fn test_suite_must_fit_the_lab() {
-        let lab = lab();
-        let check = |text: &str| lab.check_suite(&suite(text).unwrap(), "suite.yaml");
-        assert!(check("workloads:\n  - workload: write-read\n  - workload: send-recv\n").is_ok());
-        let e = check("workloads: []\n").unwrap_err().to_string();
-        assert!(e.contains("no workloads"), "{e}");
-        let e = check("workloads:\n  - workload: read\n  - workload: read\n")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("workloads[1]") && e.contains("`read` is used"), "{e}");
-        let e = check("workloads:\n  - workload: read\n    client: c9\n")
-            .unwrap_err()
-            .to_string();
+        assert_eq!(
+            check("workloads:\n  - workload: write-read\n  - workload: send-recv\n"),
+            Ok(())
+        );
+        let e = check("steps: []\n").unwrap_err();
+        assert!(e.contains("no steps"), "{e}");
+        let e = check("workloads:\n  - workload: read\n  - workload: read\n").unwrap_err();
+        assert!(e.contains("steps[1]") && e.contains("`read` is used"), "{e}");
+        let e = check("workloads:\n  - workload: read\n    client: c9\n").unwrap_err();
         assert!(
             e.contains("client `c9` is not a node") && e.contains("server, client"),
             "{e}"
         );
-        let e = check("workloads:\n  - workload: read\n    client: server\n")
-            .unwrap_err()
-            .to_string();
+        let e = check("workloads:\n  - workload: read\n    client: server\n").unwrap_err();
         assert!(e.contains("both `server`"), "{e}");
-        let e = check("workloads:\n  - workload: read\n    provider: efa\n")
-            .unwrap_err()
-            .to_string();
+        let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
         assert!(e.contains("fabric-*"), "{e}");
+    }
+
+    #[test]
+    fn test_step_kinds_and_their_shorthands_parse() {
+        let s = suite(
+            "steps:
+  - copy: {from: build/app, to: '@all:/usr/local/bin/'}
+    setup: true
+  - exec: ibv_devinfo -d {self.dev}
+  - exec: {nodes: client, run: [sh, -c, 'echo a; echo b']}
+    timeout: 30
+  - pair:
+      server: ibv_rc_pingpong -d {self.dev} -g {self.gid_index}
+      client: {node: client, run: 'ibv_rc_pingpong {server.addr}'}
+      port: 18515
+  - collect: {from: ['@all:/tmp/a.log', 'server:/tmp/b'], to: logs, optional: true}
+",
+        )
+        .unwrap();
+        lab().check_suite(&s, "suite.yaml").unwrap();
+        let names: Vec<String> = s.steps.iter().map(SuiteStep::name).collect();
+        assert_eq!(
+            names,
+            [
+                "copy app",
+                "exec ibv_devinfo",
+                "exec sh",
+                "pair ibv_rc_pingpong",
+                "collect a.log"
+            ]
+        );
+        assert!(s.steps[0].setup);
+        assert_eq!(
+            s.steps[1].exec.as_ref().unwrap(),
+            &ExecStep {
+                nodes: NodeSet::All,
+                run: CommandSpec::Line("ibv_devinfo -d {self.dev}".into())
+            }
+        );
+        let exec = s.steps[2].exec.as_ref().unwrap();
+        assert_eq!(exec.nodes, NodeSet::Some(vec!["client".into()]));
+        assert_eq!(exec.run.words(), ["sh", "-c", "echo a; echo b"]);
+        assert_eq!(s.steps[2].timeout(), std::time::Duration::from_secs(30));
+        let pair = s.steps[3].pair.as_ref().unwrap();
+        assert_eq!((pair.server_node(), pair.client_node()), ("server", "client"));
+        assert_eq!(pair.port, Some(18515));
+        assert_eq!(pair.server_exit, ServerExit::Zero);
+        assert_eq!(s.steps[4].collect.as_ref().unwrap().from.len(), 2);
+    }
+
+    #[test]
+    fn test_bad_steps_say_which_and_how_to_fix() {
+        let at = |text: &str| suite(text).unwrap_err().to_string();
+        let e = at("steps:\n  - exec: ''\n");
+        assert!(
+            e.starts_with("suite.yaml:2:") && e.contains("the command is empty"),
+            "{e}"
+        );
+        let e = at("steps:\n  - exec: {nodes: client, rn: ls}\n");
+        assert!(
+            e.starts_with("suite.yaml:2:") && e.contains("unknown field `rn`"),
+            "{e}"
+        );
+        let e = at("steps:\n  - pair:\n      server: a\n      client: b\n      ready: 'listen(ing'\n");
+        assert!(
+            e.starts_with("suite.yaml:5:") && e.contains("`ready` is not a regular expression"),
+            "{e}"
+        );
+        let e = at("steps:\n  - exec: {nodes: [], run: ls}\n");
+        assert!(e.contains("`nodes` is an empty list"), "{e}");
+
+        let e = check("steps:\n  - {}\n").unwrap_err();
+        assert!(e.contains("says nothing to do") && e.contains("`exec:`"), "{e}");
+        let e = check("steps:\n  - exec: ls\n    workload: read\n").unwrap_err();
+        assert!(e.contains("both `workload` and `exec`"), "{e}");
+        let e = check("steps:\n  - exec: ls\n    size: 4\n").unwrap_err();
+        assert!(e.contains("`size` applies to workload steps, not to `exec`"), "{e}");
+        let e = check("steps:\n  - exec: {nodes: [server, c9], run: ls}\n").unwrap_err();
+        assert!(e.contains("exec node `c9` is not a node of lab `t`"), "{e}");
+        let e = check("steps:\n  - pair: {server: a, client: b}\n").unwrap_err();
+        assert!(
+            e.contains("does not say when its server is ready") && e.contains("port: N"),
+            "{e}"
+        );
+        let e = check("steps:\n  - pair: {server: {node: s9, run: a}, client: b, port: 1}\n").unwrap_err();
+        assert!(e.contains("pair.server's node `s9`"), "{e}");
+        let e = check("steps:\n  - copy: {from: 'server:/etc/x', to: '@all:/tmp/'}\n").unwrap_err();
+        assert!(e.contains("use `collect:`"), "{e}");
+        let e = check("steps:\n  - copy: {from: x, to: /tmp/x}\n").unwrap_err();
+        assert!(e.contains("is not on a node"), "{e}");
+        let e = check("steps:\n  - collect: {from: '@all:/x', to: ../up}\n").unwrap_err();
+        assert!(e.contains("leaves the artifacts directory"), "{e}");
+        let e = check("steps:\n  - exec: ls\n  - exec: ls -l\n").unwrap_err();
+        assert!(e.contains("`exec ls` is used by an earlier step"), "{e}");
     }
 
     #[test]

@@ -13,11 +13,14 @@
 //! - [`command`]: command lines for a node's shell, built from words (the
 //!   only place that quotes for a remote shell).
 //! - [`ssh`]: sessions, commands, file transfer, tunnels.
+//! - [`process`]: a user's command that can be stopped (its process group),
+//!   a wait for a port to listen.
 //! - [`transfer`]: files to and from a node, streamed and checked by sha256.
 //! - [`agent`]: connect to an agent through a session, wait for it to be healthy.
 #![warn(missing_docs)]
 
 pub mod agent;
 pub mod command;
+pub mod process;
 pub mod ssh;
 pub mod transfer;

@@ -1,9 +1,11 @@
 //! CI reports: the outcome of one `labctl ci` (the lab's `up`, one case per
-//! suite entry, the teardown) as JSON and as JUnit XML.
+//! suite step, the teardown) as JSON and as JUnit XML, and the capped
+//! record of a command's output that goes into them.
 //!
 //! This module owns the report's shape and its JUnit rendering; running the
 //! suite is the orchestration crate's job.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use lab_model::suite::Suite;
@@ -12,8 +14,15 @@ use serde::Serialize;
 
 use crate::run::RunRecord;
 
-/// Version of the JSON report layout.
-pub const CI_SCHEMA: u32 = 1;
+/// Version of the JSON report layout. 2: steps of several kinds (`kind`,
+/// `commands`, `transfers`; `workload` only on workload steps).
+pub const CI_SCHEMA: u32 = 2;
+
+/// Bytes of one stream of one command kept in the report: the first
+/// [`OUTPUT_HEAD`] and the last `OUTPUT_LIMIT - OUTPUT_HEAD`.
+pub const OUTPUT_LIMIT: usize = 64 * 1024;
+/// See [`OUTPUT_LIMIT`].
+pub const OUTPUT_HEAD: usize = 8 * 1024;
 /// The outcome of one suite entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -26,21 +35,129 @@ pub enum CaseStatus {
     NotRun,
 }
 
-/// One entry's result.
+/// One step's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct CaseResult {
     /// The test case's name.
     pub name: String,
-    /// The workload.
-    pub workload: String,
+    /// What the step does: `workload`, `copy`, `collect`, `exec` or `pair`.
+    pub kind: String,
+    /// The workload, for workload steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// A setup step: its failure stopped the suite.
+    pub setup: bool,
     /// The outcome.
     pub status: CaseStatus,
     /// Seconds the case took.
     pub duration_s: f64,
     /// Why it did not pass; null when it passed.
     pub message: Option<String>,
-    /// The run record, when the run finished.
+    /// The run record, when a workload run finished.
     pub run: Option<RunRecord>,
+    /// exec and pair: each command, its node, status and output.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<CommandRecord>,
+    /// copy and collect: each file moved and checked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transfers: Vec<TransferRecord>,
+}
+
+/// One command of an exec or pair step.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommandRecord {
+    /// The node it ran on.
+    pub node: String,
+    /// `server` or `client` in a pair; null in an exec step.
+    pub role: Option<String>,
+    /// The command line, placeholders filled.
+    pub command: String,
+    /// Its exit status; null when it did not end on its own (stopped, or
+    /// never started).
+    pub status: Option<i32>,
+    /// labctl stopped it (time limit, or a pair's server still running).
+    pub stopped: bool,
+    /// Seconds from its start to its end.
+    pub seconds: f64,
+    /// Its standard output (capped: see [`OUTPUT_LIMIT`]).
+    pub stdout: String,
+    /// Its standard error (capped the same way).
+    pub stderr: String,
+}
+
+/// One file of a copy or collect step.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransferRecord {
+    /// The node on the other side.
+    pub node: String,
+    /// Where it came from.
+    pub from: String,
+    /// Where it went.
+    pub to: String,
+    /// Its size.
+    pub bytes: u64,
+    /// Its sha256, checked on both sides.
+    pub sha256: String,
+}
+
+/// A stream of output as the report keeps it: everything up to
+/// [`OUTPUT_LIMIT`] bytes; past that, the first [`OUTPUT_HEAD`] bytes and
+/// the last ones, with a line saying how much was cut.
+#[derive(Debug, Clone, Default)]
+pub struct CapturedOutput {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl CapturedOutput {
+    /// Adds output.
+    pub fn push(&mut self, data: &[u8]) {
+        self.total += data.len() as u64;
+        let room = OUTPUT_HEAD.saturating_sub(self.head.len());
+        let (to_head, rest) = data.split_at(room.min(data.len()));
+        self.head.extend_from_slice(to_head);
+        self.tail.extend(rest);
+        let keep = OUTPUT_LIMIT - OUTPUT_HEAD;
+        if self.tail.len() > keep {
+            self.tail.drain(..self.tail.len() - keep);
+        }
+    }
+
+    /// Bytes seen in all.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The text kept (invalid UTF-8 replaced), with a note where bytes were cut.
+    pub fn text(&self) -> String {
+        let kept = (self.head.len() + self.tail.len()) as u64;
+        let mut out = String::from_utf8_lossy(&self.head).into_owned();
+        if self.total > kept {
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&format!(
+                "[labctl: {} bytes of output cut here; the first {} and the last {} are kept]\n",
+                self.total - kept,
+                self.head.len(),
+                self.tail.len()
+            ));
+        }
+        let (a, b) = self.tail.as_slices();
+        out.push_str(&String::from_utf8_lossy(&[a, b].concat()));
+        out
+    }
+
+    /// The last `n` non-empty lines, for failure messages.
+    pub fn last_lines(&self, n: usize) -> Vec<String> {
+        let text = self.text();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(n)..]
+            .iter()
+            .map(|l| l.to_string())
+            .collect()
+    }
 }
 
 /// A step of the lab's lifecycle within `ci` (up or down).
@@ -75,7 +192,7 @@ pub struct CiReport {
     pub duration_s: f64,
     /// `labctl up`.
     pub up: StepResult,
-    /// One per suite entry, in suite order.
+    /// One per suite step, in suite order.
     pub cases: Vec<CaseResult>,
     /// Cases that passed.
     pub passed: usize,
@@ -102,20 +219,24 @@ impl CiReport {
             duration_s: 0.0,
             up: StepResult::default(),
             cases: suite
-                .workloads
+                .steps
                 .iter()
-                .map(|e| CaseResult {
-                    name: e.name().to_string(),
-                    workload: e.workload.clone(),
+                .map(|step| CaseResult {
+                    name: step.name(),
+                    kind: step.kind().map_or("", |k| k.key()).to_string(),
+                    workload: step.workload.clone(),
+                    setup: step.setup,
                     status: CaseStatus::NotRun,
                     duration_s: 0.0,
                     message: Some("not run".into()),
                     run: None,
+                    commands: Vec::new(),
+                    transfers: Vec::new(),
                 })
                 .collect(),
             passed: 0,
             failed: 0,
-            not_run: suite.workloads.len(),
+            not_run: suite.steps.len(),
             signal: None,
             down: StepResult::default(),
         }
@@ -147,8 +268,10 @@ impl CiReport {
     }
 
     /// The report as JUnit XML: one test suite (the lab), one test case per
-    /// entry; failures carry the reason as message and the run's details as
-    /// text; cases that never ran are errors.
+    /// step; failures carry the reason as message and description; a case's
+    /// system-out holds the run's summary, the files moved and each command's
+    /// stdout, its system-err each command's stderr; cases that never ran
+    /// are errors.
     pub fn junit_xml(&self) -> String {
         use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
         let mut report = Report::new("labctl ci");
@@ -173,14 +296,50 @@ impl CiReport {
             let mut test = TestCase::new(case.name.clone(), status);
             test.set_classname(format!("labctl.ci.{}", self.lab));
             test.set_time(Duration::from_secs_f64(case.duration_s.max(0.0)));
-            if let Some(run) = &case.run {
-                test.set_system_out(run_summary(run));
+            let (out, err) = case_output(case);
+            if !out.is_empty() {
+                test.set_system_out(out);
+            }
+            if !err.is_empty() {
+                test.set_system_err(err);
             }
             suite.add_test_case(test);
         }
         report.add_test_suite(suite);
         report.to_string().expect("a JUnit report of plain strings serialises")
     }
+}
+
+/// A case's system-out and system-err: the run's summary, the files moved,
+/// and each command's output under a line naming it.
+fn case_output(case: &CaseResult) -> (String, String) {
+    let mut out = case.run.as_ref().map(run_summary).unwrap_or_default();
+    for t in &case.transfers {
+        out.push_str(&format!(
+            "{} -> {} ({} bytes, sha256 {})\n",
+            t.from, t.to, t.bytes, t.sha256
+        ));
+    }
+    let mut err = String::new();
+    for c in &case.commands {
+        let role = c.role.as_deref().map(|r| format!("{r} ")).unwrap_or_default();
+        let ended = match (c.status, c.stopped) {
+            (_, true) => "stopped by labctl".to_string(),
+            (Some(status), false) => format!("exit status {status}"),
+            (None, false) => "no exit status".to_string(),
+        };
+        let header = format!("==> {role}on {}: {} ({ended}, {:.1} s)\n", c.node, c.command, c.seconds);
+        for (text, into) in [(&c.stdout, &mut out), (&c.stderr, &mut err)] {
+            if !text.is_empty() {
+                into.push_str(&header);
+                into.push_str(text);
+                if !text.ends_with('\n') {
+                    into.push('\n');
+                }
+            }
+        }
+    }
+    (out, err)
 }
 
 /// A short text of a run, for the JUnit case's system-out.
@@ -348,5 +507,68 @@ mod tests {
         report.signal = None;
         report.down.ok = false;
         assert!(!report.success());
+    }
+
+    #[test]
+    fn test_captured_output_keeps_head_and_tail_and_says_what_was_cut() {
+        let mut small = CapturedOutput::default();
+        small.push(b"one\ntwo\n\nthree\n");
+        assert_eq!(small.text(), "one\ntwo\n\nthree\n");
+        assert_eq!(small.last_lines(2), ["two", "three"]);
+        let mut big = CapturedOutput::default();
+        for i in 0..20_000 {
+            big.push(format!("line {i:05}\n").as_bytes());
+        }
+        let text = big.text();
+        assert_eq!(big.total(), 20_000 * 11);
+        assert!(text.starts_with("line 00000\n"), "{}", &text[..40]);
+        assert!(text.ends_with("line 19999\n"));
+        let cut = 20_000 * 11 - OUTPUT_LIMIT as u64;
+        assert!(
+            text.contains(&format!(
+                "[labctl: {cut} bytes of output cut here; the first 8192 and the last 57344 are kept]"
+            )),
+            "no note"
+        );
+        assert!(text.len() < OUTPUT_LIMIT + 200);
+    }
+
+    #[test]
+    fn test_junit_carries_each_commands_output_and_status() {
+        let lab = lab();
+        let s = suite("steps:\n  - pair: {server: srv, client: cli, port: 1}\n").unwrap();
+        let mut report = CiReport::new(&lab, &s, "suite.yaml");
+        assert_eq!(
+            (report.cases[0].kind.as_str(), report.cases[0].name.as_str()),
+            ("pair", "pair srv")
+        );
+        let command = |role: &str, status: Option<i32>, stopped: bool| CommandRecord {
+            node: role.into(),
+            role: Some(role.into()),
+            command: format!("{role} --flag"),
+            status,
+            stopped,
+            seconds: 1.5,
+            stdout: format!("{role} says hello\n"),
+            stderr: if stopped {
+                String::new()
+            } else {
+                format!("{role} <warns>")
+            },
+        };
+        report.cases[0].commands = vec![command("server", None, true), command("client", Some(1), false)];
+        report.cases[0].status = CaseStatus::Failed;
+        report.cases[0].message = Some("client on client: `client --flag` exited with status 1".into());
+        report.tally();
+        let xml = report.junit_xml();
+        assert!(
+            xml.contains("==&gt; server on server: server --flag (stopped by labctl, 1.5 s)\nserver says hello"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("==&gt; client on client: client --flag (exit status 1, 1.5 s)\nclient says hello"),
+            "{xml}"
+        );
+        assert!(xml.contains("<system-err>==&gt; client on client: client --flag (exit status 1, 1.5 s)\nclient &lt;warns&gt;\n</system-err>"), "{xml}");
     }
 }

@@ -694,10 +694,10 @@ fn test_ci_section_is_a_suite() {
     let text = "labs:\n  - name: a\n    nodes:\n      - name: server\n      - name: client\n    ci:\n      workloads:\n        - workload: write-read\n        - name: bw\n          workload: write-bw\n          size: 65536\n";
     let lab = LabsFile::parse(Path::new("labs.yaml"), text).unwrap().labs[0].clone();
     let suite = lab.ci.unwrap();
-    assert_eq!(suite.workloads.len(), 2);
+    assert_eq!(suite.steps.len(), 2);
     assert_eq!(
-        (suite.workloads[1].name(), suite.workloads[1].size),
-        ("bw", Some(65536))
+        (suite.steps[1].name(), suite.steps[1].size),
+        ("bw".to_string(), Some(65536))
     );
     let bad = text.replace("write-bw", "write-bq");
     let e = LabsFile::parse(Path::new("labs.yaml"), &bad).unwrap_err();

@@ -1,5 +1,5 @@
-//! `labctl ci [LAB]`: bring the lab up, run its suite, tear it down, and
-//! write JUnit XML and a JSON report. The teardown runs whatever happens:
+//! `labctl ci [LAB]`: bring the lab up, run its suite of steps, tear it
+//! down, and write JUnit XML, a JSON report and the collected artifacts. The teardown runs whatever happens:
 //! on success, on failure, and on Ctrl-C or SIGTERM (a second signal does
 //! not cut it short). Exit status: 0 all passed, 1 something failed, 2 bad
 //! input, 130/143 interrupted/terminated.
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
-use lab_core::ci::run_suite;
+use lab_core::ci::{check_placeholders, run_suite, SuiteFiles};
 use lab_core::lab::{Lab, UpOptions};
 use lab_model::suite::{Suite, SuiteError};
 use lab_results::ci::{CaseStatus, CiReport, StepResult};
@@ -32,6 +32,10 @@ pub struct CiArgs {
     /// Also write the JSON report here (it is always saved in the lab's results).
     #[arg(long, value_name = "PATH")]
     pub report: Option<PathBuf>,
+    /// Put the files of `collect:` steps here (default: beside the report,
+    /// `<time>-ci.artifacts/` in the lab's results).
+    #[arg(long, value_name = "DIR")]
+    pub artifacts: Option<PathBuf>,
     /// Print the JSON report on stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -76,6 +80,13 @@ pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
         },
     };
     lab.spec.check_suite(&suite, &suite_name)?;
+    check_placeholders(&lab, &suite, &suite_name)?;
+    // `copy:` paths are relative to the file the suite is written in.
+    let suite_file = ci.suite.clone().unwrap_or_else(|| source.path());
+    let base_dir = match suite_file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
     if matches!(lab.dir.load(), Ok(Some(s)) if s.phase == Phase::Ready) {
         // It would tear down a lab somebody else brought up.
         return Err(SuiteError::AlreadyUp {
@@ -87,6 +98,17 @@ pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     let mut report = CiReport::new(&lab.spec, &suite, &suite_name);
+    let files = SuiteFiles {
+        base_dir,
+        artifacts_dir: ci.artifacts.clone().unwrap_or_else(|| {
+            let stamp: String = report
+                .started_at
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric())
+                .collect();
+            lab.dir.results_dir().join(format!("{stamp}-ci.artifacts"))
+        }),
+    };
     let reporter = crate::report::reporter(false);
     let opts = UpOptions {
         keep_on_failure: false,
@@ -109,7 +131,7 @@ pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
                     return;
                 }
             }
-            run_suite(&lab, &suite, &mut report, reporter.as_ref()).await;
+            run_suite(&lab, &suite, &files, &mut report, reporter.as_ref()).await;
         };
         tokio::select! {
             () = body => None,
@@ -161,7 +183,7 @@ pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
     if ci.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_summary(&report, &json_path, &junit_path);
+        print_summary(&report, &json_path, &junit_path, &files.artifacts_dir);
     }
     Ok(match report.signal.as_deref() {
         Some("terminated") => ExitCode::from(143),
@@ -195,7 +217,7 @@ fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(path, bytes).map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))
 }
 
-fn print_summary(r: &CiReport, json_path: &Path, junit_path: &Path) {
+fn print_summary(r: &CiReport, json_path: &Path, junit_path: &Path, artifacts: &Path) {
     println!(
         "ci on lab `{}`: {} passed, {} failed, {} not run in {:.1}s",
         r.lab, r.passed, r.failed, r.not_run, r.duration_s
@@ -222,4 +244,7 @@ fn print_summary(r: &CiReport, json_path: &Path, junit_path: &Path) {
     }
     println!("  report  {}", json_path.display());
     println!("  junit   {}", junit_path.display());
+    if artifacts.is_dir() {
+        println!("  artifacts {}", artifacts.display());
+    }
 }

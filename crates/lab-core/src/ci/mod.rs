@@ -1,0 +1,135 @@
+//! `labctl ci`: bring a lab up, run a suite of steps on it, tear it down,
+//! and report the outcome as JUnit XML and JSON.
+//!
+//! The suite (`lab_model::suite`) is a list of steps of five kinds: a
+//! workload of the agents (`workload:`, as `labctl run`), files to the nodes
+//! (`copy:`) and back as artifacts (`collect:`), the user's command on
+//! nodes (`exec:`), and a server/client pair of the user's commands
+//! (`pair:`). Each step is one JUnit test case. A failed step does not stop
+//! the suite unless it is a `setup: true` step; then the steps after it are
+//! not run. Every step has a time limit, and what it started on a node is
+//! stopped when the limit passes.
+//!
+//! This module holds the runner and the checks that need the lab facts'
+//! placeholder grammar; the suite model is `lab_model::suite`, the report
+//! `lab_results::ci`; the binary adds the signal handling that makes the
+//! teardown run on Ctrl-C and SIGTERM.
+
+mod exec_step;
+mod files;
+mod pair;
+mod step;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use lab_model::suite::{StepKind, Suite, SuiteError};
+use lab_results::ci::{not_verified_reason, CaseStatus, CiReport};
+use lab_state::progress::Reporter;
+
+use self::step::StepOutcome;
+use crate::facts::LabFacts;
+use crate::lab::Lab;
+use crate::params::WorkloadRequest;
+use crate::run::run_workload;
+
+/// Where a suite's files are.
+#[derive(Debug, Clone)]
+pub struct SuiteFiles {
+    /// What `copy:` paths are relative to: the suite file's directory (or
+    /// the labs file's, for a lab's `ci:` section).
+    pub base_dir: PathBuf,
+    /// Where `collect:` puts what it fetches.
+    pub artifacts_dir: PathBuf,
+}
+
+/// Checks the placeholders of every command of `suite` against the lab's
+/// nodes and the facts' fields, before anything is created: an unknown
+/// placeholder or node is bad input, named with its step.
+pub fn check_placeholders(lab: &Lab, suite: &Suite, source_name: &str) -> Result<(), SuiteError> {
+    let names: Vec<String> = lab.spec.nodes.iter().map(|n| n.name.clone()).collect();
+    let facts = LabFacts::placeholder_check(&lab.spec.name, &names);
+    for (index, step) in suite.steps.iter().enumerate() {
+        for (node, command) in step.commands() {
+            let on = node.as_deref().or(names.first().map(String::as_str));
+            for word in command.words() {
+                if let Err(e) = facts.expand(&word, on) {
+                    return Err(SuiteError::Mismatch {
+                        source_name: source_name.to_string(),
+                        index,
+                        message: format!("{}: {e}", step.name()),
+                        fix: "use a placeholder the lab facts have (see docs/lab-facts.md), or write `{{NAME}}` for a literal `{NAME}`".into(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs every step of `suite` in order on the running `lab`, filling
+/// `report.cases` as each finishes. A failed step does not stop the suite,
+/// unless it is a setup step.
+pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mut CiReport, reporter: &dyn Reporter) {
+    let facts = LabFacts::load(&lab.dir);
+    let mut failed_setup: Option<String> = None;
+    for (index, step) in suite.steps.iter().enumerate() {
+        let name = step.name();
+        if let Some(setup) = &failed_setup {
+            report.cases[index].message = Some(format!("not run: setup step `{setup}` failed"));
+            continue;
+        }
+        let label = format!("[{}/{}] {name}", index + 1, suite.steps.len());
+        reporter.begin("ci", &label);
+        let started = Instant::now();
+        let timeout = step.timeout();
+        let outcome = match step.kind() {
+            Some(StepKind::Workload(_)) => run_workload_step(lab, step).await,
+            Some(StepKind::Copy(copy)) => files::run_copy(lab, copy, &files.base_dir, timeout).await,
+            Some(StepKind::Collect(collect)) => files::run_collect(lab, collect, &files.artifacts_dir, timeout).await,
+            Some(StepKind::Exec(exec)) => exec_step::run_exec(lab, facts.as_ref(), exec, timeout).await,
+            Some(StepKind::Pair(pair)) => pair::run_pair(lab, facts.as_ref(), pair, timeout).await,
+            None => StepOutcome::failed("the step says nothing to do"),
+        };
+        let case = &mut report.cases[index];
+        case.duration_s = started.elapsed().as_secs_f64();
+        case.status = if outcome.failure.is_none() {
+            CaseStatus::Passed
+        } else {
+            CaseStatus::Failed
+        };
+        case.message = outcome.failure;
+        case.run = outcome.run;
+        case.commands = outcome.commands;
+        case.transfers = outcome.transfers;
+        reporter.end("ci", &label, started.elapsed());
+        let verdict = match &case.message {
+            None => "passed".to_string(),
+            Some(why) => format!("FAILED: {}", why.lines().next().unwrap_or_default()),
+        };
+        reporter.note("ci", &format!("{name} {verdict}"));
+        if case.status == CaseStatus::Failed && step.setup {
+            failed_setup = Some(name);
+        }
+        report.tally();
+    }
+    if let Some(setup) = failed_setup {
+        report.mark_not_run(&format!("setup step `{setup}` failed"));
+    }
+}
+
+/// A workload step: a `labctl run`; it passes when both sides verified.
+async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> StepOutcome {
+    let opts = match WorkloadRequest::from(step).run_options() {
+        Ok(opts) => opts,
+        Err(e) => return StepOutcome::failed(e.to_string()),
+    };
+    match run_workload(lab, &opts, |_| {}).await {
+        Ok(record) => StepOutcome {
+            failure: (!record.verified).then(|| not_verified_reason(&record)),
+            run: Some(record),
+            ..StepOutcome::default()
+        },
+        Err(e) => StepOutcome::failed(e.to_string()),
+    }
+}
