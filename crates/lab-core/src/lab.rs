@@ -280,6 +280,7 @@ impl Lab {
     ) -> Result<Vec<Arc<SshSession>>, LabError> {
         let rxe = self.spec.fabric == Fabric::Rxe;
         let efa = self.spec.fabric == Fabric::Efa;
+        let packages_in_image = provider.packages_in_image();
         let snapshot = state.clone();
         let mut nodes = state.nodes.clone();
         let jobs = nodes.iter_mut().map(|node| {
@@ -292,6 +293,8 @@ impl Lab {
                     key,
                     rxe,
                     efa,
+                    packages: &self.spec.packages,
+                    packages_in_image,
                     agent,
                     ssh_wait,
                 };
@@ -383,9 +386,11 @@ impl Lab {
     }
 
     /// A second `up`: every node must still run, answer SSH with its pinned
-    /// key and run the current agent (redeployed if it differs).
+    /// key, have the lab's `packages:` and run the current agent (redeployed
+    /// if it differs).
     async fn verify(&self, mut state: LabState, agent: &AgentBinary, reporter: &dyn Reporter) -> Result<(), LabError> {
         let provider = self.provider()?;
+        let packages_in_image = provider.packages_in_image();
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         for node in &state.nodes {
             provider
@@ -402,6 +407,19 @@ impl Lab {
             async move {
                 let session = Arc::new(connect_pinned(node, key, Duration::from_secs(20)).await?);
                 let name = node.name.clone();
+                if !self.spec.packages.is_empty() {
+                    let packages = lab_state::progress::step(
+                        reporter,
+                        &name,
+                        "packages",
+                        provision::ensure_packages(&session, node, &self.spec.packages, packages_in_image, reporter),
+                    )
+                    .await;
+                    if let Err(e) = packages {
+                        session.close().await;
+                        return Err(e.into());
+                    }
+                }
                 let deployed = lab_state::progress::step(
                     reporter,
                     &name,
