@@ -3,7 +3,8 @@
 //! where the provider baked them into the image, check they are there), set
 //! up rxe on the data NIC (or, on EFA nodes, check that libfabric sees the
 //! EFA device), deploy and start rdma-agent, and wait for it to answer. Once
-//! every node answers: the lab facts.
+//! every node answers: the lab facts, and with `node_ssh:` the key pair and
+//! host keys that let nodes `ssh` each other.
 //!
 //! Local VMs log in as root; cloud images log in as a user with
 //! passwordless sudo (`ubuntu`, `ec2-user`), so privileged steps run under
@@ -35,19 +36,35 @@ pub const PACKAGES: &str = include_str!("../../../provisioning/node/packages.sh"
 /// Where the agent binary lives on a node.
 pub const AGENT_PATH: &str = "/usr/local/bin/rdma-agent";
 
-/// Replaces the lines of `/etc/hosts` that end with `# labctl:<lab>` by
-/// new ones. `$1`: the lab; `$2`: the new lines (empty: only remove). The
-/// file is rewritten in place (`cat >`), not renamed over, so an
+/// Replaces the lines of file `$1` that end with `# $2` (the lab's marker,
+/// [`facts::lab_marker`]) by new ones, `$3` (empty: only remove); creates
+/// the file when it does not exist. The file is rewritten in place
+/// (`cat >`), not renamed over, so it keeps its owner and mode, and an
 /// `/etc/hosts` bind-mounted into a container keeps working.
-const HOSTS_SCRIPT: &str = r##"set -eu
-marker="labctl:$1"
-tmp=$(mktemp /etc/.hosts.labctl.XXXXXX)
+const MARKED_LINES_SCRIPT: &str = r##"set -eu
+file=$1 marker=$2
+tmp=$(mktemp "$(dirname "$file")/.labctl.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
-if [ -e /etc/hosts ]; then
-    awk -v m="$marker" '!(NF >= 2 && $NF == m && $(NF - 1) == "#")' /etc/hosts >"$tmp"
+if [ -e "$file" ]; then
+    awk -v m="$marker" '!(NF >= 2 && $NF == m && $(NF - 1) == "#")' "$file" >"$tmp"
 fi
-printf '%s' "$2" >>"$tmp"
-cat "$tmp" >/etc/hosts"##;
+printf '%s' "$3" >>"$tmp"
+cat "$tmp" >"$file""##;
+
+/// Installs the lab's node key pair for the login user: the private key from
+/// stdin as `~/.ssh/id_ed25519` (0600, the identity `ssh` tries by default,
+/// so `ssh <node>` and `mpirun` need no option), `$1` as its `.pub`.
+const NODE_KEY_SCRIPT: &str = r##"set -eu
+umask 077
+mkdir -p "$HOME/.ssh"
+chmod 0700 "$HOME/.ssh"
+tmp=$(mktemp "$HOME/.ssh/.labctl.XXXXXX")
+trap 'rm -f "$tmp"' EXIT
+cat >"$tmp"
+mv -f "$tmp" "$HOME/.ssh/id_ed25519"
+printf '%s
+' "$1" >"$HOME/.ssh/id_ed25519.pub"
+chmod 0644 "$HOME/.ssh/id_ed25519.pub""##;
 
 /// Removes the lab facts' files from a node (`down` on machines that stay).
 const FACTS_REMOVE_SCRIPT: &str =
@@ -588,16 +605,70 @@ pub async fn write_facts(session: &SshSession, node: &NodeState, lab_facts: &Lab
     )
     .await?;
     let hosts = facts::hosts_lines(lab_facts);
+    let marker = facts::lab_marker(&lab_facts.lab);
     run_as(
         session,
         node,
         as_root(
             node,
-            RemoteCommand::script_with(HOSTS_SCRIPT, [lab_facts.lab.as_str(), hosts.as_str()]),
+            RemoteCommand::script_with(MARKED_LINES_SCRIPT, ["/etc/hosts", marker.as_str(), hosts.as_str()]),
         ),
         "update /etc/hosts",
     )
     .await
+}
+
+/// What `node_ssh:` installs on every node: the lab's node key pair and
+/// the lines that trust it and every node's host key.
+pub struct NodeSsh {
+    /// The private key, in OpenSSH format.
+    pub private_key: Vec<u8>,
+    /// Its public line.
+    pub public_line: String,
+    /// The marked `authorized_keys` line ([`facts::authorized_keys_line`]).
+    pub authorized_keys: String,
+    /// The marked `known_hosts` lines ([`facts::known_hosts_lines`]).
+    pub known_hosts: String,
+    /// The lab's marker.
+    pub marker: String,
+}
+
+/// Lets the login user of `node` reach every node with `ssh <node>` (or its
+/// data address) without a prompt: the lab's node key as `~/.ssh/id_ed25519`,
+/// its public key in `~/.ssh/authorized_keys`, every node's host key in
+/// `~/.ssh/known_hosts`. The two lists' lines carry the lab's marker, so a
+/// second `up` replaces them and leaves the user's own lines alone.
+pub async fn write_node_ssh(session: &SshSession, node: &NodeState, setup: &NodeSsh) -> Result<(), ProvisionError> {
+    let command = RemoteCommand::script_with(NODE_KEY_SCRIPT, [setup.public_line.as_str()])
+        .and(RemoteCommand::script_with(
+            MARKED_LINES_SCRIPT,
+            [
+                ".ssh/authorized_keys",
+                setup.marker.as_str(),
+                setup.authorized_keys.as_str(),
+            ],
+        ))
+        .and(RemoteCommand::script_with(
+            MARKED_LINES_SCRIPT,
+            [".ssh/known_hosts", setup.marker.as_str(), setup.known_hosts.as_str()],
+        ));
+    let mut stderr = Vec::new();
+    let status = session
+        .exec_streaming(&command, Some(&setup.private_key), |is_err, data| {
+            if is_err {
+                stderr.extend_from_slice(data)
+            }
+        })
+        .await?;
+    if status != 0 {
+        return Err(ProvisionError::Ssh(SshError::CommandFailed {
+            node: node.name.clone(),
+            command: "install the lab's node SSH key and known hosts in ~/.ssh".into(),
+            status,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }));
+    }
+    Ok(())
 }
 
 /// Removes the lab facts from a node: the files and the lab's `/etc/hosts`
@@ -609,7 +680,8 @@ pub async fn remove_facts(session: &SshSession, node: &NodeState, lab: &str) -> 
         node,
         as_root(
             node,
-            RemoteCommand::script_with(HOSTS_SCRIPT, [lab, ""]).and(RemoteCommand::script(FACTS_REMOVE_SCRIPT)),
+            RemoteCommand::script_with(MARKED_LINES_SCRIPT, ["/etc/hosts", facts::lab_marker(lab).as_str(), ""])
+                .and(RemoteCommand::script(FACTS_REMOVE_SCRIPT)),
         ),
         "remove the lab facts",
     )
