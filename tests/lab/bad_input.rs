@@ -51,8 +51,8 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             test_labctl_killed_mid_up_leaves_what_down_cleans,
         ),
         t(
-            "test_broken_image_recipe_fails_with_its_log_and_leaves_nothing",
-            test_broken_image_recipe_fails_with_its_log_and_leaves_nothing,
+            "test_unknown_package_fails_up_with_apt_s_message_and_leaves_nothing",
+            test_unknown_package_fails_up_with_apt_s_message_and_leaves_nothing,
         ),
     ]
 }
@@ -280,27 +280,24 @@ fn test_labctl_killed_mid_up_leaves_what_down_cleans(lab: &Labctl) -> Result<(),
     nothing_left(&lab, "killed")
 }
 
-/// A recipe that cannot build (a package Debian does not have): `up` fails
-/// with the build log's tail naming the package, and leaves no VM, no state
-/// and no half-built image in the cache.
-fn test_broken_image_recipe_fails_with_its_log_and_leaves_nothing(lab: &Labctl) -> Result<(), Failed> {
+/// A lab whose `packages:` name a package Debian does not have: the image
+/// cannot be built, and `up` fails with apt's own message naming the
+/// package, leaving no VM, no state and no half-built image in the cache.
+fn test_unknown_package_fails_up_with_apt_s_message_and_leaves_nothing(lab: &Labctl) -> Result<(), Failed> {
     let path = labs_file(
         "broken-recipe.yaml",
-        "labs:\n  - name: broken-recipe\n    nodes:\n      - name: a\n",
+        "labs:\n  - name: broken-recipe\n    packages: [labctl-no-such-package]\n    nodes:\n      - name: a\n",
     );
     let lab = with_file(lab, path);
     let cache = bin_dir().join("lab-tests-input").join("broken-recipe-cache");
     let _ = std::fs::remove_dir_all(&cache);
-    let out = lab
-        .command()
-        .arg("up")
-        .env("LABCTL_CACHE_DIR", &cache)
-        .env("LAB_EXTRA_PACKAGES", "labctl-no-such-package")
-        .output()?;
+    let out = lab.command().arg("up").env("LABCTL_CACHE_DIR", &cache).output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    check(!out.status.success(), || "up succeeded with a broken recipe".into())?;
+    check(!out.status.success(), || "up succeeded with an unknown package".into())?;
     check(
-        stderr.contains("building the node image failed") && stderr.contains("labctl-no-such-package"),
+        stderr.contains("building the node image failed")
+            && stderr.contains("E: Unable to locate package labctl-no-such-package")
+            && stderr.contains("fix: check the names in `packages:` of labs.yaml (labctl-no-such-package)"),
         || format!("message: {stderr}"),
     )?;
     // Only the build log (and the build lock file) may stay: no image

@@ -4,7 +4,9 @@
 //! 1. bad input and failed `up`s, which need no running lab;
 //! 2. `labctl up` of `tests/labs/e2e.yaml` once, then every test against it
 //!    (the faults that break the lab, such as a killed VM, last);
-//! 3. `labctl down`, checked to leave no process and no file; then
+//! 3. `labctl down`, checked to leave no process and no file; then a
+//!    scratch lab with `packages:` and `node_ssh:` (`tests/labs/mpi.yaml`),
+//!    up, `mpirun` across it, down; then
 //!    `labctl bench --orchestration --nodes 2`, which times `up` and `down`
 //!    of a scratch lab of its own;
 //! 4. `labctl ci` on a lab of its own (`tests/labs/ci.yaml`), which it brings
@@ -22,6 +24,7 @@ mod faults;
 mod files;
 mod impair;
 mod lifecycle;
+mod packages;
 mod patterns;
 mod report;
 mod util;
@@ -40,12 +43,14 @@ fn main() -> ExitCode {
     let state_base = util::bin_dir().join("lab-tests-state");
     let lab = Labctl::new("tests/labs/e2e.yaml", &state_base);
     let ci_lab = Labctl::new("tests/labs/ci.yaml", &state_base);
+    let mpi_lab = Labctl::new("tests/labs/mpi.yaml", &state_base);
 
     // Leftovers of an interrupted earlier run go first: its lab (VMs and all),
     // then whatever else it left in the suite's private state directory.
     if !args.list {
         lab.run(&["down"]);
         ci_lab.run(&["down"]);
+        mpi_lab.run(&["down"]);
         let _ = std::fs::remove_dir_all(&state_base);
     }
 
@@ -88,6 +93,9 @@ fn main() -> ExitCode {
     }
     // Whatever happened above, nothing of the lab survives the suite.
     lab.run(&["down"]);
+
+    // The packages/node_ssh lab, one lab at a time: after the shared one is gone.
+    total.add(&libtest_mimic::run(&args, packages::trials(&mpi_lab)));
 
     // `bench --orchestration` boots scratch labs of its own: after the shared one is gone.
     total.add(&libtest_mimic::run(&args, report::orchestration_trials(&lab)));

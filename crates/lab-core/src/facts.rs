@@ -10,8 +10,11 @@
 //!   variables;
 //! - [`hostfile`]: `/etc/labctl/hostfile`, in the form `mpirun` reads;
 //! - [`hosts_lines`]: `/etc/hosts` lines that resolve node names to data
-//!   addresses, each ending with the lab's [`hosts_marker`] so that a later
+//!   addresses, each ending with the lab's [`lab_marker`] so that a later
 //!   `up` (or `down` on machines that outlive the lab) removes exactly them.
+//!
+//! With `node_ssh:`, the lines that let nodes `ssh` each other carry the
+//! same marker ([`authorized_keys_line`], [`known_hosts_lines`]).
 //!
 //! [`LabFacts::expand`] fills placeholders such as `{server.addr}` or
 //! `{self.gid_index}` in a command template from the same facts.
@@ -490,18 +493,41 @@ pub fn hostfile(facts: &LabFacts) -> String {
     text
 }
 
-/// The comment that ends each of the lab's `/etc/hosts` lines: `labctl:<lab>`
-/// after a `#`.
-pub fn hosts_marker(lab: &str) -> String {
+/// The comment that ends each line labctl adds to a node's own files
+/// (`/etc/hosts`; with `node_ssh:`, `~/.ssh/authorized_keys` and
+/// `~/.ssh/known_hosts`): `labctl:<lab>` after a `#`.
+pub fn lab_marker(lab: &str) -> String {
     format!("labctl:{lab}")
 }
 
 /// The lab's `/etc/hosts` lines: `<data addr> <node> # labctl:<lab>`.
 pub fn hosts_lines(facts: &LabFacts) -> String {
-    let marker = hosts_marker(&facts.lab);
+    let marker = lab_marker(&facts.lab);
     let mut text = String::new();
     for n in &facts.nodes {
         let _ = writeln!(text, "{} {} # {marker}", n.data_addr, n.name);
+    }
+    text
+}
+
+/// The `authorized_keys` line of the lab's node key (`node_ssh:`):
+/// `<public key> # labctl:<lab>` (sshd takes what follows the key as its
+/// comment).
+pub fn authorized_keys_line(lab: &str, public_key: &str) -> String {
+    format!("{} # {}\n", public_key.trim(), lab_marker(lab))
+}
+
+/// The `known_hosts` lines of the lab (`node_ssh:`): each node's pinned host
+/// key under its name and its data address, `<name>,<addr> <key> #
+/// labctl:<lab>`, so `ssh <node>` and `ssh <addr>` (what `mpirun` does with
+/// the hostfile) find it. A node whose host key is not known yet is left out.
+pub fn known_hosts_lines(state: &LabState) -> String {
+    let marker = lab_marker(&state.lab);
+    let mut text = String::new();
+    for node in &state.nodes {
+        if let Some(key) = &node.host_key {
+            let _ = writeln!(text, "{},{} {} # {marker}", node.name, node.data_addr, key.trim());
+        }
     }
     text
 }
@@ -675,6 +701,27 @@ mod tests {
             "10.77.0.1 server # labctl:e2e\n10.77.0.2 client-2 # labctl:e2e\n"
         );
         assert_eq!(addr_var("gpu-1"), "LABCTL_ADDR_GPU_1");
+    }
+
+    #[test]
+    fn test_node_ssh_lines_name_every_node_by_name_and_address() {
+        let mut state = LabState::new("e2e", "qemu", "rxe");
+        state.nodes = vec![
+            node_state("server", 1, Some("eth1"), Some("rxe0")),
+            node_state("client", 2, Some("eth1"), Some("rxe0")),
+            node_state("late", 3, None, None),
+        ];
+        state.nodes[0].host_key = Some("ssh-ed25519 AAAAserver".into());
+        state.nodes[1].host_key = Some("ssh-ed25519 AAAAclient\n".into());
+        assert_eq!(
+            known_hosts_lines(&state),
+            "server,10.77.0.1 ssh-ed25519 AAAAserver # labctl:e2e\n\
+             client,10.77.0.2 ssh-ed25519 AAAAclient # labctl:e2e\n"
+        );
+        assert_eq!(
+            authorized_keys_line("e2e", "ssh-ed25519 AAAAnode\n"),
+            "ssh-ed25519 AAAAnode # labctl:e2e\n"
+        );
     }
 
     #[test]

@@ -258,7 +258,10 @@ impl Lab {
         let sessions = self
             .provision_all(provider, &mut state, key, agent, opts.ssh_wait, reporter)
             .await?;
-        let facts = self.set_facts(&state, &sessions, reporter).await;
+        let facts = match self.set_facts(&state, &sessions, reporter).await {
+            Ok(_) => self.set_node_ssh(&state, &sessions, reporter).await,
+            Err(e) => Err(e),
+        };
         for session in &sessions {
             session.close().await;
         }
@@ -280,6 +283,7 @@ impl Lab {
     ) -> Result<Vec<Arc<SshSession>>, LabError> {
         let rxe = self.spec.fabric == Fabric::Rxe;
         let efa = self.spec.fabric == Fabric::Efa;
+        let packages_in_image = provider.packages_in_image();
         let snapshot = state.clone();
         let mut nodes = state.nodes.clone();
         let jobs = nodes.iter_mut().map(|node| {
@@ -292,6 +296,8 @@ impl Lab {
                     key,
                     rxe,
                     efa,
+                    packages: &self.spec.packages,
+                    packages_in_image,
                     agent,
                     ssh_wait,
                 };
@@ -382,10 +388,54 @@ impl Lab {
         Ok(facts)
     }
 
+    /// `node_ssh:`: the lab's node key pair (created at the first `up`, kept
+    /// in the state directory) and every node's host key, installed on every
+    /// node (over `sessions`, one per node of `state`, in order) for the
+    /// login user, replacing what an earlier `up` installed.
+    async fn set_node_ssh(
+        &self,
+        state: &LabState,
+        sessions: &[Arc<SshSession>],
+        reporter: &dyn Reporter,
+    ) -> Result<(), LabError> {
+        if !self.spec.node_ssh {
+            return Ok(());
+        }
+        let key_path = self.dir.node_ssh_key();
+        let key = ssh::load_or_create_key(&key_path)?;
+        let private_key = std::fs::read(&key_path).map_err(|e| SshError::Key {
+            path: key_path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let public_line = ssh::public_line(key.public_key());
+        let setup = provision::NodeSsh {
+            private_key,
+            authorized_keys: crate::facts::authorized_keys_line(&state.lab, &public_line),
+            public_line,
+            known_hosts: crate::facts::known_hosts_lines(state),
+            marker: crate::facts::lab_marker(&state.lab),
+        };
+        let setup = &setup;
+        let writes = join_all(state.nodes.iter().zip(sessions).map(|(node, session)| async move {
+            lab_state::progress::step(
+                reporter,
+                &node.name,
+                "node ssh",
+                provision::write_node_ssh(session, node, setup),
+            )
+            .await
+            .map_err(LabError::Provision)
+        }))
+        .await;
+        one_or_all(writes.into_iter().filter_map(Result::err).collect())
+    }
+
     /// A second `up`: every node must still run, answer SSH with its pinned
-    /// key and run the current agent (redeployed if it differs).
+    /// key, have the lab's `packages:` and run the current agent (redeployed
+    /// if it differs).
     async fn verify(&self, mut state: LabState, agent: &AgentBinary, reporter: &dyn Reporter) -> Result<(), LabError> {
         let provider = self.provider()?;
+        let packages_in_image = provider.packages_in_image();
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         for node in &state.nodes {
             provider
@@ -402,6 +452,19 @@ impl Lab {
             async move {
                 let session = Arc::new(connect_pinned(node, key, Duration::from_secs(20)).await?);
                 let name = node.name.clone();
+                if !self.spec.packages.is_empty() {
+                    let packages = lab_state::progress::step(
+                        reporter,
+                        &name,
+                        "packages",
+                        provision::ensure_packages(&session, node, &self.spec.packages, packages_in_image, reporter),
+                    )
+                    .await;
+                    if let Err(e) = packages {
+                        session.close().await;
+                        return Err(e.into());
+                    }
+                }
                 let deployed = lab_state::progress::step(
                     reporter,
                     &name,
@@ -436,7 +499,10 @@ impl Lab {
         // images regenerate /etc/hosts), or its GID index changed.
         let facts = match unhealthy {
             Some(_) => Ok(()),
-            None => self.set_facts(&state, &sessions, reporter).await.map(|_| ()),
+            None => match self.set_facts(&state, &sessions, reporter).await {
+                Ok(_) => self.set_node_ssh(&state, &sessions, reporter).await,
+                Err(e) => Err(e),
+            },
         };
         for session in &sessions {
             session.close().await;

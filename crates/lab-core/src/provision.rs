@@ -1,7 +1,10 @@
 //! What happens on a node once its machine exists, whatever the provider:
-//! wait for SSH (pinning the host key), set up rxe on the data NIC (or, on
-//! EFA nodes, check that libfabric sees the EFA device), deploy and start
-//! rdma-agent, and wait for it to answer.
+//! wait for SSH (pinning the host key), install the lab's `packages:` (or,
+//! where the provider baked them into the image, check they are there), set
+//! up rxe on the data NIC (or, on EFA nodes, check that libfabric sees the
+//! EFA device), deploy and start rdma-agent, and wait for it to answer. Once
+//! every node answers: the lab facts, and with `node_ssh:` the key pair and
+//! host keys that let nodes `ssh` each other.
 //!
 //! Local VMs log in as root; cloud images log in as a user with
 //! passwordless sudo (`ubuntu`, `ec2-user`), so privileged steps run under
@@ -26,23 +29,42 @@ use crate::facts::{self, LabFacts};
 pub const RXE_SETUP: &str = include_str!("../../../provisioning/node/rxe-setup.sh");
 /// See [`RXE_SETUP`].
 pub const AGENT_START: &str = include_str!("../../../provisioning/node/agent-start.sh");
+/// Checks or installs the lab's `packages:`; run with `sh -c` (see
+/// [`ensure_packages`]).
+pub const PACKAGES: &str = include_str!("../../../provisioning/node/packages.sh");
 
 /// Where the agent binary lives on a node.
 pub const AGENT_PATH: &str = "/usr/local/bin/rdma-agent";
 
-/// Replaces the lines of `/etc/hosts` that end with `# labctl:<lab>` by
-/// new ones. `$1`: the lab; `$2`: the new lines (empty: only remove). The
-/// file is rewritten in place (`cat >`), not renamed over, so an
+/// Replaces the lines of file `$1` that end with `# $2` (the lab's marker,
+/// [`facts::lab_marker`]) by new ones, `$3` (empty: only remove); creates
+/// the file when it does not exist. The file is rewritten in place
+/// (`cat >`), not renamed over, so it keeps its owner and mode, and an
 /// `/etc/hosts` bind-mounted into a container keeps working.
-const HOSTS_SCRIPT: &str = r##"set -eu
-marker="labctl:$1"
-tmp=$(mktemp /etc/.hosts.labctl.XXXXXX)
+const MARKED_LINES_SCRIPT: &str = r##"set -eu
+file=$1 marker=$2
+tmp=$(mktemp "$(dirname "$file")/.labctl.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
-if [ -e /etc/hosts ]; then
-    awk -v m="$marker" '!(NF >= 2 && $NF == m && $(NF - 1) == "#")' /etc/hosts >"$tmp"
+if [ -e "$file" ]; then
+    awk -v m="$marker" '!(NF >= 2 && $NF == m && $(NF - 1) == "#")' "$file" >"$tmp"
 fi
-printf '%s' "$2" >>"$tmp"
-cat "$tmp" >/etc/hosts"##;
+printf '%s' "$3" >>"$tmp"
+cat "$tmp" >"$file""##;
+
+/// Installs the lab's node key pair for the login user: the private key from
+/// stdin as `~/.ssh/id_ed25519` (0600, the identity `ssh` tries by default,
+/// so `ssh <node>` and `mpirun` need no option), `$1` as its `.pub`.
+const NODE_KEY_SCRIPT: &str = r##"set -eu
+umask 077
+mkdir -p "$HOME/.ssh"
+chmod 0700 "$HOME/.ssh"
+tmp=$(mktemp "$HOME/.ssh/.labctl.XXXXXX")
+trap 'rm -f "$tmp"' EXIT
+cat >"$tmp"
+mv -f "$tmp" "$HOME/.ssh/id_ed25519"
+printf '%s
+' "$1" >"$HOME/.ssh/id_ed25519.pub"
+chmod 0644 "$HOME/.ssh/id_ed25519.pub""##;
 
 /// Removes the lab facts' files from a node (`down` on machines that stay).
 const FACTS_REMOVE_SCRIPT: &str =
@@ -86,6 +108,16 @@ pub enum ProvisionError {
         /// What to do.
         fix: String,
     },
+    /// The lab's `packages:` could not be installed, or the image lacks them.
+    #[error("node `{node}`: {message}\n  fix: {fix}")]
+    Packages {
+        /// The node.
+        node: String,
+        /// What failed, with apt's own error lines.
+        message: String,
+        /// What to do.
+        fix: String,
+    },
     /// The agent runs a different version than this labctl.
     #[error("node `{node}`: the deployed rdma-agent reports version {found} but labctl is {expected}; rebuild both from one checkout (cargo build --release -p labctl -p rdma-agent)")]
     AgentVersion {
@@ -108,6 +140,11 @@ pub struct NodeJob<'a> {
     pub rxe: bool,
     /// Check the node's EFA device (instead of rxe).
     pub efa: bool,
+    /// The lab's `packages:`.
+    pub packages: &'a [String],
+    /// Whether the node's image already has them (only checked), or they
+    /// are installed with apt-get.
+    pub packages_in_image: bool,
     /// The agent to deploy.
     pub agent: &'a AgentBinary,
     /// How long to wait for SSH.
@@ -150,6 +187,16 @@ where
     job.node.host_key = Some(ssh::public_line(session.host_key()));
     let session = Arc::new(session);
 
+    if !job.packages.is_empty() {
+        step(
+            reporter,
+            &name,
+            "packages",
+            ensure_packages(&session, job.node, job.packages, job.packages_in_image, reporter),
+        )
+        .await?;
+    }
+
     if job.efa {
         let device = step(reporter, &name, "efa", check_efa(&session, job.node)).await?;
         job.node.rdma_device = Some(device);
@@ -166,6 +213,93 @@ where
 /// `command` as root: as it is for root, under `sudo -n` for anyone else.
 pub fn as_root(node: &NodeState, command: RemoteCommand) -> RemoteCommand {
     command.as_root(node.ssh_user == "root")
+}
+
+/// Makes sure `packages` are installed on the node: with `in_image`, checks
+/// that the image has them; otherwise installs the missing ones with apt-get
+/// (as root, non-interactively). The script's `packages: ...` lines are
+/// reported as notes of the node; a failure quotes apt's own error lines.
+pub async fn ensure_packages(
+    session: &SshSession,
+    node: &NodeState,
+    packages: &[String],
+    in_image: bool,
+    reporter: &dyn Reporter,
+) -> Result<(), ProvisionError> {
+    let mode = if in_image { "check" } else { "install" };
+    let command = as_root(
+        node,
+        RemoteCommand::script_with(
+            PACKAGES,
+            std::iter::once(mode).chain(packages.iter().map(String::as_str)),
+        ),
+    );
+    let mut stdout_line = Vec::new();
+    let mut stderr = Vec::new();
+    let status = session
+        .exec_streaming(&command, None, |is_err, data| {
+            if is_err {
+                stderr.extend_from_slice(data);
+                return;
+            }
+            for &byte in data {
+                if byte != b'\n' {
+                    stdout_line.push(byte);
+                    continue;
+                }
+                let line = String::from_utf8_lossy(&stdout_line).into_owned();
+                if let Some(said) = line.strip_prefix("packages: ") {
+                    reporter.note(&node.name, &format!("packages: {said}"));
+                }
+                stdout_line.clear();
+            }
+        })
+        .await?;
+    if status == 0 {
+        return Ok(());
+    }
+    Err(packages_failure(
+        &node.name,
+        status,
+        &String::from_utf8_lossy(&stderr),
+        packages,
+    ))
+}
+
+/// The error of a failed `packages.sh`: by its exit status, with apt's `E:`
+/// lines (else the end of what it printed).
+fn packages_failure(node: &str, status: i32, stderr: &str, packages: &[String]) -> ProvisionError {
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("E: ")).collect();
+    let said = if errors.is_empty() {
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
+    } else {
+        errors.join("\n")
+    };
+    let names = packages.join(", ");
+    let (message, fix) = match status {
+        30 => (
+            format!("the node image lacks packages of labs.yaml: {said}"),
+            "`packages:` changed since this lab came up: run `labctl down` and `labctl up`, which boots an image with them".to_string(),
+        ),
+        31 => (
+            format!("cannot install packages: {said}"),
+            "`packages:` works on Debian and Ubuntu images only; use one, or remove `packages:`".to_string(),
+        ),
+        32 => (
+            format!("`apt-get update` failed:\n{said}"),
+            "check that the node reaches its package mirror (`labctl exec NODE -- apt-get update`), then run `labctl up` again".to_string(),
+        ),
+        _ => (
+            format!("installing packages ({names}) with apt-get failed (exit status {status}):\n{said}"),
+            format!("check the names in `packages:` of labs.yaml ({names}) against the node's distribution: `labctl exec NODE -- apt-cache policy NAME` shows whether it has a package (Debian and Ubuntu name some packages differently)"),
+        ),
+    };
+    ProvisionError::Packages {
+        node: node.to_string(),
+        message,
+        fix,
+    }
 }
 
 /// Checks that libfabric offers EFA reliable-datagram endpoints; returns the
@@ -471,16 +605,70 @@ pub async fn write_facts(session: &SshSession, node: &NodeState, lab_facts: &Lab
     )
     .await?;
     let hosts = facts::hosts_lines(lab_facts);
+    let marker = facts::lab_marker(&lab_facts.lab);
     run_as(
         session,
         node,
         as_root(
             node,
-            RemoteCommand::script_with(HOSTS_SCRIPT, [lab_facts.lab.as_str(), hosts.as_str()]),
+            RemoteCommand::script_with(MARKED_LINES_SCRIPT, ["/etc/hosts", marker.as_str(), hosts.as_str()]),
         ),
         "update /etc/hosts",
     )
     .await
+}
+
+/// What `node_ssh:` installs on every node: the lab's node key pair and
+/// the lines that trust it and every node's host key.
+pub struct NodeSsh {
+    /// The private key, in OpenSSH format.
+    pub private_key: Vec<u8>,
+    /// Its public line.
+    pub public_line: String,
+    /// The marked `authorized_keys` line ([`facts::authorized_keys_line`]).
+    pub authorized_keys: String,
+    /// The marked `known_hosts` lines ([`facts::known_hosts_lines`]).
+    pub known_hosts: String,
+    /// The lab's marker.
+    pub marker: String,
+}
+
+/// Lets the login user of `node` reach every node with `ssh <node>` (or its
+/// data address) without a prompt: the lab's node key as `~/.ssh/id_ed25519`,
+/// its public key in `~/.ssh/authorized_keys`, every node's host key in
+/// `~/.ssh/known_hosts`. The two lists' lines carry the lab's marker, so a
+/// second `up` replaces them and leaves the user's own lines alone.
+pub async fn write_node_ssh(session: &SshSession, node: &NodeState, setup: &NodeSsh) -> Result<(), ProvisionError> {
+    let command = RemoteCommand::script_with(NODE_KEY_SCRIPT, [setup.public_line.as_str()])
+        .and(RemoteCommand::script_with(
+            MARKED_LINES_SCRIPT,
+            [
+                ".ssh/authorized_keys",
+                setup.marker.as_str(),
+                setup.authorized_keys.as_str(),
+            ],
+        ))
+        .and(RemoteCommand::script_with(
+            MARKED_LINES_SCRIPT,
+            [".ssh/known_hosts", setup.marker.as_str(), setup.known_hosts.as_str()],
+        ));
+    let mut stderr = Vec::new();
+    let status = session
+        .exec_streaming(&command, Some(&setup.private_key), |is_err, data| {
+            if is_err {
+                stderr.extend_from_slice(data)
+            }
+        })
+        .await?;
+    if status != 0 {
+        return Err(ProvisionError::Ssh(SshError::CommandFailed {
+            node: node.name.clone(),
+            command: "install the lab's node SSH key and known hosts in ~/.ssh".into(),
+            status,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }));
+    }
+    Ok(())
 }
 
 /// Removes the lab facts from a node: the files and the lab's `/etc/hosts`
@@ -492,9 +680,96 @@ pub async fn remove_facts(session: &SshSession, node: &NodeState, lab: &str) -> 
         node,
         as_root(
             node,
-            RemoteCommand::script_with(HOSTS_SCRIPT, [lab, ""]).and(RemoteCommand::script(FACTS_REMOVE_SCRIPT)),
+            RemoteCommand::script_with(MARKED_LINES_SCRIPT, ["/etc/hosts", facts::lab_marker(lab).as_str(), ""])
+                .and(RemoteCommand::script(FACTS_REMOVE_SCRIPT)),
         ),
         "remove the lab facts",
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn test_a_failed_install_quotes_apt_s_own_error() {
+        // What packages.sh printed on stderr on a Debian 12 node asked for
+        // `hello labctl-no-such-package` (apt 2.6).
+        let stderr = "Get:1 http://deb.debian.org/debian bookworm InRelease [151 kB]\n\
+                      Fetched 15.8 MB in 23s (683 kB/s)\n\
+                      Reading package lists...\n\
+                      Building dependency tree...\n\
+                      Reading state information...\n\
+                      E: Unable to locate package labctl-no-such-package\n";
+        let packages = names(&["hello", "labctl-no-such-package"]);
+        let err = packages_failure("client", 33, stderr, &packages);
+        assert_eq!(
+            err.to_string(),
+            "node `client`: installing packages (hello, labctl-no-such-package) with apt-get failed (exit status 33):\n\
+             E: Unable to locate package labctl-no-such-package\n  \
+             fix: check the names in `packages:` of labs.yaml (hello, labctl-no-such-package) against the node's distribution: \
+             `labctl exec NODE -- apt-cache policy NAME` shows whether it has a package (Debian and Ubuntu name some packages differently)"
+        );
+    }
+
+    #[test]
+    fn test_each_way_packages_fail_has_its_own_fix() {
+        let packages = names(&["gdb"]);
+        let missing = packages_failure("server", 30, "not installed: gdb\n", &packages).to_string();
+        assert!(
+            missing.starts_with("node `server`: the node image lacks packages of labs.yaml: not installed: gdb\n"),
+            "{missing}"
+        );
+        assert!(missing.contains("run `labctl down` and `labctl up`"), "{missing}");
+        let no_apt = packages_failure(
+            "server",
+            31,
+            "apt-get is missing: packages: needs a Debian or Ubuntu image\n",
+            &packages,
+        );
+        assert!(no_apt.to_string().contains("Debian and Ubuntu images only"), "{no_apt}");
+        // Without `E:` lines, the end of what the script printed.
+        let update = packages_failure(
+            "server",
+            32,
+            "Err:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure resolving 'deb.debian.org'\n",
+            &packages,
+        )
+        .to_string();
+        assert!(
+            update.contains("`apt-get update` failed:\nErr:1 http://deb.debian.org/debian bookworm InRelease\n  Temporary failure resolving"),
+            "{update}"
+        );
+    }
+
+    #[test]
+    fn test_the_packages_script_checks_before_it_installs() {
+        // On the controller itself (a Debian or Ubuntu host, as
+        // provisioning/host/install-deps.sh requires): a package every such
+        // host has is found, and one no distribution has is reported
+        // missing, without apt being run (check mode).
+        let run = |args: &[&str]| {
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(PACKAGES)
+                .arg("sh")
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let found = run(&["check", "dpkg"]);
+        assert!(found.status.success(), "{found:?}");
+        assert_eq!(String::from_utf8_lossy(&found.stdout), "packages: all 1 installed\n");
+        let missing = run(&["check", "dpkg", "labctl-no-such-package"]);
+        assert_eq!(missing.status.code(), Some(30));
+        assert_eq!(
+            String::from_utf8_lossy(&missing.stderr),
+            "not installed: labctl-no-such-package\n"
+        );
+    }
 }

@@ -237,7 +237,23 @@ pub struct LabSpec {
     /// The suite `labctl ci` runs on this lab (unless given `--suite FILE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<crate::suite::Suite>,
+    /// Debian/Ubuntu packages the lab's programs need on every node, by
+    /// their package names (like `gcc`, `libibverbs-dev`, `openmpi-bin`):
+    /// qemu bakes them into the node image (an image of their own, built
+    /// once and cached); multipass and aws install them with apt-get at `up`.
+    #[serde(default, deserialize_with = "de_packages", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(regex(pattern = r"^[a-z0-9][a-z0-9+.-]+$")), example = &PACKAGES_EXAMPLE)]
+    pub packages: Vec<String>,
+    /// Let the nodes `ssh` each other by name or data address, without
+    /// prompts, as the login user (what `mpirun --hostfile
+    /// /etc/labctl/hostfile` needs): `up` installs a key pair of the lab's
+    /// own and every node's host key on every node. Default: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub node_ssh: bool,
 }
+
+/// An example of `packages:` for the schema.
+const PACKAGES_EXAMPLE: [&str; 2] = ["gcc", "openmpi-bin"];
 
 /// The `aws:` block of a lab (provider aws).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -775,6 +791,8 @@ const LAB_FIELDS: &[&str] = &[
     "aws",
     "multipass",
     "ci",
+    "packages",
+    "node_ssh",
 ];
 const AWS_FIELDS: &[&str] = &[
     "region",

@@ -333,3 +333,158 @@ pub(crate) fn de_data_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ipv
         )),
     })
 }
+
+/// What a Debian package name is made of (Debian Policy 5.6.1), for messages.
+const PACKAGE_NAME_RULE: &str =
+    "a Debian package name is lowercase letters, digits, `+`, `-` and `.`, starts with a letter or digit, and is at least 2 characters long";
+
+/// Checks one entry of `packages:`: a Debian package name, nothing more (no
+/// version, no architecture, no second name), so that it can go to
+/// mmdebstrap and apt-get as one word.
+pub(crate) fn check_package_name(v: Scalar<'_>) -> Result<String, Problem> {
+    let s = match v {
+        Scalar::Str(s) => s.into_owned(),
+        Scalar::Null => {
+            return Err(Problem::new(
+                "a package name is empty",
+                "remove the empty list item, or write a package name in it",
+            ))
+        }
+        other => {
+            return Err(Problem::new(
+                format!("a package name must be text, found {}", other.describe()),
+                format!("write the package's name, like `gcc`; {PACKAGE_NAME_RULE}"),
+            ))
+        }
+    };
+    if s.is_empty() {
+        return Err(Problem::new(
+            "a package name is empty",
+            "remove the empty list item, or write a package name in it",
+        ));
+    }
+    let lowered = s.to_ascii_lowercase();
+    let problem = |why: String, fix: String| Problem::new(format!("package name `{s}` is not valid: {why}"), fix);
+    let bad = s
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '+' | '-' | '.')));
+    if let Some((at, c)) = bad {
+        let name = &s[..at];
+        return Err(match c {
+            '=' => problem(
+                "`=` pins a version, which labctl does not do: nodes get the suite's version".into(),
+                format!("write the name alone: `{name}`"),
+            ),
+            ':' => problem(
+                "`:` names an architecture, which labctl does not do: nodes get their own".into(),
+                format!("write the name alone: `{name}`"),
+            ),
+            c if c.is_whitespace() || c == ',' => problem(
+                "it holds more than one name".into(),
+                format!(
+                    "give each package its own list item: `packages: [{}]`",
+                    s.split(|c: char| c.is_whitespace() || c == ',')
+                        .filter(|w| !w.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ),
+            c if c.is_ascii_uppercase() => problem(
+                "uppercase letters are not allowed".into(),
+                format!("write `{lowered}`; {PACKAGE_NAME_RULE}"),
+            ),
+            c => problem(format!("`{c}` is not allowed"), PACKAGE_NAME_RULE.to_string()),
+        });
+    }
+    if !s.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(problem(
+            "it must start with a letter or digit".into(),
+            PACKAGE_NAME_RULE.to_string(),
+        ));
+    }
+    if s.len() < 2 {
+        return Err(problem(
+            "it is one character long".into(),
+            PACKAGE_NAME_RULE.to_string(),
+        ));
+    }
+    Ok(s)
+}
+
+/// `packages:`: a list of package names, each checked where it stands.
+pub(crate) fn de_packages<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    struct PackageName(String);
+
+    impl<'de> serde::Deserialize<'de> for PackageName {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            scalar(d, check_package_name).map(PackageName)
+        }
+    }
+
+    struct Packages;
+
+    impl<'de> Visitor<'de> for Packages {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of package names")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+            let mut names = Vec::new();
+            while let Some(PackageName(name)) = seq.next_element()? {
+                names.push(name);
+            }
+            Ok(names)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Vec<String>, E> {
+            Ok(Vec::new())
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Vec<String>, E> {
+            Ok(Vec::new())
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<String>, E> {
+            Err(not_a_list(Scalar::Str(Cow::Borrowed(v))).into_de())
+        }
+
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Vec<String>, E> {
+            Err(not_a_list(Scalar::Bool(v)).into_de())
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Vec<String>, E> {
+            Err(not_a_list(Scalar::Int(v.into())).into_de())
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Vec<String>, E> {
+            Err(not_a_list(Scalar::Int(v.into())).into_de())
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Vec<String>, E> {
+            Err(not_a_list(Scalar::Float(v)).into_de())
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, _: A) -> Result<Vec<String>, A::Error> {
+            Err(not_a_list(Scalar::Mapping).into_de())
+        }
+    }
+
+    fn not_a_list(found: Scalar<'_>) -> Problem {
+        let example = match &found {
+            Scalar::Str(s) if !s.trim().is_empty() => s
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(", "),
+            _ => "gcc, openmpi-bin".to_string(),
+        };
+        Problem::new(
+            format!("packages must be a list of package names, found {}", found.describe()),
+            format!("write `packages: [{example}]`, or one `- NAME` line per package under `packages:`"),
+        )
+    }
+
+    d.deserialize_any(Packages)
+}

@@ -152,6 +152,13 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Whether the nodes boot with the lab's `packages:` already installed
+    /// (baked into their image), so `up` only checks that they are there;
+    /// otherwise `up` installs them with apt-get once the nodes answer SSH.
+    fn packages_in_image(&self) -> bool {
+        false
+    }
+
     /// Whether the nodes' machines outlive the lab (machines labctl did not
     /// create, such as hosts reached over SSH). `down` then removes what
     /// `up` wrote on them (the lab facts) before [`delete`](Self::delete).

@@ -123,6 +123,13 @@ impl LabDir {
         self.root.join("id_ed25519")
     }
 
+    /// The key pair the nodes use to `ssh` each other (`node_ssh:`), kept
+    /// apart from [`ssh_key`](Self::ssh_key): a node holds this one, never
+    /// the controller's.
+    pub fn node_ssh_key(&self) -> PathBuf {
+        self.root.join("node_ed25519")
+    }
+
     /// Pinned host keys in OpenSSH `known_hosts` form, for `labctl ssh`.
     pub fn known_hosts(&self) -> PathBuf {
         self.root.join("known_hosts")

@@ -167,6 +167,19 @@ fn malformed_cases() -> Vec<Case> {
         case("ssh_port privileged", node_with("ssh_port: 22"), 5, 19, "22 is out of range (1024..=65535)", "like 2222"),
         case("ssh_port too large", node_with("ssh_port: 70000"), 5, 19, "70000 is out of range (1024..=65535)", "between 1024 and 65535"),
         case("ssh_port duplicate", "labs:\n  - name: a\n    nodes:\n      - name: x\n        ssh_port: 2222\n      - name: y\n        ssh_port: 2222\n", 7, 19, "ssh_port 2222 is already used by nodes[0] (x)", "different ssh_port"),
+        // --- packages and node_ssh -----------------------------------------
+        case("package uppercase", lab_with("packages: [gcc, Make]"), 3, 21, "package name `Make` is not valid: uppercase letters are not allowed", "write `make`"),
+        case("package version pinned", lab_with("packages: [gcc=4:12.2.0-3]"), 3, 16, "`=` pins a version", "write the name alone: `gcc`"),
+        case("package architecture", lab_with("packages: [\"libc6:i386\"]"), 3, 16, "`:` names an architecture", "write the name alone: `libc6`"),
+        case("two packages in one item", lab_with("packages:\n      - gcc make"), 4, 9, "package name `gcc make` is not valid: it holds more than one name", "`packages: [gcc, make]`"),
+        case("package starts with a dash", lab_with("packages: [\"-gcc\"]"), 3, 16, "it must start with a letter or digit", "lowercase letters, digits, `+`, `-` and `.`"),
+        case("package one character", lab_with("packages: [x]"), 3, 16, "package name `x` is not valid: it is one character long", "at least 2 characters"),
+        case("package underscore", lab_with("packages: [libfoo_dev]"), 3, 16, "package name `libfoo_dev` is not valid: `_` is not allowed", "lowercase letters"),
+        case("package is a number", lab_with("packages: [7]"), 3, 16, "a package name must be text, found the number 7", "like `gcc`"),
+        case("package empty item", lab_with("packages:\n      -\n      - gcc"), 4, 8, "a package name is empty", "remove the empty list item"),
+        case("packages not a list", lab_with("packages: gcc make"), 3, 15, "packages must be a list of package names, found the text \"gcc make\"", "`packages: [gcc, make]`"),
+        case("packages typo", lab_with("pakages: [gcc]"), 3, 5, "unknown field `pakages` in a lab; did you mean `packages`?", "rename `pakages` to `packages`"),
+        case("node_ssh not a boolean", lab_with("node_ssh: yes"), 3, 15, "node_ssh must be true or false, found the text \"yes\"", "node_ssh: true"),
         // --- aws -----------------------------------------------------------
         case("aws without its block", lab_with("provider: aws"), 3, 15, "provider aws needs an `aws:` block", "instance_type: t3.medium"),
         case("aws block on a qemu lab", lab_with("aws: {region: us-east-1, instance_type: t3.micro, ami: ami-1}"), 3, 5, "`aws` applies to provider aws only; this lab uses provider qemu", "remove the aws block"),
@@ -579,6 +592,31 @@ fn test_examples_in_the_reference_are_valid() {
         }
     }
     assert!(checked >= 4, "only {checked} examples found");
+}
+
+#[test]
+fn test_packages_and_node_ssh_are_read_as_written() {
+    let f = LabsFile::parse(
+        Path::new("labs.yaml"),
+        "labs:\n  - name: mpi\n    packages: [openmpi-bin, libibverbs-dev, g++, libstdc++6, python3.11]\n    node_ssh: true\n    nodes:\n      - name: x\n  - name: plain\n    packages:\n    nodes:\n      - name: y\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mpi = &f.labs[0];
+    assert_eq!(
+        mpi.packages,
+        ["openmpi-bin", "libibverbs-dev", "g++", "libstdc++6", "python3.11"]
+    );
+    assert!(mpi.node_ssh);
+    let plain = &f.labs[1];
+    assert!(plain.packages.is_empty() && !plain.node_ssh);
+    // Neither field is written out when it has its default.
+    let json = serde_json::to_value(plain).unwrap();
+    assert!(
+        json.get("packages").is_none() && json.get("node_ssh").is_none(),
+        "{json}"
+    );
+    let back: LabSpec = serde_json::from_value(serde_json::to_value(mpi).unwrap()).unwrap();
+    assert_eq!(&back, mpi);
 }
 
 #[test]

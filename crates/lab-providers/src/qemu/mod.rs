@@ -242,7 +242,10 @@ impl Provider for QemuProvider {
 
         let cache = image::cache_root();
         let image = step(reporter, "lab", "image", async {
-            image::ensure(&cache, &|line| reporter.note("lab", &format!("image: {line}"))).await
+            image::ensure(&cache, &lab.packages, &|line| {
+                reporter.note("lab", &format!("image: {line}"))
+            })
+            .await
         })
         .await?;
 
@@ -353,6 +356,10 @@ impl Provider for QemuProvider {
 
     fn console_log(&self, dir: &LabDir, node: &str) -> Option<PathBuf> {
         Some(dir.console_log(node))
+    }
+
+    fn packages_in_image(&self) -> bool {
+        true
     }
 
     async fn delete(&self, dir: &LabDir, _state: Option<&LabState>) -> Result<(), ProviderError> {
