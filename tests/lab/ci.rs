@@ -87,6 +87,23 @@ fn test_ci_bad_suite_exits_2_and_creates_nothing(lab: &Labctl) -> Result<(), Fai
         run.code == 2 && run.stderr.contains("client `c9` is not a node of lab `ci`"),
         || format!("exit {}: {}", run.code, run.stderr),
     )?;
+    // An unknown placeholder, and a file to copy that was never built: both
+    // refused before `up`.
+    std::fs::write(&suite, "steps:\n  - exec: ibv_devinfo -d {self.device}\n")?;
+    let run = lab.run(&["ci", "--suite", &suite.display().to_string()]);
+    check(
+        run.code == 2
+            && run
+                .stderr
+                .contains("steps[0]: exec ibv_devinfo: placeholder `{self.device}`: a node has no field `device`"),
+        || format!("exit {}: {}", run.code, run.stderr),
+    )?;
+    std::fs::write(&suite, "steps:\n  - copy: {from: build/app, to: '@all:/tmp/'}\n")?;
+    let run = lab.run(&["ci", "--suite", &suite.display().to_string()]);
+    check(
+        run.code == 2 && run.stderr.contains("copy.from `build/app`: no such file"),
+        || format!("exit {}: {}", run.code, run.stderr),
+    )?;
     nothing_left(lab)
 }
 
@@ -112,7 +129,7 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
     })?;
 
     let r = read_json(&report)?;
-    check(r["schema"] == 1 && r["lab"] == "ci" && r["provider"] == "qemu", || {
+    check(r["schema"] == 2 && r["lab"] == "ci" && r["provider"] == "qemu", || {
         format!("{r}")
     })?;
     check(r["up"]["ok"] == true, || format!("up: {}", r["up"]))?;

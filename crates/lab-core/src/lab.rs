@@ -373,18 +373,10 @@ impl Lab {
         });
         facts.save(&self.dir)?;
         let facts_ref = &facts;
-        let writes = join_all(state.nodes.iter().zip(sessions).map(|(node, session)| async move {
-            lab_state::progress::step(
-                reporter,
-                &node.name,
-                "facts",
-                provision::write_facts(session, node, facts_ref),
-            )
-            .await
-            .map_err(LabError::Provision)
-        }))
-        .await;
-        one_or_all(writes.into_iter().filter_map(Result::err).collect())?;
+        on_every_node(state, sessions, reporter, "facts", |session, node| {
+            provision::write_facts(session, node, facts_ref)
+        })
+        .await?;
         Ok(facts)
     }
 
@@ -416,18 +408,10 @@ impl Lab {
             marker: crate::facts::lab_marker(&state.lab),
         };
         let setup = &setup;
-        let writes = join_all(state.nodes.iter().zip(sessions).map(|(node, session)| async move {
-            lab_state::progress::step(
-                reporter,
-                &node.name,
-                "node ssh",
-                provision::write_node_ssh(session, node, setup),
-            )
-            .await
-            .map_err(LabError::Provision)
-        }))
-        .await;
-        one_or_all(writes.into_iter().filter_map(Result::err).collect())
+        on_every_node(state, sessions, reporter, "node ssh", |session, _node| {
+            provision::write_node_ssh(session, setup)
+        })
+        .await
     }
 
     /// A second `up`: every node must still run, answer SSH with its pinned
@@ -636,6 +620,32 @@ pub(crate) async fn connect_pinned(
 }
 
 /// No error, one error, or several (each names its node).
+/// Runs `work` on every node of `state` in parallel (over `sessions`, one
+/// per node, in order), each shown as progress step `what`; every node's
+/// error is kept.
+async fn on_every_node<'a, F, Fut>(
+    state: &'a LabState,
+    sessions: &'a [Arc<SshSession>],
+    reporter: &dyn Reporter,
+    what: &str,
+    work: F,
+) -> Result<(), LabError>
+where
+    F: Fn(&'a SshSession, &'a lab_state::NodeState) -> Fut,
+    Fut: std::future::Future<Output = Result<(), ProvisionError>>,
+{
+    let runs = state.nodes.iter().zip(sessions).map(|(node, session)| {
+        let run = work(session, node);
+        async move {
+            lab_state::progress::step(reporter, &node.name, what, run)
+                .await
+                .map_err(LabError::Provision)
+        }
+    });
+    let errors = join_all(runs).await.into_iter().filter_map(Result::err).collect();
+    one_or_all(errors)
+}
+
 fn one_or_all(mut errors: Vec<LabError>) -> Result<(), LabError> {
     match errors.len() {
         0 => Ok(()),

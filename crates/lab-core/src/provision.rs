@@ -482,29 +482,13 @@ pub async fn deploy_agent(
         .status
         == 0;
     if !up_to_date || !running {
-        let mut stderr = Vec::new();
-        let status = session
-            .exec_streaming(
-                &as_root(
-                    node,
-                    RemoteCommand::new("sh").arg("-s").arg(node.agent_port.to_string()),
-                ),
-                Some(AGENT_START.as_bytes()),
-                |is_err, data| {
-                    if is_err {
-                        stderr.extend_from_slice(data)
-                    }
-                },
-            )
+        let start = as_root(
+            node,
+            RemoteCommand::new("sh").arg("-s").arg(node.agent_port.to_string()),
+        );
+        session
+            .run_with_input(&start, AGENT_START.as_bytes(), "agent-start.sh")
             .await?;
-        if status != 0 {
-            return Err(ProvisionError::Ssh(SshError::CommandFailed {
-                node: node.name.clone(),
-                command: "agent-start.sh".into(),
-                status,
-                stderr: String::from_utf8_lossy(&stderr).into_owned(),
-            }));
-        }
     }
     let version = agent::wait_healthy(session.clone(), node.agent_port, Duration::from_secs(30)).await?;
     if version != agent.version {
@@ -638,7 +622,7 @@ pub struct NodeSsh {
 /// its public key in `~/.ssh/authorized_keys`, every node's host key in
 /// `~/.ssh/known_hosts`. The two lists' lines carry the lab's marker, so a
 /// second `up` replaces them and leaves the user's own lines alone.
-pub async fn write_node_ssh(session: &SshSession, node: &NodeState, setup: &NodeSsh) -> Result<(), ProvisionError> {
+pub async fn write_node_ssh(session: &SshSession, setup: &NodeSsh) -> Result<(), ProvisionError> {
     let command = RemoteCommand::script_with(NODE_KEY_SCRIPT, [setup.public_line.as_str()])
         .and(RemoteCommand::script_with(
             MARKED_LINES_SCRIPT,
@@ -652,22 +636,13 @@ pub async fn write_node_ssh(session: &SshSession, node: &NodeState, setup: &Node
             MARKED_LINES_SCRIPT,
             [".ssh/known_hosts", setup.marker.as_str(), setup.known_hosts.as_str()],
         ));
-    let mut stderr = Vec::new();
-    let status = session
-        .exec_streaming(&command, Some(&setup.private_key), |is_err, data| {
-            if is_err {
-                stderr.extend_from_slice(data)
-            }
-        })
+    session
+        .run_with_input(
+            &command,
+            &setup.private_key,
+            "install the lab's node SSH key and known hosts in ~/.ssh",
+        )
         .await?;
-    if status != 0 {
-        return Err(ProvisionError::Ssh(SshError::CommandFailed {
-            node: node.name.clone(),
-            command: "install the lab's node SSH key and known hosts in ~/.ssh".into(),
-            status,
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        }));
-    }
     Ok(())
 }
 

@@ -469,6 +469,30 @@ impl SshSession {
         Ok(out)
     }
 
+    /// Runs `command` with `stdin` on its standard input (a script, a
+    /// key: what must not appear in a command line); a non-zero exit is an
+    /// error carrying the status and stderr, naming the command as `what`
+    /// (the command line itself may be a whole script).
+    pub async fn run_with_input(&self, command: &RemoteCommand, stdin: &[u8], what: &str) -> Result<(), SshError> {
+        let mut stderr = Vec::new();
+        let status = self
+            .exec_streaming(command, Some(stdin), |is_err, data| {
+                if is_err {
+                    stderr.extend_from_slice(data)
+                }
+            })
+            .await?;
+        if status != 0 {
+            return Err(SshError::CommandFailed {
+                node: self.node.clone(),
+                command: what.to_string(),
+                status,
+                stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// Writes `bytes` to `remote_path` over SFTP, through a temporary name and
     /// a rename so a running binary is never half-overwritten.
     pub async fn upload(&self, bytes: &[u8], remote_path: &str, mode: u32) -> Result<(), SshError> {

@@ -67,6 +67,29 @@ pub fn check_placeholders(lab: &Lab, suite: &Suite, source_name: &str) -> Result
     Ok(())
 }
 
+/// Checks that every `copy:` step's files exist on this machine (relative
+/// to `base_dir`), before anything is created: a missing build output is
+/// bad input, not a failed step after a two-minute `up`.
+pub fn check_local_files(suite: &Suite, base_dir: &std::path::Path, source_name: &str) -> Result<(), SuiteError> {
+    for (index, step) in suite.steps.iter().enumerate() {
+        if let Some(StepKind::Copy(copy)) = step.kind() {
+            for from in &copy.from {
+                let path = base_dir.join(from);
+                if !path.exists() {
+                    return Err(SuiteError::Mismatch {
+                        source_name: source_name.to_string(),
+                        index,
+                        message: format!("{}: copy.from `{from}`: no such file ({})", step.name(), path.display()),
+                        fix: "build it before `labctl ci`, or fix the path (relative to the suite file's directory)"
+                            .into(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs every step of `suite` in order on the running `lab`, filling
 /// `report.cases` as each finishes. A failed step does not stop the suite,
 /// unless it is a setup step.

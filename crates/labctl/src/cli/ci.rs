@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
-use lab_core::ci::{check_placeholders, run_suite, SuiteFiles};
+use lab_core::ci::{check_local_files, check_placeholders, run_suite, SuiteFiles};
 use lab_core::lab::{Lab, UpOptions};
 use lab_model::suite::{Suite, SuiteError};
 use lab_results::ci::{CaseStatus, CiReport, StepResult};
@@ -87,6 +87,7 @@ pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    check_local_files(&suite, &base_dir, &suite_name)?;
     if matches!(lab.dir.load(), Ok(Some(s)) if s.phase == Phase::Ready) {
         // It would tear down a lab somebody else brought up.
         return Err(SuiteError::AlreadyUp {
