@@ -10,7 +10,7 @@ use futures::future::join_all;
 use lab_remote::command::RemoteCommand;
 use lab_remote::ssh;
 
-use crate::facts::LabFacts;
+use crate::facts::{LabFacts, PlaceholderError};
 use crate::lab::{connect_pinned, Lab, LabError};
 
 /// The command line for a node's shell from the words a user gave: one word
@@ -23,6 +23,31 @@ pub fn command_line(words: &[String]) -> RemoteCommand {
         [program, args @ ..] => RemoteCommand::new(program).args(args),
         [] => RemoteCommand::user_line(String::new()),
     }
+}
+
+/// Why [`filled_command`] could not fill a command.
+#[derive(Debug)]
+pub enum FillError {
+    /// A placeholder that does not exist (or has no value).
+    Placeholder(PlaceholderError),
+    /// The command has placeholders and there are no facts to fill them.
+    NoFacts,
+}
+
+/// The command line for `node` from `words` (see [`command_line`]), the
+/// placeholders filled from `facts`. Without facts, only words without a
+/// placeholder pass (braces that are the shell's are not placeholders).
+pub fn filled_command(facts: Option<&LabFacts>, words: &[String], node: &str) -> Result<RemoteCommand, FillError> {
+    let filled: Vec<String> = match facts {
+        Some(facts) => words
+            .iter()
+            .map(|w| facts.expand(w, Some(node)))
+            .collect::<Result<_, _>>()
+            .map_err(FillError::Placeholder)?,
+        None if words.iter().any(|w| has_placeholder(w)) => return Err(FillError::NoFacts),
+        None => words.to_vec(),
+    };
+    Ok(command_line(&filled))
 }
 
 /// How one node's run of the command ended.
@@ -53,17 +78,11 @@ impl Lab {
         nodes
             .iter()
             .map(|node| {
-                let filled: Vec<String> = match &facts {
-                    Some(facts) => words
-                        .iter()
-                        .map(|w| facts.expand(w, Some(node)))
-                        .collect::<Result<_, _>>()?,
-                    None if templated && words.iter().any(|w| has_placeholder(w)) => {
-                        return Err(LabError::NoFacts(self.spec.name.clone()))
-                    }
-                    None => words.to_vec(),
-                };
-                Ok((node.clone(), command_line(&filled)))
+                let command = filled_command(facts.as_ref(), words, node).map_err(|e| match e {
+                    FillError::Placeholder(e) => LabError::Placeholder(e),
+                    FillError::NoFacts => LabError::NoFacts(self.spec.name.clone()),
+                })?;
+                Ok((node.clone(), command))
             })
             .collect()
     }

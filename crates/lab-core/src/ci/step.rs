@@ -10,7 +10,7 @@ use lab_remote::command::RemoteCommand;
 use lab_results::ci::{CapturedOutput, CommandRecord, TransferRecord};
 use lab_results::run::RunRecord;
 
-use crate::exec::command_line;
+use crate::exec::{filled_command, FillError};
 use crate::facts::LabFacts;
 
 /// Lines of a command's output quoted in a failure message.
@@ -39,25 +39,15 @@ impl StepOutcome {
     }
 }
 
-/// `command` for `node`, its placeholders filled from `facts`.
+/// `command` for `node`, its placeholders filled from `facts` (as `labctl
+/// exec` fills them).
 pub fn fill(facts: Option<&LabFacts>, command: &CommandSpec, node: &str) -> Result<RemoteCommand, String> {
-    let words = command.words();
-    match facts {
-        Some(facts) => {
-            let filled: Vec<String> = words
-                .iter()
-                .map(|w| facts.expand(w, Some(node)))
-                .collect::<Result<_, _>>()
-                .map_err(|e| e.to_string())?;
-            Ok(command_line(&filled))
-        }
-        // Placeholders were checked before `up`; without facts (an agent
-        // that could not tell its devices) only a command without any runs.
-        None if words.iter().any(|w| w.contains('{')) => {
-            Err("the lab has no lab facts to fill this command's placeholders from".into())
-        }
-        None => Ok(command_line(&words)),
-    }
+    filled_command(facts, &command.words(), node).map_err(|e| match e {
+        FillError::Placeholder(e) => e.to_string(),
+        // Placeholders were checked before `up`; facts are missing only
+        // when they could not be gathered.
+        FillError::NoFacts => "the lab has no lab facts to fill this command's placeholders from".into(),
+    })
 }
 
 /// One command's output and timing while it runs; shared with the output
