@@ -27,6 +27,7 @@ mod lifecycle;
 mod packages;
 mod patterns;
 mod report;
+mod security;
 mod util;
 mod verbs_example;
 mod workloads;
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(files::trials(&lab));
     lab_trials.extend(facts::trials(&lab));
+    lab_trials.extend(security::trials(&lab));
     lab_trials.extend(verbs_example::trials(&lab));
     lab_trials.extend(workloads::trials(&lab));
     lab_trials.extend(patterns::trials(&lab));

@@ -248,9 +248,7 @@ pub fn parse_perftest_server(output: &str) -> Result<PerftestResult, String> {
 async fn agent_rss(lab: &Lab, state: &LabState, node: &str, when: &str) -> Result<AgentRss, BenchError> {
     let ns = lab.node_state(state, node)?.clone();
     let session = Arc::new(lab.connect(state, node).await?);
-    let mut client = lab_remote::agent::connect(session.clone(), ns.agent_port)
-        .await
-        .map_err(LabError::from)?;
+    let mut client = lab.agent(session.clone(), &ns).await?;
     let health = lab_remote::agent::call(
         node,
         "Health",
@@ -308,9 +306,7 @@ type DataPath = (String, u32, Ipv4Addr, String);
 async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, BenchError> {
     let ns = lab.node_state(state, node)?.clone();
     let session = Arc::new(lab.connect(state, node).await?);
-    let mut client = lab_remote::agent::connect(session.clone(), ns.agent_port)
-        .await
-        .map_err(LabError::from)?;
+    let mut client = lab.agent(session.clone(), &ns).await?;
     let info = lab_remote::agent::call(
         node,
         "NodeInfo",

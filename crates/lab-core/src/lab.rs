@@ -11,12 +11,13 @@ use russh::keys::PrivateKey;
 
 use lab_model::{ConfigError, Fabric, LabSpec, LabsFile, ResolvedNode};
 use lab_providers::AgentBinary;
-use lab_providers::{Provider, ProviderError};
-use lab_remote::agent::AgentError;
+use lab_providers::{HostKeyPair, NodeKeys, Provider, ProviderError};
+use lab_remote::agent::{self, AgentError};
 use lab_state::progress::Reporter;
 
 use crate::facts::LabFacts;
-use crate::provision::{self, NodeJob, ProvisionError};
+use crate::provision::{self, AgentDeploy, NodeJob, ProvisionError};
+use agent_proto::auth::AgentSecret;
 use lab_remote::command::RemoteCommand;
 use lab_remote::ssh::{self, SshError, SshSession};
 use lab_state::{LabDir, LabLock, LabState, Phase, StateError};
@@ -84,6 +85,10 @@ pub enum LabError {
     /// A command uses placeholders, and the lab has no facts to fill them.
     #[error("lab `{0}` has no lab facts to fill placeholders from (it was brought up by an older labctl); run `labctl up` once more")]
     NoFacts(String),
+    /// The lab's agent secret cannot be read (a lab brought up by an older
+    /// labctl, or a file changed by hand).
+    #[error("{0}\n  fix: run `labctl up` once more (it installs a new secret on every node)")]
+    AgentSecret(String),
     /// The agent binary to deploy was not found.
     #[error("cannot read the rdma-agent binary {path}: {source}; build it with `cargo build --release -p rdma-agent` or point LABCTL_AGENT at it")]
     AgentBinary {
@@ -250,15 +255,26 @@ impl Lab {
         );
         self.dir.save(&state)?;
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
-        let authorized = ssh::public_line(key.public_key());
+        let keys = self.node_keys(&key)?;
+        let secret = self.load_or_create_agent_secret()?;
         provider
-            .create(&self.spec, &self.nodes, &self.dir, &mut state, &authorized, reporter)
+            .create(&self.spec, &self.nodes, &self.dir, &mut state, &keys, reporter)
             .await?;
         self.dir.save(&state)?;
         let sessions = self
-            .provision_all(provider, &mut state, key, agent, opts.ssh_wait, reporter)
+            .provision_all(
+                provider,
+                &mut state,
+                key,
+                AgentDeploy {
+                    binary: agent,
+                    secret: &secret,
+                },
+                opts.ssh_wait,
+                reporter,
+            )
             .await?;
-        let facts = match self.set_facts(&state, &sessions, reporter).await {
+        let facts = match self.set_facts(&state, &sessions, &secret, reporter).await {
             Ok(_) => self.set_node_ssh(&state, &sessions, reporter).await,
             Err(e) => Err(e),
         };
@@ -277,7 +293,7 @@ impl Lab {
         provider: &dyn Provider,
         state: &mut LabState,
         key: Arc<PrivateKey>,
-        agent: &AgentBinary,
+        agent: AgentDeploy<'_>,
         ssh_wait: Duration,
         reporter: &dyn Reporter,
     ) -> Result<Vec<Arc<SshSession>>, LabError> {
@@ -349,10 +365,11 @@ impl Lab {
         &self,
         state: &LabState,
         sessions: &[Arc<SshSession>],
+        secret: &AgentSecret,
         reporter: &dyn Reporter,
     ) -> Result<LabFacts, LabError> {
         let infos = join_all(state.nodes.iter().zip(sessions).map(|(node, session)| async move {
-            let info = provision::node_info(session, node).await?;
+            let info = provision::node_info(session, node, secret).await?;
             Ok::<_, ProvisionError>((node.name.clone(), info))
         }))
         .await;
@@ -421,6 +438,7 @@ impl Lab {
         let provider = self.provider()?;
         let packages_in_image = provider.packages_in_image();
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
+        let secret = &self.load_or_create_agent_secret()?;
         for node in &state.nodes {
             provider
                 .check_alive(&self.dir, &state, &node.name)
@@ -453,7 +471,7 @@ impl Lab {
                     reporter,
                     &name,
                     "verify agent",
-                    provision::deploy_agent(&session, node, agent),
+                    provision::deploy_agent(&session, node, AgentDeploy { binary: agent, secret }),
                 )
                 .await;
                 if let Err(e) = deployed {
@@ -483,7 +501,7 @@ impl Lab {
         // images regenerate /etc/hosts), or its GID index changed.
         let facts = match unhealthy {
             Some(_) => Ok(()),
-            None => match self.set_facts(&state, &sessions, reporter).await {
+            None => match self.set_facts(&state, &sessions, secret, reporter).await {
                 Ok(_) => self.set_node_ssh(&state, &sessions, reporter).await,
                 Err(e) => Err(e),
             },
@@ -597,6 +615,53 @@ impl Lab {
         ])
     }
 
+    /// The keys the provider puts on the nodes: the lab's login key, and a
+    /// host key pair per node that labctl generates (or finds from an
+    /// earlier `create` of this lab) before any node boots.
+    fn node_keys(&self, login: &PrivateKey) -> Result<NodeKeys, LabError> {
+        let mut host_keys = std::collections::BTreeMap::new();
+        for node in &self.nodes {
+            let (private_openssh, public) = ssh::load_or_create_host_key(&self.dir.host_key(&node.name))?;
+            host_keys.insert(
+                node.name.clone(),
+                HostKeyPair {
+                    private_openssh,
+                    public,
+                },
+            );
+        }
+        Ok(NodeKeys {
+            authorized_key: ssh::public_line(login.public_key()),
+            host_keys,
+        })
+    }
+
+    /// The lab's agent secret, made at its first `up` (see
+    /// [`agent_proto::auth`]).
+    fn load_or_create_agent_secret(&self) -> Result<AgentSecret, LabError> {
+        let path = self.dir.agent_secret();
+        if path.exists() {
+            return self.agent_secret();
+        }
+        let secret = AgentSecret::generate();
+        lab_state::write_atomic(&path, secret.to_file_text().as_bytes(), 0o600)?;
+        Ok(secret)
+    }
+
+    /// The lab's agent secret, which every call to its agents carries.
+    pub fn agent_secret(&self) -> Result<AgentSecret, LabError> {
+        AgentSecret::read_file(&self.dir.agent_secret()).map_err(|e| LabError::AgentSecret(e.to_string()))
+    }
+
+    /// A client of `node`'s agent over `session`, carrying the lab's secret.
+    pub async fn agent(
+        &self,
+        session: Arc<SshSession>,
+        node: &lab_state::NodeState,
+    ) -> Result<agent::Client, LabError> {
+        Ok(agent::connect(session, node.agent_port, &self.agent_secret()?).await?)
+    }
+
     fn write_known_hosts(&self, state: &LabState) -> Result<(), LabError> {
         let mut text = String::new();
         for node in &state.nodes {
@@ -615,7 +680,7 @@ pub(crate) async fn connect_pinned(
     key: Arc<PrivateKey>,
     timeout: Duration,
 ) -> Result<SshSession, LabError> {
-    let pinned = node.host_key.as_deref().and_then(ssh::parse_public);
+    let pinned = ssh::pinned_host_key(&node.name, node.host_key.as_deref())?;
     Ok(SshSession::connect(&provision::target(node), key, pinned, timeout).await?)
 }
 

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use russh::keys::PrivateKey;
 
+use agent_proto::auth::AgentSecret;
 use agent_proto::v1::{NodeInfoReply, NodeInfoRequest};
 use lab_providers::{AgentBinary, ProviderError};
 use lab_remote::agent::{self, AgentError};
@@ -32,6 +33,9 @@ pub const AGENT_START: &str = include_str!("../../../provisioning/node/agent-sta
 /// Checks or installs the lab's `packages:`; run with `sh -c` (see
 /// [`ensure_packages`]).
 pub const PACKAGES: &str = include_str!("../../../provisioning/node/packages.sh");
+
+/// Installs the agent secret from stdin (root-only file; prints `changed` or `same`).
+pub const AGENT_SECRET_INSTALL: &str = include_str!("../../../provisioning/node/agent-secret.sh");
 
 /// Where the agent binary lives on a node.
 pub const AGENT_PATH: &str = "/usr/local/bin/rdma-agent";
@@ -130,6 +134,16 @@ pub enum ProvisionError {
     },
 }
 
+/// The agent a lab deploys and the lab's secret that every call to it
+/// must carry (installed on the node before the agent starts).
+#[derive(Clone, Copy)]
+pub struct AgentDeploy<'a> {
+    /// The agent build.
+    pub binary: &'a AgentBinary,
+    /// The lab's agent secret.
+    pub secret: &'a AgentSecret,
+}
+
 /// How a node is reached and what to set up on it.
 pub struct NodeJob<'a> {
     /// The node's recorded state; updated as steps complete.
@@ -145,8 +159,8 @@ pub struct NodeJob<'a> {
     /// Whether the node's image already has them (only checked), or they
     /// are installed with apt-get.
     pub packages_in_image: bool,
-    /// The agent to deploy.
-    pub agent: &'a AgentBinary,
+    /// The agent to deploy, and the secret it serves under.
+    pub agent: AgentDeploy<'a>,
     /// How long to wait for SSH.
     pub ssh_wait: Duration,
 }
@@ -172,7 +186,7 @@ where
     F: std::future::Future<Output = Result<(), ProviderError>>,
 {
     let name = job.node.name.clone();
-    let pinned = job.node.host_key.as_deref().and_then(ssh::parse_public);
+    let pinned = ssh::pinned_host_key(&name, job.node.host_key.as_deref())?;
     let session = step(
         reporter,
         &name,
@@ -184,7 +198,6 @@ where
         ConnectFailure::Ssh(e) => ProvisionError::Ssh(e),
         ConnectFailure::NodeDied(e) => ProvisionError::Provider(e),
     })?;
-    job.node.host_key = Some(ssh::public_line(session.host_key()));
     let session = Arc::new(session);
 
     if !job.packages.is_empty() {
@@ -437,13 +450,23 @@ async fn check_agent_libraries(session: &SshSession, node: &NodeState) -> Result
     })
 }
 
-/// Uploads the agent when the node's copy differs, (re)starts it under the
-/// node's supervisor, and waits until it answers with labctl's version.
+/// Installs the lab's agent secret, uploads the agent when the node's copy
+/// differs, (re)starts it under the node's supervisor when either changed or
+/// it does not run, and waits until it answers (with the secret) with
+/// labctl's version.
 pub async fn deploy_agent(
     session: &Arc<SshSession>,
     node: &mut NodeState,
-    agent: &AgentBinary,
+    deploy: AgentDeploy<'_>,
 ) -> Result<(), ProvisionError> {
+    let AgentDeploy { binary: agent, secret } = deploy;
+    // Before the binary: the node's supervisor starts the agent as soon as
+    // the binary is there, and an agent without its secret does not serve.
+    let install = as_root(node, RemoteCommand::new("sh").arg("-c").arg(AGENT_SECRET_INSTALL));
+    let secret_changed = session
+        .run_with_input(&install, secret.to_file_text().as_bytes(), "agent-secret.sh")
+        .await?
+        == "changed";
     let remote = session
         .exec(&RemoteCommand::new("sha256sum").arg(AGENT_PATH).stderr_to_null())
         .await?
@@ -481,7 +504,7 @@ pub async fn deploy_agent(
         .await?
         .status
         == 0;
-    if !up_to_date || !running {
+    if !up_to_date || !running || secret_changed {
         let start = as_root(
             node,
             RemoteCommand::new("sh").arg("-s").arg(node.agent_port.to_string()),
@@ -490,7 +513,7 @@ pub async fn deploy_agent(
             .run_with_input(&start, AGENT_START.as_bytes(), "agent-start.sh")
             .await?;
     }
-    let version = agent::wait_healthy(session.clone(), node.agent_port, Duration::from_secs(30)).await?;
+    let version = agent::wait_healthy(session.clone(), node.agent_port, secret, Duration::from_secs(30)).await?;
     if version != agent.version {
         return Err(ProvisionError::AgentVersion {
             node: node.name.clone(),
@@ -503,8 +526,12 @@ pub async fn deploy_agent(
 }
 
 /// The node's `NodeInfo` (devices, ports, GIDs, CPUs), from its agent.
-pub async fn node_info(session: &Arc<SshSession>, node: &NodeState) -> Result<NodeInfoReply, ProvisionError> {
-    let mut client = agent::connect(session.clone(), node.agent_port).await?;
+pub async fn node_info(
+    session: &Arc<SshSession>,
+    node: &NodeState,
+    secret: &AgentSecret,
+) -> Result<NodeInfoReply, ProvisionError> {
+    let mut client = agent::connect(session.clone(), node.agent_port, secret).await?;
     Ok(agent::call(
         &node.name,
         "NodeInfo",

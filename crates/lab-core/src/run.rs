@@ -272,7 +272,7 @@ async fn within<T>(
 async fn open_peer(lab: &Lab, state: &lab_state::LabState, name: &str, role: &'static str) -> Result<Peer, RunError> {
     let node = lab.node_state(state, name)?.clone();
     let session = Arc::new(lab.connect(state, name).await?);
-    let client = agent::connect(session.clone(), node.agent_port).await?;
+    let client = lab.agent(session.clone(), &node).await?;
     Ok(Peer {
         node,
         client,

@@ -17,6 +17,8 @@ use russh::keys::PrivateKey;
 use serde::Serialize;
 
 use crate::facts::{LabFacts, LabLevelFacts, NodeFacts};
+use agent_proto::auth::AgentSecret;
+
 use crate::lab::{connect_pinned, Lab, LabError};
 
 /// Version of the `status --json` layout.
@@ -42,16 +44,18 @@ impl Lab {
         let facts = LabFacts::load(&self.dir);
         let provider = self.provider()?;
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
+        // Unreadable, it is each node's error: the machines' status still shows.
+        let secret = self.agent_secret().map_err(|e| e.to_string());
         let nodes = join_all(state.nodes.iter().map(|node| {
             let key = key.clone();
-            let (provider, state, facts) = (&provider, &state, &facts);
+            let (provider, state, facts, secret) = (&provider, &state, &facts, secret.as_ref());
             async move {
                 let liveness = match provider.check_alive(&self.dir, state, &node.name).await {
                     Ok(()) => Liveness::Running,
                     Err(e) => Liveness::Stopped(e.to_string().lines().next().unwrap_or_default().to_string()),
                 };
                 let node_facts = facts.as_ref().and_then(|f| f.node(&node.name)).cloned();
-                node_status(node, liveness, key, node_facts).await
+                node_status(node, liveness, key, secret, node_facts).await
             }
         }))
         .await;
@@ -141,6 +145,7 @@ async fn node_status(
     node: &lab_state::NodeState,
     vm: Liveness,
     key: Arc<PrivateKey>,
+    secret: Result<&AgentSecret, &String>,
     facts: Option<NodeFacts>,
 ) -> NodeStatus {
     let mut status = NodeStatus {
@@ -173,8 +178,15 @@ async fn node_status(
             Err(e) => tracing::debug!(node = %node.name, "cannot read the impairment: {e}"),
         }
     }
+    let secret = match secret {
+        Ok(secret) => secret,
+        Err(e) => {
+            status.error = Some(LabError::AgentSecret(e.clone()).to_string());
+            return status;
+        }
+    };
     let result = async {
-        let mut client = agent::connect(session.clone(), node.agent_port).await?;
+        let mut client = agent::connect(session.clone(), node.agent_port, secret).await?;
         let health = agent::call(&node.name, "Health", deadline::HEALTH, client.health(HealthRequest {})).await?;
         let info = agent::call(
             &node.name,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use lab_core::lab::{Lab, LabError, UpOptions};
 use lab_model::LabsFile;
 use lab_providers::multipass::{parse_info, parse_list, InstanceState, MultipassProvider};
-use lab_providers::{Provider, ProviderError};
+use lab_providers::{HostKeyPair, NodeKeys, Provider, ProviderError};
 use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
 
@@ -23,6 +23,30 @@ fn fixtures() -> PathBuf {
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(fixtures().join(name)).unwrap()
+}
+
+/// The keys `up` would hand the provider: `login`, and a real host key pair
+/// per node, made in the lab's state directory as `up` makes them.
+fn node_keys(lab: &Lab, login: &str) -> NodeKeys {
+    let host_keys = lab
+        .nodes
+        .iter()
+        .map(|n| {
+            let (private_openssh, public) =
+                lab_remote::ssh::load_or_create_host_key(&lab.dir.host_key(&n.name)).unwrap();
+            (
+                n.name.clone(),
+                HostKeyPair {
+                    private_openssh,
+                    public,
+                },
+            )
+        })
+        .collect();
+    NodeKeys {
+        authorized_key: login.into(),
+        host_keys,
+    }
 }
 
 const EVERY_STATE: [(&str, InstanceState, &str); 9] = [
@@ -229,8 +253,9 @@ fn test_create_launches_each_node_with_its_cloud_init_and_records_addresses() {
     lab.dir.create().unwrap();
     let mut state = LabState::new("mp", "multipass", "rxe");
     let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAbC labctl";
+    let keys = node_keys(&lab, key);
     runtime()
-        .block_on(MultipassProvider::new().create(&lab.spec, &lab.nodes, &lab.dir, &mut state, key, &Silent))
+        .block_on(MultipassProvider::new().create(&lab.spec, &lab.nodes, &lab.dir, &mut state, &keys, &Silent))
         .unwrap();
     let ud = lab.dir.root().join("multipass");
     let mut argv = mp.argv();
@@ -253,7 +278,14 @@ fn test_create_launches_each_node_with_its_cloud_init_and_records_addresses() {
     // Multipass got each node's own user-data, with the lab's key for root.
     let server = std::fs::read_to_string(mp.dir.join("mp-server.user-data")).unwrap();
     assert!(server.starts_with("#cloud-config\n"));
-    assert!(server.contains("hostname: server\n") && server.contains(&format!("  - {key}\n")));
+    assert!(server.contains("hostname: server\n") && server.contains(&format!("- {key}\n")));
+    // ... and the host key labctl made for it, pinned in the state before any connection.
+    let server_host_key = &keys.host_keys["server"].public;
+    assert!(
+        server.contains(&format!("ed25519_public: {server_host_key}\n")),
+        "{server}"
+    );
+    assert_eq!(state.nodes[0].host_key.as_ref(), Some(server_host_key));
     assert!(std::fs::read_to_string(mp.dir.join("mp-client.user-data"))
         .unwrap()
         .contains("hostname: client\n"));
@@ -295,7 +327,14 @@ fn test_failed_launch_reports_multipass_s_message() {
     std::env::set_var("MP_STANDIN_FAIL", "launch");
     let mut state = LabState::new("mp", "multipass", "rxe");
     let e = runtime()
-        .block_on(MultipassProvider::new().create(&lab.spec, &lab.nodes, &lab.dir, &mut state, "k", &Silent))
+        .block_on(MultipassProvider::new().create(
+            &lab.spec,
+            &lab.nodes,
+            &lab.dir,
+            &mut state,
+            &node_keys(&lab, "k"),
+            &Silent,
+        ))
         .unwrap_err();
     let text = e.to_string();
     assert!(matches!(e, ProviderError::CommandFailed { .. }), "{text}");

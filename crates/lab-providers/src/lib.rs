@@ -17,16 +17,21 @@
 //! - [`aws`]: EC2 instances (EFA or SoftRoCE) through aws-sdk-ec2.
 //! - [`image`]: the QEMU node image recipe and its cache.
 //! - [`AgentBinary`]: the agent build a lab deploys, which providers check.
+//! - [`NodeKeys`]: the login key and the per-node SSH host keys a provider
+//!   puts on the machines it creates (no trust on first use).
 #![warn(missing_docs)]
 
 mod agent_binary;
 pub mod aws;
+mod cloud_init;
 pub mod image;
 pub mod multipass;
+mod node_keys;
 mod provider;
 pub mod qemu;
 mod registry;
 
 pub use agent_binary::AgentBinary;
+pub use node_keys::{HostKeyPair, NodeKeys};
 pub use provider::{Liveness, Provider, ProviderError};
 pub use registry::{for_kind, for_lab};

@@ -26,6 +26,7 @@ use serde::Deserialize;
 use crate::agent_binary::{elf_arch, AgentBinary};
 use crate::image::which;
 use crate::provider::{Provider, ProviderError};
+use crate::{cloud_init, HostKeyPair, NodeKeys};
 use lab_model::{LabSpec, MultipassSpec, ResolvedNode};
 use lab_state::progress::{step, Reporter};
 use lab_state::{LabDir, LabState, NodeState};
@@ -243,11 +244,16 @@ pub fn instance_name(lab: &str, node: &str) -> String {
     format!("{lab}-{node}")
 }
 
-/// The cloud-init user-data of one node.
-pub fn user_data(hostname: &str, authorized_key: &str) -> String {
-    USER_DATA
+/// The cloud-init user-data of one node: the template with its hostname and
+/// the lab's login key, plus the host key labctl generated for it.
+pub fn user_data(hostname: &str, authorized_key: &str, host_key: &HostKeyPair) -> String {
+    let filled = USER_DATA
         .replace("@HOSTNAME@", hostname)
-        .replace("@AUTHORIZED_KEY@", authorized_key.trim())
+        .replace("@AUTHORIZED_KEY@", authorized_key.trim());
+    let mut doc: serde_yaml_ng::Mapping =
+        serde_yaml_ng::from_str(&filled).expect("the user-data template is a YAML mapping (tested)");
+    cloud_init::add_host_key(&mut doc, host_key);
+    cloud_init::render(&doc)
 }
 
 /// Sizes as `multipass launch` takes them: a number and a unit letter.
@@ -489,7 +495,7 @@ impl Provider for MultipassProvider {
         nodes: &[ResolvedNode],
         dir: &LabDir,
         state: &mut LabState,
-        authorized_key: &str,
+        keys: &NodeKeys,
         reporter: &dyn Reporter,
     ) -> Result<(), ProviderError> {
         let spec = lab.multipass.clone().unwrap_or_default();
@@ -513,10 +519,9 @@ impl Provider for MultipassProvider {
             let path = ud_dir.join(format!("{}.user-data.yaml", node.name));
             let spec = &spec;
             async move {
-                std::fs::write(&path, user_data(&node.name, authorized_key)).map_err(|source| ProviderError::Io {
-                    context: format!("writing {}", path.display()),
-                    source,
-                })?;
+                let text = user_data(&node.name, &keys.authorized_key, keys.host_key(&node.name)?);
+                // 0600: it holds the node's private host key.
+                lab_state::write_atomic(&path, text.as_bytes(), 0o600)?;
                 let args = launch_args(instance, node, spec, &path);
                 step(
                     reporter,
@@ -559,7 +564,7 @@ impl Provider for MultipassProvider {
                 data_prefix: DATA_PREFIX,
                 data_netdev: None,
                 rdma_device: None,
-                host_key: None,
+                host_key: Some(keys.host_key(&node.name)?.public.trim().to_string()),
                 pid: None,
                 agent_sha256: None,
                 agent_port: crate::qemu::AGENT_PORT,
@@ -643,6 +648,7 @@ impl Provider for MultipassProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cloud_init::tests::test_host_key;
 
     #[test]
     fn test_sizes_are_written_as_multipass_takes_them() {
@@ -653,11 +659,23 @@ mod tests {
 
     #[test]
     fn test_user_data_carries_key_hostname_and_packages() {
-        let text = user_data("server", "ssh-ed25519 AAAAC3 labctl\n");
+        let text = user_data("server", "ssh-ed25519 AAAAC3 labctl\n", &test_host_key());
         assert!(text.starts_with("#cloud-config\n"), "cloud-init needs the header first");
-        assert!(text.contains("hostname: server\n"));
-        assert!(text.contains("  - ssh-ed25519 AAAAC3 labctl\n"));
-        assert!(text.contains("disable_root: false"));
+        assert!(!text.contains('@'), "a placeholder was left: {text}");
+        // It is YAML, and everything is where cloud-init looks for it.
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        assert_eq!(doc["hostname"].as_str(), Some("server"));
+        assert_eq!(doc["disable_root"].as_bool(), Some(false));
+        assert_eq!(
+            doc["ssh_authorized_keys"][0].as_str(),
+            Some("ssh-ed25519 AAAAC3 labctl")
+        );
+        let packages: Vec<&str> = doc["packages"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p.as_str())
+            .collect();
         for package in [
             "rdma-core",
             "ibverbs-utils",
@@ -666,15 +684,13 @@ mod tests {
             "libfabric-bin",
             "iproute2",
         ] {
-            assert!(text.contains(&format!("  - {package}\n")), "{package} missing");
+            assert!(packages.contains(&package), "{package} missing");
         }
         assert!(text.contains("modprobe rdma_rxe"));
-        assert!(!text.contains('@'), "a placeholder was left: {text}");
-        // It is YAML, and the key is where cloud-init looks for it.
-        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        // The node presents the host key labctl generated and pinned.
         assert_eq!(
-            doc["ssh_authorized_keys"][0].as_str(),
-            Some("ssh-ed25519 AAAAC3 labctl")
+            doc["ssh_keys"]["ed25519_public"].as_str(),
+            Some(test_host_key().public.as_str())
         );
     }
 

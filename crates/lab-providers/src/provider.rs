@@ -124,14 +124,17 @@ pub trait Provider: Send + Sync {
 
     /// Creates and boots every node. Fills `state.nodes` (SSH endpoints) and
     /// `state.provider_state`, saving state as resources appear so that a
-    /// crash part-way leaves something `delete` can clean.
+    /// crash part-way leaves something `delete` can clean. Each node gets
+    /// `keys.authorized_key` for root and its own host key pair of
+    /// `keys.host_keys`, whose public half goes into `NodeState::host_key`
+    /// before anything connects.
     async fn create(
         &self,
         lab: &LabSpec,
         nodes: &[ResolvedNode],
         dir: &LabDir,
         state: &mut LabState,
-        authorized_key: &str,
+        keys: &crate::NodeKeys,
         reporter: &dyn Reporter,
     ) -> Result<(), ProviderError>;
 

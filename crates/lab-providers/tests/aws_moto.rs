@@ -19,7 +19,6 @@ use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
 
 const REGION: &str = "us-east-1";
-const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJ2kTo6eG5jMN8TNA4IS1zfZXCw6M4ZTDyIozx0Z8Kb labctl-test";
 
 fn fast() -> Waits {
     Waits {
@@ -75,7 +74,14 @@ impl Fixture {
         provider.preflight(spec, &spec.resolve_nodes()).await?;
         let mut state = LabState::new(&spec.name, "aws", &spec.fabric.to_string());
         let result = provider
-            .create(spec, &spec.resolve_nodes(), dir, &mut state, KEY, &Silent)
+            .create(
+                spec,
+                &spec.resolve_nodes(),
+                dir,
+                &mut state,
+                &common::node_keys(spec),
+                &Silent,
+            )
             .await;
         result.map(|()| state)
     }
@@ -178,6 +184,46 @@ async fn test_lifecycle_creates_then_removes_every_resource() {
     assert!(err.contains("terminated"), "{err}");
     // A second delete has nothing to do and succeeds.
     fresh.delete(&dir, Some(&state)).await.unwrap();
+}
+
+#[tokio::test]
+async fn test_every_instance_gets_the_host_key_labctl_pinned() {
+    use base64::Engine as _;
+    let f = fixture("hostkey").await;
+    let (spec, dir) = f.lab("hostkey", "t3.medium", "rxe", "");
+    let state = f
+        .create(&spec, &dir)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", f.moto.log_text()));
+    let aws = AwsState::from_lab_state(&state).expect("aws state");
+    for node in &state.nodes {
+        // Pinned before any connection: the state holds the key labctl made.
+        assert_eq!(node.host_key.as_deref(), Some(common::HOST_KEY_PUBLIC), "{}", node.name);
+        // And EC2 hands that same key to the instance's cloud-init.
+        let attribute = f
+            .client
+            .describe_instance_attribute()
+            .instance_id(&aws.instances[&node.name])
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+            .send()
+            .await
+            .unwrap();
+        let encoded = attribute.user_data().and_then(|v| v.value()).expect("user data");
+        let text = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(encoded).unwrap()).unwrap();
+        assert!(text.starts_with("#cloud-config\n"), "{text}");
+        let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
+        assert_eq!(
+            doc["ssh_keys"]["ed25519_public"].as_str(),
+            Some(common::HOST_KEY_PUBLIC)
+        );
+        assert!(doc["ssh_keys"]["ed25519_private"]
+            .as_str()
+            .unwrap()
+            .starts_with("-----BEGIN OPENSSH PRIVATE KEY-----\n"));
+        assert_eq!(doc["ssh_genkeytypes"].as_sequence().map(Vec::len), Some(0));
+    }
+    f.provider(&spec).delete(&dir, Some(&state)).await.unwrap();
+    assert_eq!(tagged(&f.client, "hostkey").await, vec![]);
 }
 
 #[tokio::test]

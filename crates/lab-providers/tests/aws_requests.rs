@@ -4,6 +4,8 @@
 //! checked against it. Also: a quota refusal and a security group that stays
 //! in use for a while after its instances are gone.
 
+mod common;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,7 +46,6 @@ use lab_providers::{Provider, ProviderError};
 use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
 
-const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJ2kTo6eG5jMN8TNA4IS1zfZXCw6M4ZTDyIozx0Z8Kb labctl-test";
 const EFA_LAB: &str = "labs:
   - name: hpc
     provider: aws
@@ -281,7 +282,14 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
     provider.preflight(&spec, &spec.resolve_nodes()).await.unwrap();
     let mut state = LabState::new("hpc", "aws", "efa");
     provider
-        .create(&spec, &spec.resolve_nodes(), &dir, &mut state, KEY, &Silent)
+        .create(
+            &spec,
+            &spec.resolve_nodes(),
+            &dir,
+            &mut state,
+            &common::node_keys(&spec),
+            &Silent,
+        )
         .await
         .unwrap();
 
@@ -289,7 +297,10 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
     let keys = account.keys.lock().unwrap();
     assert_eq!(keys.len(), 1);
     assert_eq!(keys[0].key_name(), Some("labctl-hpc"));
-    assert_eq!(keys[0].public_key_material().unwrap().as_ref(), KEY.as_bytes());
+    assert_eq!(
+        keys[0].public_key_material().unwrap().as_ref(),
+        common::LOGIN_KEY.as_bytes()
+    );
 
     // One cluster placement group, tagged.
     let placement = account.placement.lock().unwrap();
@@ -412,7 +423,14 @@ async fn test_quota_refusal_is_explained_and_what_was_made_is_recorded() {
     let provider = AwsProvider::with_client(client(&account.rules), spec.aws.clone(), spec.fabric).with_waits(fast());
     let mut state = LabState::new("hpc", "aws", "efa");
     let err = provider
-        .create(&spec, &spec.resolve_nodes(), &dir, &mut state, KEY, &Silent)
+        .create(
+            &spec,
+            &spec.resolve_nodes(),
+            &dir,
+            &mut state,
+            &common::node_keys(&spec),
+            &Silent,
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, ProviderError::Aws(AwsError::Quota { .. })), "{err}");

@@ -1,19 +1,22 @@
 //! The controller's side of the agent contract: a gRPC client whose transport
 //! is an SSH direct-tcpip channel to 127.0.0.1 inside the node, so the agent
-//! never listens on a network.
+//! never listens on a network, and whose every call carries the lab's agent
+//! secret, so no other local user of the node can drive it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_proto::auth::AgentSecret;
 use agent_proto::v1::agent_client::AgentClient;
 use agent_proto::v1::HealthRequest;
 use hyper_util::rt::TokioIo;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::ssh::SshSession;
 
-/// A connected agent client.
-pub type Client = AgentClient<Channel>;
+/// A connected agent client that sends the lab's secret with every call.
+pub type Client = AgentClient<InterceptedService<Channel, AgentSecret>>;
 
 /// Errors reaching an agent.
 #[derive(Debug, thiserror::Error)]
@@ -98,7 +101,7 @@ pub async fn call<T>(
 }
 
 /// Connects to the agent listening on `127.0.0.1:port` inside the node.
-pub async fn connect(ssh: Arc<SshSession>, port: u16) -> Result<Client, AgentError> {
+pub async fn connect(ssh: Arc<SshSession>, port: u16, secret: &AgentSecret) -> Result<Client, AgentError> {
     let node = ssh.node().to_string();
     // The URI is never resolved: every connection is a fresh SSH channel.
     let channel = Endpoint::from_static("http://rdma-agent.lab")
@@ -113,15 +116,20 @@ pub async fn connect(ssh: Arc<SshSession>, port: u16) -> Result<Client, AgentErr
             port,
             message: error_chain(&e),
         })?;
-    Ok(AgentClient::new(channel).max_decoding_message_size(64 << 20))
+    Ok(AgentClient::with_interceptor(channel, secret.clone()).max_decoding_message_size(64 << 20))
 }
 
 /// Waits until the agent answers Health; returns its version.
-pub async fn wait_healthy(ssh: Arc<SshSession>, port: u16, wait: Duration) -> Result<String, AgentError> {
+pub async fn wait_healthy(
+    ssh: Arc<SshSession>,
+    port: u16,
+    secret: &AgentSecret,
+    wait: Duration,
+) -> Result<String, AgentError> {
     let node = ssh.node().to_string();
     let started = Instant::now();
     loop {
-        let last = match connect(ssh.clone(), port).await {
+        let last = match connect(ssh.clone(), port, secret).await {
             Ok(mut client) => match call(&node, "Health", deadline::HEALTH, client.health(HealthRequest {})).await {
                 Ok(reply) => return Ok(reply.version),
                 Err(e) => e.to_string(),

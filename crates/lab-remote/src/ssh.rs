@@ -1,6 +1,7 @@
 //! SSH to lab nodes with russh: key auth with the lab's own key, host keys
-//! pinned at first contact, commands with exit status and stderr, SFTP upload
-//! and download, and direct-tcpip channels (how the controller reaches each
+//! pinned before the first contact (labctl generates them: no trust on
+//! first use), commands with exit status and stderr, SFTP upload and
+//! download, and direct-tcpip channels (how the controller reaches each
 //! node's agent).
 
 use std::path::Path;
@@ -34,8 +35,8 @@ pub enum SshError {
         /// The last connection error.
         last: String,
     },
-    /// The node's host key differs from the pinned one.
-    #[error("node `{node}`: SSH host key changed (pinned {pinned}, presented {presented}); refusing to connect. If the node was recreated outside labctl, run `labctl down` and `labctl up`")]
+    /// The node presented a host key other than the one labctl gave it.
+    #[error("node `{node}`: SSH host key mismatch: labctl gave this node the key {pinned} before it booted, and it presents {presented}; refusing to connect (another machine may be answering at this address, or the image ignored the key labctl gave it). If the node was recreated outside labctl, run `labctl down` and `labctl up`")]
     HostKeyChanged {
         /// The node.
         node: String,
@@ -43,6 +44,13 @@ pub enum SshError {
         pinned: String,
         /// Fingerprint of the presented key.
         presented: String,
+    },
+    /// The lab's state records no usable host key for the node (a lab
+    /// brought up by an older labctl, or a state file edited by hand).
+    #[error("node `{node}`: the lab's state records no SSH host key for this node, and labctl does not trust a key on first use; run `labctl down` and `labctl up` to recreate the lab with labctl-generated host keys")]
+    NoPinnedKey {
+        /// The node.
+        node: String,
     },
     /// The node refused the lab's key.
     #[error("node `{node}`: the lab's SSH key was refused for user `{user}`")]
@@ -149,9 +157,39 @@ pub fn load_or_create_key(path: &Path) -> Result<PrivateKey, SshError> {
     Ok(key)
 }
 
+/// A node's SSH host key pair as providers hand it over: loaded from `path`,
+/// or generated there (ed25519, mode 0600) on first use.
+pub fn load_or_create_host_key(path: &Path) -> Result<(String, String), SshError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| SshError::Key {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+        set_mode(dir, 0o700).map_err(|e| SshError::Key {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+    }
+    let key = load_or_create_key(path)?;
+    let private = key
+        .to_openssh(russh::keys::ssh_key::LineEnding::LF)
+        .map_err(|e| SshError::Key {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+    Ok((private.to_string(), public_line(key.public_key())))
+}
+
 /// The OpenSSH public line of a key.
 pub fn public_line(key: &PublicKey) -> String {
     key.to_openssh().unwrap_or_default()
+}
+
+/// The host key `node` must present: its recorded OpenSSH public line.
+pub fn pinned_host_key(node: &str, recorded: Option<&str>) -> Result<PublicKey, SshError> {
+    recorded
+        .and_then(parse_public)
+        .ok_or_else(|| SshError::NoPinnedKey { node: node.to_string() })
 }
 
 /// Parses a pinned OpenSSH public key line.
@@ -164,7 +202,7 @@ fn fingerprint(key: &PublicKey) -> String {
 }
 
 struct PinningHandler {
-    pinned: Option<PublicKey>,
+    pinned: PublicKey,
     presented: Arc<Mutex<Option<PublicKey>>>,
 }
 
@@ -176,10 +214,7 @@ impl client::Handler for PinningHandler {
             PublicKeyOrCertificate::PublicKey { key, .. } => key.clone(),
             PublicKeyOrCertificate::Certificate(cert) => PublicKey::from(cert.public_key().clone()),
         };
-        let accepted = match &self.pinned {
-            Some(pinned) => pinned.key_data() == key.key_data(),
-            None => true,
-        };
+        let accepted = self.pinned.key_data() == key.key_data();
         *self.presented.lock().expect("host key slot") = Some(key);
         Ok(accepted)
     }
@@ -211,11 +246,12 @@ impl CommandOutput {
 }
 
 impl SshSession {
-    /// Connects once. `pinned` is the host key recorded at first contact.
+    /// Connects once, accepting only the host key `pinned` (the one labctl
+    /// generated for the node; there is no trust on first use).
     pub async fn connect(
         target: &SshTarget,
         key: Arc<PrivateKey>,
-        pinned: Option<PublicKey>,
+        pinned: PublicKey,
         timeout: Duration,
     ) -> Result<SshSession, SshError> {
         let config = Arc::new(client::Config {
@@ -242,7 +278,7 @@ impl SshSession {
             Ok(Ok(handle)) => handle,
             Ok(Err(e)) => {
                 let seen = presented.lock().expect("host key slot").clone();
-                if let (Some(pinned), Some(seen)) = (pinned, seen) {
+                if let Some(seen) = seen {
                     if pinned.key_data() != seen.key_data() {
                         return Err(SshError::HostKeyChanged {
                             node: target.node.clone(),
@@ -282,7 +318,7 @@ impl SshSession {
     pub async fn connect_with_retry<E, F>(
         target: &SshTarget,
         key: Arc<PrivateKey>,
-        pinned: Option<PublicKey>,
+        pinned: PublicKey,
         wait: Duration,
         mut still_alive: impl FnMut() -> F,
     ) -> Result<SshSession, ConnectFailure<E>>
@@ -297,9 +333,10 @@ impl SshSession {
                 Duration::from_secs(20).min(wait.saturating_sub(started.elapsed()).max(Duration::from_secs(1)));
             let last = match Self::connect(target, key.clone(), pinned.clone(), attempt_timeout).await {
                 Ok(session) => return Ok(session),
-                Err(e @ (SshError::HostKeyChanged { .. } | SshError::AuthRejected { .. })) => {
-                    return Err(ConnectFailure::Ssh(e))
-                }
+                Err(
+                    e
+                    @ (SshError::HostKeyChanged { .. } | SshError::AuthRejected { .. } | SshError::NoPinnedKey { .. }),
+                ) => return Err(ConnectFailure::Ssh(e)),
                 Err(e) => e.to_string(),
             };
             if started.elapsed() >= wait {
@@ -472,13 +509,17 @@ impl SshSession {
     /// Runs `command` with `stdin` on its standard input (a script, a
     /// key: what must not appear in a command line); a non-zero exit is an
     /// error carrying the status and stderr, naming the command as `what`
-    /// (the command line itself may be a whole script).
-    pub async fn run_with_input(&self, command: &RemoteCommand, stdin: &[u8], what: &str) -> Result<(), SshError> {
+    /// (the command line itself may be a whole script). Returns its stdout,
+    /// trimmed.
+    pub async fn run_with_input(&self, command: &RemoteCommand, stdin: &[u8], what: &str) -> Result<String, SshError> {
+        let mut stdout = Vec::new();
         let mut stderr = Vec::new();
         let status = self
             .exec_streaming(command, Some(stdin), |is_err, data| {
                 if is_err {
                     stderr.extend_from_slice(data)
+                } else {
+                    stdout.extend_from_slice(data)
                 }
             })
             .await?;
@@ -490,7 +531,7 @@ impl SshSession {
                 stderr: String::from_utf8_lossy(&stderr).into_owned(),
             });
         }
-        Ok(())
+        Ok(String::from_utf8_lossy(&stdout).trim().to_string())
     }
 
     /// Writes `bytes` to `remote_path` over SFTP, through a temporary name and
@@ -620,7 +661,11 @@ mod tests {
         };
         let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
         let started = std::time::Instant::now();
-        let result = SshSession::connect_with_retry(&target, key, None, Duration::from_secs(2), || async {
+        let pinned = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
+            .unwrap()
+            .public_key()
+            .clone();
+        let result = SshSession::connect_with_retry(&target, key, pinned, Duration::from_secs(2), || async {
             Ok::<(), ()>(())
         })
         .await;

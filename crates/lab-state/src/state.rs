@@ -130,6 +130,19 @@ impl LabDir {
         self.root.join("node_ed25519")
     }
 
+    /// The SSH host key pair labctl generated for `node` before it booted
+    /// (private half; the public one beside it with `.pub`). Kept for the
+    /// lab's life so a re-`create` that reuses a machine expects its key.
+    pub fn host_key(&self, node: &str) -> PathBuf {
+        self.root.join("host_keys").join(format!("{node}_ed25519"))
+    }
+
+    /// The lab's agent secret (mode 0600), which every agent call carries;
+    /// kept out of `state.json` so state can be shown and shared.
+    pub fn agent_secret(&self) -> PathBuf {
+        self.root.join("agent.secret")
+    }
+
     /// Pinned host keys in OpenSSH `known_hosts` form, for `labctl ssh`.
     pub fn known_hosts(&self) -> PathBuf {
         self.root.join("known_hosts")

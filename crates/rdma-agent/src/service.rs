@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agent_proto::auth::AgentSecret;
 use agent_proto::v1::agent_server::{Agent, AgentServer};
 use agent_proto::v1::{
     run_event, AbortReply, AbortRequest, CmMode, CollectRequest, ConnectReply, ConnectRequest, HealthReply,
@@ -52,13 +53,23 @@ impl Default for AgentService {
     }
 }
 
-/// Serves the agent on `listener` until `shutdown` resolves.
+/// Serves the agent on `listener` until `shutdown` resolves. Every call must
+/// carry `secret` (see [`agent_proto::auth`]); others are refused before
+/// any handler runs.
 pub async fn run(
     listener: TcpListener,
+    secret: AgentSecret,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
+    let only_the_controller = move |request: Request<()>| {
+        secret.check(request.metadata())?;
+        Ok(request)
+    };
     tonic::transport::Server::builder()
-        .add_service(AgentServer::new(AgentService::default()))
+        .add_service(AgentServer::with_interceptor(
+            AgentService::default(),
+            only_the_controller,
+        ))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
 }

@@ -5,7 +5,6 @@
 //! of the `fabric` crate in this process (wrong bytes, a peer that vanishes).
 //! No VMs and no RDMA device needed.
 
-use agent_proto::v1::agent_client::AgentClient;
 use agent_proto::v1::{
     run_event, AbortRequest, CollectRequest, FabricEndpoint, HealthRequest, PrepareRequest, Role, RunRequest,
     SideResult, WorkloadParams,
@@ -16,7 +15,6 @@ use std::time::{Duration, Instant};
 use fabric::perf::{BwClient, LatServer};
 use fabric::write::{Message, Server};
 use fabric::{Endpoint, Hints};
-use tonic::transport::Channel;
 use tonic::Code;
 
 mod common;
@@ -35,7 +33,7 @@ fn params(size: u64, pages: u64) -> WorkloadParams {
     }
 }
 
-async fn prepare_server(server: &mut AgentClient<Channel>, id: &str, p: &WorkloadParams) -> FabricEndpoint {
+async fn prepare_server(server: &mut common::Client, id: &str, p: &WorkloadParams) -> FabricEndpoint {
     let reply = server
         .prepare(PrepareRequest {
             session_id: id.into(),
@@ -54,7 +52,7 @@ async fn prepare_server(server: &mut AgentClient<Channel>, id: &str, p: &Workloa
 
 /// Runs the client to its result, returning the phases seen on the way.
 async fn run_client(
-    client: &mut AgentClient<Channel>,
+    client: &mut common::Client,
     id: &str,
     p: &WorkloadParams,
     peer: FabricEndpoint,
@@ -226,7 +224,7 @@ fn perf(workload: &str, size: u64, iterations: u64) -> WorkloadParams {
     }
 }
 
-async fn collect(server: &mut AgentClient<Channel>, id: &str) -> Result<SideResult, tonic::Status> {
+async fn collect(server: &mut common::Client, id: &str) -> Result<SideResult, tonic::Status> {
     server
         .collect(CollectRequest {
             session_id: id.into(),

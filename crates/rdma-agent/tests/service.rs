@@ -1,13 +1,16 @@
 //! In-process gRPC tests of the agent (no RDMA device needed): the server on
 //! 127.0.0.1:0, a generated client, Health/NodeInfo and refused requests.
 
+use agent_proto::auth::AgentSecret;
+use agent_proto::v1::agent_client::AgentClient;
 use agent_proto::v1::{
-    AbortRequest, CollectRequest, HealthRequest, NodeInfoRequest, PrepareRequest, Role, RunRequest, WorkloadParams,
+    AbortRequest, CollectRequest, ConnectRequest, HealthRequest, NodeInfoRequest, PrepareRequest, Role, RunRequest,
+    WorkloadParams,
 };
 use tonic::Code;
 
 mod common;
-use common::start;
+use common::{start, start_agent};
 
 fn params(workload: &str, size: u64) -> WorkloadParams {
     WorkloadParams {
@@ -16,6 +19,65 @@ fn params(workload: &str, size: u64) -> WorkloadParams {
         iterations: 1,
         gid_index: -1,
         ..Default::default()
+    }
+}
+
+/// Every RPC of `client`'s agent, each answered with its status code (Ok or the refusal).
+async fn every_rpc<T>(client: &mut AgentClient<T>) -> Vec<(&'static str, Code)>
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    let code = |r: Result<(), tonic::Status>| r.err().map_or(Code::Ok, |s| s.code());
+    let prepare = PrepareRequest {
+        session_id: "s1".into(),
+        params: Some(params("write-read", 64)),
+        role: Role::Server as i32,
+        bind_addr: "127.0.0.1".into(),
+    };
+    vec![
+        ("Health", code(client.health(HealthRequest {}).await.map(drop))),
+        ("NodeInfo", code(client.node_info(NodeInfoRequest {}).await.map(drop))),
+        ("Prepare", code(client.prepare(prepare).await.map(drop))),
+        (
+            "Connect",
+            code(client.connect(ConnectRequest::default()).await.map(drop)),
+        ),
+        ("Run", code(client.run(RunRequest::default()).await.map(drop))),
+        (
+            "Collect",
+            code(client.collect(CollectRequest::default()).await.map(drop)),
+        ),
+        ("Abort", code(client.abort(AbortRequest::default()).await.map(drop))),
+    ]
+}
+
+#[tokio::test]
+async fn every_rpc_without_the_labs_secret_is_refused_before_it_runs() {
+    let agent = start_agent().await;
+    let refused = |rpcs: Vec<(&'static str, Code)>, want: Code| {
+        for (rpc, code) in rpcs {
+            assert_eq!(code, want, "{rpc}");
+        }
+    };
+    // No secret at all.
+    refused(
+        every_rpc(&mut AgentClient::new(agent.channel.clone())).await,
+        Code::Unauthenticated,
+    );
+    // Another lab's secret.
+    let other = AgentClient::with_interceptor(agent.channel.clone(), AgentSecret::generate());
+    refused(every_rpc(&mut other.clone()).await, Code::PermissionDenied);
+    // The right one reaches the handlers: Health answers, the rest get past the check.
+    let answered = every_rpc(&mut agent.client.clone()).await;
+    assert_eq!(answered[0], ("Health", Code::Ok));
+    for (rpc, code) in answered {
+        assert!(
+            !matches!(code, Code::Unauthenticated | Code::PermissionDenied),
+            "{rpc}: {code:?}"
+        );
     }
 }
 

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::error::AwsError;
 use crate::provider::{Provider, ProviderError};
+use crate::{HostKeyPair, NodeKeys};
 use lab_model::{AwsSpec, Fabric, LabSpec, ResolvedNode, SshAddress};
 use lab_state::progress::{step, Reporter};
 use lab_state::{LabDir, LabState, NodeState};
@@ -907,7 +908,7 @@ impl Ec2<'_> {
         &self,
         plan: &Plan<'_>,
         node: &ResolvedNode,
-        key: &str,
+        login: NodeLogin<'_>,
         subnet: &str,
         group: &str,
         placement_group: Option<&str>,
@@ -948,7 +949,8 @@ impl Ec2<'_> {
             .instance_type(InstanceType::from(plan.spec.instance_type.as_str()))
             .min_count(1)
             .max_count(1)
-            .key_name(key)
+            .key_name(login.key_pair)
+            .user_data(user_data(login.host_key))
             .network_interfaces(nic.build())
             .set_placement(placement)
             .client_token(token)
@@ -1133,7 +1135,7 @@ impl AwsProvider {
         nodes: &[ResolvedNode],
         dir: &LabDir,
         state: &mut LabState,
-        authorized_key: &str,
+        keys: &NodeKeys,
         reporter: &dyn Reporter,
     ) -> Result<(), ProviderError> {
         let spec = self.spec(&lab.name)?;
@@ -1157,7 +1159,13 @@ impl AwsProvider {
         aws.region = region.clone();
         aws.save(dir, state)?;
 
-        let key = step(reporter, "lab", "key pair", ec2.ensure_key_pair(&plan, authorized_key)).await?;
+        let key = step(
+            reporter,
+            "lab",
+            "key pair",
+            ec2.ensure_key_pair(&plan, &keys.authorized_key),
+        )
+        .await?;
         aws.key_name = Some(key.clone());
         aws.save(dir, state)?;
 
@@ -1230,7 +1238,17 @@ impl AwsProvider {
                         reporter,
                         &node.name,
                         "launch",
-                        ec2.launch(&plan, node, &key, &subnet, &group, placement_group.as_deref()),
+                        ec2.launch(
+                            &plan,
+                            node,
+                            NodeLogin {
+                                key_pair: &key,
+                                host_key: keys.host_key(&node.name)?,
+                            },
+                            &subnet,
+                            &group,
+                            placement_group.as_deref(),
+                        ),
                     )
                     .await?
                 }
@@ -1282,7 +1300,7 @@ impl AwsProvider {
                 data_prefix: subnet_prefix,
                 data_netdev: None,
                 rdma_device: None,
-                host_key: None,
+                host_key: Some(keys.host_key(&node.name)?.public.trim().to_string()),
                 pid: None,
                 agent_sha256: None,
                 agent_port: AGENT_PORT,
@@ -1341,11 +1359,10 @@ impl Provider for AwsProvider {
         nodes: &[ResolvedNode],
         dir: &LabDir,
         state: &mut LabState,
-        authorized_key: &str,
+        keys: &NodeKeys,
         reporter: &dyn Reporter,
     ) -> Result<(), ProviderError> {
-        self.create_resources(lab, nodes, dir, state, authorized_key, reporter)
-            .await
+        self.create_resources(lab, nodes, dir, state, keys, reporter).await
     }
 
     async fn check_alive(&self, _dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
@@ -1565,6 +1582,26 @@ impl LeakedScan {
         }
         Ok(())
     }
+}
+
+/// How an instance is logged into: the EC2 key pair (the lab's login key)
+/// and the host key it must present.
+#[derive(Clone, Copy)]
+struct NodeLogin<'a> {
+    key_pair: &'a str,
+    host_key: &'a HostKeyPair,
+}
+
+/// The instance's user-data (base64, as RunInstances takes it): cloud-config
+/// that installs the host key labctl generated, so the first SSH connection
+/// already knows the key to expect. EC2 keeps user-data readable to the
+/// account and, through the instance metadata service, to processes on the
+/// instance; a lab node is single-tenant, see docs/reliability.md.
+fn user_data(host_key: &HostKeyPair) -> String {
+    use base64::Engine as _;
+    let mut doc = serde_yaml_ng::Mapping::new();
+    crate::cloud_init::add_host_key(&mut doc, host_key);
+    base64::engine::general_purpose::STANDARD.encode(crate::cloud_init::render(&doc))
 }
 
 /// TCP 22 from `cidr`: how the controller reaches the nodes.

@@ -25,6 +25,7 @@ use self::process::StartedProcess;
 use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, PROCESS_FILE, REPORT_FILE};
 use crate::image::{self, which};
 use crate::provider::{Provider, ProviderError};
+use crate::{HostKeyPair, NodeKeys};
 use lab_model::{Accel, LabSpec, ResolvedNode};
 use lab_state::progress::{step, Reporter};
 use lab_state::text::file_tail;
@@ -148,6 +149,7 @@ fn identity_cpio(
     mgmt_mac: &str,
     data_mac: &str,
     authorized_key: &str,
+    host_key: &HostKeyPair,
 ) -> std::io::Result<Vec<u8>> {
     let env = format!(
         "LAB_HOSTNAME={}\nLAB_MGMT_MAC={mgmt_mac}\nLAB_DATA_MAC={data_mac}\nLAB_DATA_ADDR={}\nLAB_DATA_PREFIX={}\n",
@@ -159,7 +161,9 @@ fn identity_cpio(
     for other in all {
         hosts.push_str(&format!("{} {}\n", other.data_addr, other.name));
     }
-    let files: [(&str, u32, String); 5] = [
+    // The host key labctl generated: boot.sh creates one only when none is
+    // there, so sshd presents exactly the key already pinned in the state.
+    let files: [(&str, u32, String); 7] = [
         ("etc/lab/node.env", 0o100644, env),
         ("etc/hosts", 0o100644, hosts),
         ("etc/hostname", 0o100644, format!("{}\n", node.name)),
@@ -168,6 +172,16 @@ fn identity_cpio(
             "root/.ssh/authorized_keys",
             0o100600,
             format!("{}\n", authorized_key.trim()),
+        ),
+        (
+            "etc/ssh/ssh_host_ed25519_key",
+            0o100600,
+            format!("{}\n", host_key.private_openssh.trim()),
+        ),
+        (
+            "etc/ssh/ssh_host_ed25519_key.pub",
+            0o100644,
+            format!("{}\n", host_key.public.trim()),
         ),
     ];
     let mut out = Vec::new();
@@ -233,7 +247,7 @@ impl Provider for QemuProvider {
         nodes: &[ResolvedNode],
         dir: &LabDir,
         state: &mut LabState,
-        authorized_key: &str,
+        keys: &NodeKeys,
         reporter: &dyn Reporter,
     ) -> Result<(), ProviderError> {
         let accel = choose_accel(lab.accel);
@@ -264,7 +278,8 @@ impl Provider for QemuProvider {
             let node_dir = dir.node_dir(&node.name);
             fs::create_dir_all(&node_dir).map_err(io(format!("creating {}", node_dir.display())))?;
             let initrd = node_dir.join("initrd");
-            let identity = identity_cpio(node, nodes, &mgmt_mac, &data_mac, authorized_key)
+            let host_key = keys.host_key(&node.name)?;
+            let identity = identity_cpio(node, nodes, &mgmt_mac, &data_mac, &keys.authorized_key, host_key)
                 .map_err(io("writing the node identity archive"))?;
             let mut file = fs::File::create(&initrd).map_err(io(format!("creating {}", initrd.display())))?;
             file.write_all(&initrd_bytes(&base, &identity))
@@ -294,7 +309,7 @@ impl Provider for QemuProvider {
                 data_prefix: node.data_prefix,
                 data_netdev: None,
                 rdma_device: None,
-                host_key: None,
+                host_key: Some(host_key.public.trim().to_string()),
                 pid: None,
                 agent_sha256: None,
                 agent_port: AGENT_PORT,
@@ -549,7 +564,7 @@ mod tests {
     }
 
     #[test]
-    fn test_identity_archive_carries_name_address_and_key() {
+    fn test_identity_archive_carries_name_address_login_key_and_host_key() {
         let nodes = vec![node(0, "server"), node(1, "client")];
         let archive = identity_cpio(
             &nodes[1],
@@ -557,6 +572,11 @@ mod tests {
             "52:54:00:00:02:01",
             "52:54:00:01:02:02",
             "ssh-ed25519 AAAA test",
+            &HostKeyPair {
+                private_openssh: "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbg==\n-----END OPENSSH PRIVATE KEY-----"
+                    .into(),
+                public: "ssh-ed25519 AAAAhost".into(),
+            },
         )
         .unwrap();
         let mut reader = std::io::Cursor::new(archive);
@@ -578,6 +598,12 @@ mod tests {
         assert!(files["etc/hosts"].1.contains("10.77.0.1 server"));
         assert_eq!(files["root/.ssh/authorized_keys"].0 & 0o777, 0o600);
         assert_eq!(files["root/.ssh/authorized_keys"].1, "ssh-ed25519 AAAA test\n");
+        // The host key labctl generated, private half readable by root only.
+        assert_eq!(files["etc/ssh/ssh_host_ed25519_key"].0 & 0o777, 0o600);
+        assert!(files["etc/ssh/ssh_host_ed25519_key"]
+            .1
+            .starts_with("-----BEGIN OPENSSH PRIVATE KEY-----\n"));
+        assert_eq!(files["etc/ssh/ssh_host_ed25519_key.pub"].1, "ssh-ed25519 AAAAhost\n");
     }
 
     #[test]

@@ -198,3 +198,28 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The lab's login key in these tests.
+pub const LOGIN_KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJ2kTo6eG5jMN8TNA4IS1zfZXCw6M4ZTDyIozx0Z8Kb labctl-test";
+
+/// A real ed25519 host key pair (made for these tests only by ssh-keygen).
+pub const HOST_KEY_PUBLIC: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMB6OkRCQ/9onj6+bP4wFutKAUy8qxP3YlhzdjisARcq";
+const HOST_KEY_PRIVATE: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACDAejpEQkP/aJ4+vmz+MBbrSgFMvKsT92JYc3Y4rAEXKgAAAJAkRhbeJEYW\n3gAAAAtzc2gtZWQyNTUxOQAAACDAejpEQkP/aJ4+vmz+MBbrSgFMvKsT92JYc3Y4rAEXKg\nAAAECGWJlpAkiIX1x0nQlosRrVEWNlOtlqhjJYOGapAsaQI8B6OkRCQ/9onj6+bP4wFutK\nAUy8qxP3YlhzdjisARcqAAAAB2V4YW1wbGUBAgMEBQY=\n-----END OPENSSH PRIVATE KEY-----\n";
+
+/// The keys `create` hands the nodes of `spec`: [`LOGIN_KEY`], and the same
+/// test host key pair for every node.
+pub fn node_keys(spec: &lab_model::LabSpec) -> lab_providers::NodeKeys {
+    let pair = lab_providers::HostKeyPair {
+        private_openssh: HOST_KEY_PRIVATE.into(),
+        public: HOST_KEY_PUBLIC.into(),
+    };
+    lab_providers::NodeKeys {
+        authorized_key: LOGIN_KEY.into(),
+        host_keys: spec
+            .resolve_nodes()
+            .into_iter()
+            .map(|n| (n.name, pair.clone()))
+            .collect(),
+    }
+}

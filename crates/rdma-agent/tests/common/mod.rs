@@ -1,15 +1,32 @@
 //! Shared by the agent's in-process tests: an agent served on 127.0.0.1:0
-//! and a generated client connected to it.
+//! and a generated client connected to it with the agent's secret.
+#![allow(dead_code)] // each test binary uses part of it
 
+use agent_proto::auth::AgentSecret;
 use agent_proto::v1::agent_client::AgentClient;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
-/// Starts an agent; dropping (or sending on) the returned sender stops it.
-pub async fn start() -> (AgentClient<Channel>, tokio::sync::oneshot::Sender<()>) {
+/// A client that sends the agent's secret with every call.
+pub type Client = AgentClient<InterceptedService<Channel, AgentSecret>>;
+
+/// A running in-process agent.
+pub struct Started {
+    /// A client carrying the agent's secret.
+    pub client: Client,
+    /// The agent's address (for clients of a test's own making).
+    pub channel: Channel,
+    /// Dropping (or sending on) it stops the agent.
+    pub stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Starts an agent with a fresh secret.
+pub async fn start_agent() -> Started {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(rdma_agent::service::run(listener, async {
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let secret = AgentSecret::generate();
+    tokio::spawn(rdma_agent::service::run(listener, secret.clone(), async {
         let _ = stop_rx.await;
     }));
     let channel = Endpoint::from_shared(format!("http://{addr}"))
@@ -17,5 +34,15 @@ pub async fn start() -> (AgentClient<Channel>, tokio::sync::oneshot::Sender<()>)
         .connect()
         .await
         .unwrap();
-    (AgentClient::new(channel), stop_tx)
+    Started {
+        client: AgentClient::with_interceptor(channel.clone(), secret),
+        channel,
+        stop,
+    }
+}
+
+/// Starts an agent; dropping (or sending on) the returned sender stops it.
+pub async fn start() -> (Client, tokio::sync::oneshot::Sender<()>) {
+    let started = start_agent().await;
+    (started.client, started.stop)
 }

@@ -1,0 +1,48 @@
+//! The keys labctl hands the machines it creates: the lab's login key (its
+//! public half, for root's `authorized_keys`) and each node's SSH host key
+//! pair. labctl generates the host keys itself, before the machine boots,
+//! so the very first SSH connection already knows which key the node must
+//! present: there is no trust on first use.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::ProviderError;
+
+/// One node's SSH host key pair (ed25519, OpenSSH formats).
+#[derive(Clone)]
+pub struct HostKeyPair {
+    /// The private key, as `ssh-keygen` writes it (`-----BEGIN OPENSSH PRIVATE KEY-----`).
+    pub private_openssh: String,
+    /// The public key line (`ssh-ed25519 AAAA...`), recorded as the node's pinned key.
+    pub public: String,
+}
+
+impl fmt::Debug for HostKeyPair {
+    // The private half never reaches a log or an error message.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostKeyPair")
+            .field("private_openssh", &"<redacted>")
+            .field("public", &self.public)
+            .finish()
+    }
+}
+
+/// The keys of a lab's nodes, handed to [`Provider::create`](crate::Provider::create).
+#[derive(Debug, Clone)]
+pub struct NodeKeys {
+    /// The lab's login key: one OpenSSH public key line.
+    pub authorized_key: String,
+    /// Each node's host key pair, by node name.
+    pub host_keys: BTreeMap<String, HostKeyPair>,
+}
+
+impl NodeKeys {
+    /// The host key pair of `node`; every node of the plan has one.
+    pub fn host_key(&self, node: &str) -> Result<&HostKeyPair, ProviderError> {
+        self.host_keys.get(node).ok_or_else(|| ProviderError::Io {
+            context: format!("node `{node}`: no SSH host key was generated for it"),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        })
+    }
+}

@@ -1,0 +1,241 @@
+//! Who may talk to the lab (issue 15, items 6 and 7): every node presents
+//! the SSH host key labctl generated for it before it booted, and labctl
+//! refuses any other; the agent serves only calls that carry the lab's
+//! secret, which a non-root user on the node can neither read nor guess,
+//! and which no output, log, state or results file contains.
+
+use std::time::Instant;
+
+use libtest_mimic::{Failed, Trial};
+
+use crate::util::{check, Labctl};
+
+pub fn trials(lab: &Labctl) -> Vec<Trial> {
+    let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
+        let lab = lab.clone();
+        Trial::test(name, move || f(&lab))
+    };
+    vec![
+        t(
+            "test_security_nodes_present_the_host_key_labctl_made_before_boot",
+            test_security_nodes_present_the_host_key_labctl_made_before_boot,
+        ),
+        t(
+            "test_security_a_node_presenting_another_host_key_is_refused",
+            test_security_a_node_presenting_another_host_key_is_refused,
+        ),
+        t(
+            "test_security_a_non_root_user_on_a_node_cannot_drive_the_agent",
+            test_security_a_non_root_user_on_a_node_cannot_drive_the_agent,
+        ),
+        t(
+            "test_security_the_agent_secret_appears_in_no_output_log_state_or_result",
+            test_security_the_agent_secret_appears_in_no_output_log_state_or_result,
+        ),
+    ]
+}
+
+const NODES: [&str; 2] = ["server", "client"];
+
+fn state_json(lab: &Labctl) -> Result<serde_json::Value, Failed> {
+    let text = std::fs::read_to_string(lab.state_dir("e2e").join("state.json"))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// The first two fields of an OpenSSH public key line (type and key).
+fn key_of(line: &str) -> String {
+    line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+}
+
+fn test_security_nodes_present_the_host_key_labctl_made_before_boot(lab: &Labctl) -> Result<(), Failed> {
+    let state = state_json(lab)?;
+    for (i, node) in NODES.iter().enumerate() {
+        let pinned = state["nodes"][i]["host_key"].as_str().ok_or("no pinned host key")?;
+        let made = std::fs::read_to_string(lab.state_dir("e2e").join(format!("host_keys/{node}_ed25519.pub")))?;
+        check(key_of(pinned) == key_of(&made), || {
+            format!("{node}: state pins {pinned}, labctl made {made}")
+        })?;
+        // sshd on the node serves exactly that key, and only that one.
+        let served = lab
+            .run(&["exec", node, "--", "cat /etc/ssh/ssh_host_*_key.pub"])
+            .ok()?
+            .stdout;
+        check(served.lines().count() == 1 && key_of(&served) == key_of(pinned), || {
+            format!("{node}: sshd's host keys are\n{served}\nbut labctl pinned {pinned}")
+        })?;
+    }
+    // And `labctl ssh`'s known_hosts holds the same keys.
+    let known = std::fs::read_to_string(lab.state_dir("e2e").join("known_hosts"))?;
+    for (i, node) in NODES.iter().enumerate() {
+        let pinned = key_of(state["nodes"][i]["host_key"].as_str().unwrap_or_default());
+        check(known.contains(&pinned), || {
+            format!("{node}'s key is not in known_hosts:\n{known}")
+        })?;
+    }
+    Ok(())
+}
+
+fn test_security_a_node_presenting_another_host_key_is_refused(lab: &Labctl) -> Result<(), Failed> {
+    // Pin the client's key for the server: the server now presents a key
+    // other than the pinned one, as an impostor at its address would.
+    let path = lab.state_dir("e2e").join("state.json");
+    let original = std::fs::read_to_string(&path)?;
+    let mut state: serde_json::Value = serde_json::from_str(&original)?;
+    let client_key = state["nodes"][1]["host_key"].clone();
+    state["nodes"][0]["host_key"] = client_key;
+    std::fs::write(&path, serde_json::to_string_pretty(&state)?)?;
+    let started = Instant::now();
+    let run = lab.run(&["exec", "server", "--", "echo", "reached"]);
+    let took = started.elapsed().as_secs_f64();
+    std::fs::write(&path, &original)?;
+    check(run.code != 0 && !run.stdout.contains("reached"), || {
+        format!(
+            "exec reached a node with another host key: {} {}",
+            run.stdout, run.stderr
+        )
+    })?;
+    check(
+        run.stderr.contains("node `server`: SSH host key mismatch") && run.stderr.contains("SHA256:"),
+        || format!("unclear refusal:\n{}", run.stderr),
+    )?;
+    eprintln!(
+        "refused in {took:.1}s: {}",
+        run.stderr.lines().next().unwrap_or_default()
+    );
+    // The real key still works.
+    lab.run(&["exec", "server", "--", "true"]).ok()?;
+    Ok(())
+}
+
+/// Runs `line` on `node` as user nobody; returns (exit status, stdout, stderr).
+fn as_nobody(lab: &Labctl, node: &str, line: &str) -> Result<(i32, String, String), Failed> {
+    let run = lab.run(&[
+        "exec",
+        node,
+        "--",
+        "setpriv",
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "sh",
+        "-c",
+        line,
+    ]);
+    Ok((run.code, run.stdout, run.stderr))
+}
+
+fn test_security_a_non_root_user_on_a_node_cannot_drive_the_agent(lab: &Labctl) -> Result<(), Failed> {
+    let state = state_json(lab)?;
+    for (i, node) in NODES.iter().enumerate() {
+        let port = state["nodes"][i]["agent_port"].as_u64().ok_or("no agent_port")?;
+        let addr = format!("127.0.0.1:{port}");
+        // The secret file is root's alone.
+        let (code, _, stderr) = as_nobody(lab, node, "cat /etc/labctl/agent.secret")?;
+        check(code != 0 && stderr.contains("Permission denied"), || {
+            format!("{node}: nobody could read the secret (exit {code}): {stderr}")
+        })?;
+        // Without it, every call is refused (the probe calls Health; the
+        // in-process tests cover every RPC).
+        let (code, stdout, _) = as_nobody(lab, node, &format!("/usr/local/bin/rdma-agent probe --addr {addr}"))?;
+        check(code != 0 && stdout.contains("refused: Unauthenticated"), || {
+            format!("{node}: the agent answered a call without the secret (exit {code}): {stdout}")
+        })?;
+        // A guessed secret is refused too.
+        let guess = format!(
+            "umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > /tmp/guess; \
+             /usr/local/bin/rdma-agent probe --addr {addr} --secret-file /tmp/guess; s=$?; rm -f /tmp/guess; exit $s"
+        );
+        let (code, stdout, stderr) = as_nobody(lab, node, &guess)?;
+        check(code != 0 && stdout.contains("refused: PermissionDenied"), || {
+            format!("{node}: the agent answered a guessed secret (exit {code}): {stdout} {stderr}")
+        })?;
+        // Root on the node, like the controller, has the secret and is served.
+        let root = lab
+            .run(&[
+                "exec",
+                node,
+                "--",
+                "/usr/local/bin/rdma-agent",
+                "probe",
+                "--addr",
+                &addr,
+            ])
+            .ok()?;
+        check(root.stdout.contains("healthy: rdma-agent"), || {
+            format!("{node}: root's probe: {}", root.stdout)
+        })?;
+    }
+    Ok(())
+}
+
+fn test_security_the_agent_secret_appears_in_no_output_log_state_or_result(lab: &Labctl) -> Result<(), Failed> {
+    let dir = lab.state_dir("e2e");
+    let secret = std::fs::read_to_string(dir.join("agent.secret"))?.trim().to_string();
+    check(secret.len() == 64, || {
+        "the secret file does not hold 64 hex digits".into()
+    })?;
+    let mut seen: Vec<String> = Vec::new();
+    let mut look = |what: String, text: &str| {
+        if text.contains(&secret) {
+            seen.push(what);
+        }
+    };
+    // What users see: a run (text and JSON), status, exec.
+    let run = lab.run(&["run", "write-read", "--size", "4096", "-n", "10"]).ok()?;
+    look("run output".into(), &format!("{}{}", run.stdout, run.stderr));
+    let run = lab
+        .run(&["run", "send-recv", "--size", "4096", "-n", "10", "--json"])
+        .ok()?;
+    look("run --json".into(), &format!("{}{}", run.stdout, run.stderr));
+    let status = lab.run(&["-v", "status", "--json"]).ok()?;
+    look(
+        "status --json -v".into(),
+        &format!("{}{}", status.stdout, status.stderr),
+    );
+    // What labctl keeps: every file of the state directory but the secret's
+    // own, and the saved results.
+    let results = lab.state_base.join(".results");
+    for root in [dir.clone(), results] {
+        for path in files_under(&root)? {
+            if path == dir.join("agent.secret") {
+                continue;
+            }
+            look(
+                path.display().to_string(),
+                &String::from_utf8_lossy(&std::fs::read(&path)?),
+            );
+        }
+    }
+    // What the nodes keep: the agent's log, the lab facts, process arguments.
+    for node in NODES {
+        let out = lab
+            .run(&[
+                "exec",
+                node,
+                "--",
+                "cat /var/log/rdma-agent.log /etc/labctl/lab.env; ps -eo args",
+            ])
+            .ok()?;
+        look(format!("{node}: agent log, lab.env, ps"), &out.stdout);
+    }
+    check(seen.is_empty(), || {
+        format!("the agent secret appears in: {}", seen.join(", "))
+    })
+}
+
+fn files_under(root: &std::path::Path) -> Result<Vec<std::path::PathBuf>, Failed> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.is_file() {
+                out.push(path);
+            }
+        }
+    }
+    Ok(out)
+}
