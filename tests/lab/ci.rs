@@ -37,6 +37,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_ci_sigterm_mid_suite_still_tears_down",
             test_ci_sigterm_mid_suite_still_tears_down,
         ),
+        t(
+            "test_ci_with_a_stopped_agent_fails_in_time_and_sigterm_still_tears_down",
+            test_ci_with_a_stopped_agent_fails_in_time_and_sigterm_still_tears_down,
+        ),
     ]
 }
 
@@ -56,6 +60,37 @@ fn nothing_left(lab: &Labctl) -> Result<(), Failed> {
     check(!dir.exists(), || {
         format!("state directory left behind: {}", dir.display())
     })
+}
+
+/// `labctl ci --suite SUITE --report REPORT`, running; its stderr lines
+/// arrive on `lines` as they are printed (with when), and `reader` returns
+/// all of them once labctl exits.
+struct RunningCi {
+    child: std::process::Child,
+    lines: mpsc::Receiver<(Instant, String)>,
+    reader: std::thread::JoinHandle<String>,
+}
+
+fn spawn_ci(lab: &Labctl, suite: &std::path::Path, report: &std::path::Path) -> Result<RunningCi, Failed> {
+    let mut child = lab
+        .command()
+        .args(["ci", "--suite", &suite.display().to_string(), "--report"])
+        .arg(report)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stderr = child.stderr.take().ok_or("no stderr")?;
+    let (tx, lines) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+            let _ = tx.send((Instant::now(), line));
+        }
+        all
+    });
+    Ok(RunningCi { child, lines, reader })
 }
 
 fn read_json(path: &std::path::Path) -> Result<Value, Failed> {
@@ -197,30 +232,17 @@ fn test_ci_sigterm_mid_suite_still_tears_down(lab: &Labctl) -> Result<(), Failed
     let report = out.join("report.json");
     let suite = repo().join("tests/labs/ci-long.suite.yaml");
     let started = Instant::now();
-    let mut child = lab
-        .command()
-        .args(["ci", "--suite", &suite.display().to_string(), "--report"])
-        .arg(&report)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stderr = child.stderr.take().ok_or("no stderr")?;
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            all.push_str(&line);
-            all.push('\n');
-            let _ = tx.send(line);
-        }
-        all
-    });
+    let RunningCi {
+        mut child,
+        lines: rx,
+        reader,
+    } = spawn_ci(lab, &suite, &report)?;
     // Wait for the suite to start its (90 s) run, then terminate labctl.
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut running = false;
     while Instant::now() < deadline {
         match rx.recv_timeout(Duration::from_secs(5)) {
-            Ok(line) if line.contains("ci: [1/1] long-write-bw") => {
+            Ok((_, line)) if line.contains("ci: [1/1] long-write-bw") => {
                 running = true;
                 break;
             }
@@ -246,7 +268,7 @@ fn test_ci_sigterm_mid_suite_still_tears_down(lab: &Labctl) -> Result<(), Failed
     let teardown_began = Instant::now() + Duration::from_secs(30);
     while Instant::now() < teardown_began {
         match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok(line) if line.contains("tearing the lab down") => break,
+            Ok((_, line)) if line.contains("tearing the lab down") => break,
             Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
@@ -504,5 +526,76 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
         xml.contains("<system-out>==&gt; server on server: ibv_rc_pingpong"),
         || format!("junit:\n{xml}"),
     )?;
+    nothing_left(lab)
+}
+
+/// Issue 15 items 1 and 2: `labctl ci` on a lab whose client agent is
+/// stopped. The workload step fails on its call's deadline, naming the node
+/// and the call; SIGTERM during the next (equally stalled) step still tears
+/// the lab down within 30 s.
+fn test_ci_with_a_stopped_agent_fails_in_time_and_sigterm_still_tears_down(lab: &Labctl) -> Result<(), Failed> {
+    let out = out_dir("stalled");
+    let report = out.join("report.json");
+    let suite = repo().join("tests/labs/ci-stalled.suite.yaml");
+    let RunningCi {
+        mut child,
+        lines: rx,
+        reader,
+    } = spawn_ci(lab, &suite, &report)?;
+    // When each stalled step began, from labctl's progress lines.
+    let mut began = [None, None];
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while Instant::now() < deadline && began[1].is_none() {
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            // A step's first line is its start ("... done" comes later).
+            Ok((at, line)) if line.contains("ci: [2/3] write-read on a stopped agent") => {
+                began[0].get_or_insert(at);
+            }
+            Ok((at, line)) if line.contains("ci: [3/3] write-bw on a stopped agent") => {
+                began[1].get_or_insert(at);
+            }
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let (Some(first), Some(second)) = (began[0], began[1]) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let all = reader.join().unwrap_or_default();
+        lab.run(&["down"]);
+        return Err(format!("the stalled steps never started:\n{all}").into());
+    };
+    let first_step_s = (second - first).as_secs_f64();
+    std::thread::sleep(Duration::from_secs(3));
+    let terminated = Instant::now();
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()?;
+    let status = child.wait()?;
+    let teardown_s = terminated.elapsed().as_secs_f64();
+    let stderr = reader.join().unwrap_or_default();
+    eprintln!("stalled step failed after {first_step_s:.1}s; SIGTERM to exit: {teardown_s:.1}s");
+    check(status.code() == Some(143), || {
+        format!("exit {status} (want 143)\n{stderr}")
+    })?;
+    check(teardown_s < 30.0, || {
+        format!("SIGTERM to exit took {teardown_s:.1}s (limit 30 s)\n{stderr}")
+    })?;
+    let r = read_json(&report)?;
+    let stalled = &r["cases"][1];
+    let why = stalled["message"].as_str().unwrap_or_default();
+    check(stalled["status"] == "failed", || format!("{stalled}"))?;
+    check(why.contains("node `client`") && why.contains("did not answer"), || {
+        format!("the failure names neither the node nor the call: {why}")
+    })?;
+    // The client's first call (NodeInfo, 20 s) is what runs out; the step
+    // must end on it, before the step's own 30 s timeout.
+    check((19.0..30.0).contains(&first_step_s), || {
+        format!("the stalled step took {first_step_s:.1}s (want its NodeInfo deadline, 20 s)")
+    })?;
+    check(r["cases"][2]["status"] == "not-run", || format!("{}", r["cases"][2]))?;
+    check(r["down"]["ran"] == true && r["down"]["ok"] == true, || {
+        format!("down: {}", r["down"])
+    })?;
     nothing_left(lab)
 }
