@@ -95,6 +95,12 @@ pub enum Message {
 
 const TAG_CONNECT: u8 = 1;
 const TAG_RANDOM_FILL: u8 = 2;
+/// Bytes of a RandomFill before its pages: tag, context, seed, page size, count.
+const RANDOM_FILL_HEADER: usize = 1 + 3 * 8 + 4;
+/// Bytes per page of a RandomFill: its MR index and page number.
+const PAGE_REF_BYTES: usize = 4 + 4;
+/// Most pages one RandomFill can name: the message must fit one message slot.
+pub const MAX_FILL_PAGES: usize = (crate::endpoint::MSG_SLOT_SIZE - RANDOM_FILL_HEADER) / PAGE_REF_BYTES;
 
 impl Message {
     /// Encodes to the wire format.
@@ -534,6 +540,22 @@ mod tests {
         });
         assert_eq!(Message::decode(&r.encode()).unwrap(), r);
         assert!(matches!(Message::decode(&[2, 0, 0]), Err(WriteError::Protocol(_))));
+    }
+
+    #[test]
+    fn test_the_largest_randomfill_fits_one_message_slot() {
+        let fill = |pages: usize| {
+            Message::RandomFill(RandomFill {
+                context: 1,
+                seed: 2,
+                page_size: 4096,
+                pages: scatter_pages(3, pages, 4096, MR_COUNT, MR_SIZE),
+            })
+            .encode()
+            .len()
+        };
+        assert!(fill(MAX_FILL_PAGES) <= crate::endpoint::MSG_SLOT_SIZE);
+        assert!(fill(MAX_FILL_PAGES + 1) > crate::endpoint::MSG_SLOT_SIZE);
     }
 
     #[test]

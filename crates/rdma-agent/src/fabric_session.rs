@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use agent_proto::v1::{Endpoint, FabricEndpoint, Progress, Role, SideResult, SizePoint, WorkloadParams};
 use fabric::endpoint::MSG_SLOT_SIZE;
 use fabric::perf::{BwClient, BwServer, LatClient, LatServer, Stop, TARGET_MAX};
-use fabric::write::{scatter_pages, Client, RandomFill, Server, WriteError, MR_COUNT, MR_SIZE};
+use fabric::write::{scatter_pages, Client, RandomFill, Server, WriteError, MAX_FILL_PAGES, MR_COUNT, MR_SIZE};
 use fabric::{FabricError, Hints};
 use tokio::sync::oneshot;
 
@@ -96,7 +96,7 @@ fn check_largest(params: &WorkloadParams, limit: u64, range: &'static str) -> Re
     if !params.all_sizes && (params.size == 0 || params.size > limit) {
         return Err(ValidationError::FieldOutOfRange {
             field: "size",
-            value: params.size as i64,
+            value: i128::from(params.size),
             range,
         });
     }
@@ -126,7 +126,7 @@ fn stop(params: &WorkloadParams) -> Stop {
     if params.iterations > 0 {
         Stop::Count(params.iterations)
     } else if params.duration_s > 0.0 {
-        Stop::After(Duration::from_secs_f64(params.duration_s))
+        Stop::After(crate::validate::duration(params))
     } else {
         Stop::Count(DEFAULT_ITERATIONS)
     }
@@ -140,22 +140,48 @@ fn tx_depth(params: &WorkloadParams) -> usize {
     }) as usize
 }
 
-/// fabric-write's own limits: a page fits one MR, the pages fit both MRs,
-/// and the run is counted in pages (no duration-based runs).
+/// The RandomFill a fabric-write client sends: `iterations` pages of `size`
+/// bytes scattered over the two MRs, seeded by `seed`. [`validate`] makes it
+/// fit one message slot.
+pub fn random_fill(params: &WorkloadParams, context: u64) -> RandomFill {
+    RandomFill {
+        context,
+        seed: params.seed,
+        page_size: params.size,
+        pages: scatter_pages(
+            params.seed,
+            params.iterations as usize,
+            params.size as usize,
+            MR_COUNT,
+            MR_SIZE,
+        ),
+    }
+}
+
+/// fabric-write's own limits: a page fits one MR, the pages fit both MRs
+/// and one RandomFill message, and the run is counted in pages (no
+/// duration-based runs).
 fn validate_write(params: &WorkloadParams) -> Result<(), ValidationError> {
     if params.size == 0 || params.size > MR_SIZE as u64 {
         return Err(ValidationError::FieldOutOfRange {
             field: "size",
-            value: params.size as i64,
+            value: i128::from(params.size),
             range: "1 ..= 16777216 (fabric-write: the page size, at most one 16 MiB MR)",
         });
     }
-    let max_pages = (MR_SIZE as u64 / params.size) * MR_COUNT as u64;
-    if params.iterations == 0 || params.iterations > max_pages {
+    let fit_mrs = (MR_SIZE as u64 / params.size) * MR_COUNT as u64;
+    if params.iterations == 0 || params.iterations > fit_mrs {
         return Err(ValidationError::FieldOutOfRange {
             field: "iterations",
-            value: params.iterations as i64,
+            value: i128::from(params.iterations),
             range: "1 ..= 2 x 16 MiB / size (fabric-write: pages over the client's two 16 MiB MRs)",
+        });
+    }
+    if params.iterations > MAX_FILL_PAGES as u64 {
+        return Err(ValidationError::FieldOutOfRange {
+            field: "iterations",
+            value: i128::from(params.iterations),
+            range: "1 ..= 1020 (fabric-write: the pages are named in one 8 KiB RandomFill message)",
         });
     }
     Ok(())
@@ -397,12 +423,7 @@ fn client(
     let mut client = Client::connect(&mut ep, &peer.fabric_addr, MR_SIZE, left(deadline))?;
     let page = spec.params.size;
     let count = spec.params.iterations as usize;
-    let req = RandomFill {
-        context: context_of(&spec.id),
-        seed: spec.params.seed,
-        page_size: page,
-        pages: scatter_pages(spec.params.seed, count, page as usize, MR_COUNT, MR_SIZE),
-    };
+    let req = random_fill(&spec.params, context_of(&spec.id));
     let total = page * count as u64;
     progress(
         "run",
@@ -786,6 +807,18 @@ mod tests {
             .to_string()
             .contains("size"));
         assert!(validate(&params(4096, 0)).is_err());
+    }
+
+    #[test]
+    fn validate_bounds_pages_by_the_randomfill_message() {
+        // 4 KiB pages fit 8192 times in the MRs, but one RandomFill names at
+        // most 1020 (it used to pass here and fail at run time).
+        assert_eq!(MAX_FILL_PAGES, 1020);
+        assert!(validate(&params(4096, MAX_FILL_PAGES as u64)).is_ok());
+        let err = validate(&params(4096, MAX_FILL_PAGES as u64 + 1))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("iterations 1021") && err.contains("RandomFill"), "{err}");
     }
 
     #[test]

@@ -558,7 +558,7 @@ impl SessionSpec {
         };
         // Timed runs get their duration on top of the setup allowance.
         if self.params.iterations == 0 && self.params.duration_s > 0.0 {
-            base + Duration::from_secs_f64(self.params.duration_s)
+            base + crate::validate::duration(&self.params)
         } else {
             base
         }

@@ -60,7 +60,7 @@ pub fn spawn(
     if spec.params.cm() == CmMode::Oob {
         return Err(ValidationError::FieldOutOfRange {
             field: "cm",
-            value: spec.params.cm as i64,
+            value: i128::from(spec.params.cm),
             range:
                 "0 (CM_MODE_RDMA_CM): bulk-tcp connects over TCP to the address and port its server's Prepare returns",
         }

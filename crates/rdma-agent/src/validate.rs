@@ -17,6 +17,11 @@ const MEM_AVAILABLE_FRACTION: u64 = 4;
 pub const MULTI_QP_WORKLOADS: &[&str] = &["write-bw", "read-bw", "atomic-bw", "param-server"];
 /// Most QPs one run may ask for.
 pub const MAX_QPS: u32 = 16;
+/// Longest timed run (`duration_s`), one day.
+pub const MAX_DURATION_S: f64 = 86_400.0;
+/// Longest session timeout (`timeout_ms`), one week: a session deadline is
+/// `now + timeout`, which must not overflow the clock.
+pub const MAX_TIMEOUT_MS: u64 = 7 * 86_400 * 1000;
 
 /// The bulk transfers: `total` bytes in `size`-byte chunks.
 pub const BULK_WORKLOADS: &[&str] = &["bulk-rdma", "bulk-tcp"];
@@ -72,8 +77,11 @@ pub enum ValidationError {
         /// Requested iterations.
         iterations: u64,
     },
-    /// Neither iterations nor a usable duration.
-    #[error("duration_s {duration_s} must be finite and in (0, 86400] when iterations is 0")]
+    /// A duration that is not a finite number of seconds in range, or none
+    /// when the run is timed (iterations 0).
+    #[error(
+        "duration_s {duration_s} is out of range: must be finite and in [0, 86400] s, and above 0 when iterations is 0"
+    )]
     BadDuration {
         /// Requested duration.
         duration_s: f64,
@@ -83,8 +91,8 @@ pub enum ValidationError {
     FieldOutOfRange {
         /// The field name as in the proto.
         field: &'static str,
-        /// The value given.
-        value: i64,
+        /// The value given (wide enough for any proto integer).
+        value: i128,
         /// Allowed range, human readable.
         range: &'static str,
     },
@@ -193,7 +201,7 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
         if effective_max_size(params) < 2 {
             return Err(ValidationError::FieldOutOfRange {
                 field: "max_size",
-                value: params.max_size as i64,
+                value: i128::from(params.max_size),
                 range: "0 (default) or 2 ..= the size limit (a sweep starts at 2 B)",
             });
         }
@@ -211,11 +219,19 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
             iterations: params.iterations,
         });
     }
-    if params.iterations == 0
-        && !(params.duration_s.is_finite() && params.duration_s > 0.0 && params.duration_s <= 86400.0)
-    {
+    // Checked whether or not the run is timed: the workloads turn it into a
+    // Duration (which panics on NaN, infinity or 1e20) wherever it is > 0.
+    let duration_ok = params.duration_s.is_finite() && (0.0..=MAX_DURATION_S).contains(&params.duration_s);
+    if !duration_ok || (params.iterations == 0 && params.duration_s == 0.0) {
         return Err(ValidationError::BadDuration {
             duration_s: params.duration_s,
+        });
+    }
+    if params.timeout_ms > MAX_TIMEOUT_MS {
+        return Err(ValidationError::FieldOutOfRange {
+            field: "timeout_ms",
+            value: i128::from(params.timeout_ms),
+            range: "0 (default 30 s) ..= 604800000 (one week)",
         });
     }
     check_range("tx_depth", params.tx_depth as i64, 0, 4096, "0 (default) ..= 4096")?;
@@ -270,7 +286,7 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
     if params.cq_moderation > 0 && params.tx_depth > 0 && params.cq_moderation > params.tx_depth {
         return Err(ValidationError::FieldOutOfRange {
             field: "cq_moderation",
-            value: params.cq_moderation as i64,
+            value: i128::from(params.cq_moderation),
             range: "<= tx_depth",
         });
     }
@@ -289,7 +305,7 @@ fn check_pattern_workloads(params: &WorkloadParams, limits: &Limits) -> Result<(
             if !params.size.is_multiple_of(crate::workload::param_server::VALUE_BYTES) {
                 return Err(ValidationError::FieldOutOfRange {
                     field: "size",
-                    value: params.size as i64,
+                    value: i128::from(params.size),
                     range: "a multiple of 4 for param-server (gradients are u32 values)",
                 });
             }
@@ -315,6 +331,13 @@ fn check_pattern_workloads(params: &WorkloadParams, limits: &Limits) -> Result<(
     Ok(())
 }
 
+/// The run's `duration_s` as the timed loops use it (zero when unset). Only
+/// for validated params: [`validate`] bounds it to [0, 86400] s, outside of
+/// which the conversion panics.
+pub fn duration(params: &WorkloadParams) -> std::time::Duration {
+    std::time::Duration::from_secs_f64(params.duration_s.max(0.0))
+}
+
 /// The largest size of a sweep (max_size, or the default when unset).
 pub fn effective_max_size(params: &WorkloadParams) -> u64 {
     if params.max_size == 0 {
@@ -332,7 +355,11 @@ fn check_range(
     range: &'static str,
 ) -> Result<(), ValidationError> {
     if value < min || value > max {
-        return Err(ValidationError::FieldOutOfRange { field, value, range });
+        return Err(ValidationError::FieldOutOfRange {
+            field,
+            value: i128::from(value),
+            range,
+        });
     }
     Ok(())
 }
@@ -427,6 +454,37 @@ mod tests {
         assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
         p.duration_s = f64::NAN;
         assert!(validate(&p, NAMES, &limits()).is_err());
+    }
+
+    #[test]
+    fn durations_and_timeouts_are_checked_even_on_counted_runs() {
+        // Found by review: with iterations > 0 duration_s was not checked,
+        // and the bandwidth loops' Duration::from_secs_f64 panicked on these.
+        let mut p = params(8);
+        p.iterations = 5;
+        for bad in [
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            1e20,
+            -1.0,
+            MAX_DURATION_S + 1.0,
+        ] {
+            p.duration_s = bad;
+            let err = validate(&p, NAMES, &limits()).unwrap_err();
+            assert!(matches!(err, ValidationError::BadDuration { .. }), "{bad}: {err}");
+            assert!(err.to_string().contains("[0, 86400]"), "{err}");
+        }
+        p.duration_s = MAX_DURATION_S;
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
+        // A session deadline is now + timeout: a timeout near u64::MAX ms
+        // would overflow the clock.
+        p.duration_s = 0.0;
+        p.timeout_ms = u64::MAX;
+        let err = validate(&p, NAMES, &limits()).unwrap_err().to_string();
+        assert!(err.contains("timeout_ms 18446744073709551615 is out of range"), "{err}");
+        p.timeout_ms = MAX_TIMEOUT_MS;
+        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
     }
 
     #[test]

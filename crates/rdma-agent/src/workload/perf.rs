@@ -387,7 +387,7 @@ impl Perf {
             });
         }
         let planned = planned_iterations(side);
-        let stop_at = Instant::now() + Duration::from_secs_f64(side.params.duration_s.max(0.0));
+        let stop_at = Instant::now() + crate::validate::duration(&side.params);
         let mut peak = PeakTracker::new(Duration::from_millis(500));
         let start = Instant::now();
         loop {
@@ -490,7 +490,7 @@ impl Perf {
             .link
             .send_chain(&[self.op_wr(side, local, self.kind().wr_id(0), true)])?;
         let planned = planned_iterations(side);
-        let stop_at = Instant::now() + Duration::from_secs_f64(side.params.duration_s.max(0.0));
+        let stop_at = Instant::now() + crate::validate::duration(&side.params);
         let mut samples = Vec::with_capacity(planned.unwrap_or(100_000).min(10_000_000) as usize);
         let mut i = 0u64;
         while planned.map_or(Instant::now() < stop_at || i == 0, |n| i < n) {
@@ -649,7 +649,7 @@ impl Perf {
             .link
             .send_chain(&[self.op_wr(side, local, self.kind().wr_id(0), true)])?;
         let planned = planned_iterations(side);
-        let stop_at = Instant::now() + Duration::from_secs_f64(side.params.duration_s.max(0.0));
+        let stop_at = Instant::now() + crate::validate::duration(&side.params);
         let mut samples = Vec::with_capacity(planned.unwrap_or(100_000).min(10_000_000) as usize);
         let mut recvs = side.recvs.take();
         let mut i = 0u64;

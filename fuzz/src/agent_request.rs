@@ -1,0 +1,94 @@
+//! The agent's request path before any RDMA resource is touched: arbitrary
+//! bytes decoded as a protobuf `WorkloadParams` (the wire path, prost), then
+//! `validate::validate` against the real workload registry and pinned limits,
+//! and for a request that passes, the steps the service and the session
+//! thread take next without hardware: the fabric checks or the registry
+//! lookup, queue depth / iterations / size, and the session deadline
+//! (`Instant::now() + spec.timeout()`, as `session.rs` computes it).
+//! The same bytes also go through the capability blob decoder (the peer's
+//! rdma_cm private data). Errors are fine; a panic is a bug.
+//!
+//! Shared by the cargo-fuzz target (`fuzz_targets/agent_request.rs`) and
+//! the corpus replay the test suite runs on stable Rust
+//! (`crates/rdma-agent/tests/fuzz_corpus.rs`).
+use std::time::Instant;
+
+use agent_proto::v1::{Role, WorkloadParams};
+use fabric::endpoint::MSG_SLOT_SIZE;
+use fabric::write::Message as FabricMessage;
+use prost::Message;
+use rdma_agent::session::{blob, SessionSpec};
+use rdma_agent::validate::{self, Limits, DEFAULT_MAX_SIZE};
+use rdma_agent::{fabric_session, tcp_session, workload};
+
+/// Pinned limits: the agent's default with plenty of memory, and a small node
+/// where 1/4 of MemAvailable is the limit.
+const LIMITS: [Limits; 2] = [
+    Limits {
+        max_size: DEFAULT_MAX_SIZE,
+        mem_available: Some(1 << 40),
+    },
+    Limits {
+        max_size: DEFAULT_MAX_SIZE,
+        mem_available: Some(16 << 20),
+    },
+];
+
+/// One input: errors are fine, a panic is a finding.
+pub fn run(data: &[u8]) {
+    let _ = blob::decode(data);
+
+    let Ok(params) = WorkloadParams::decode(data) else {
+        return;
+    };
+    let names = workload::names();
+    for limits in &LIMITS {
+        match validate::validate(&params, &names, limits) {
+            Ok(()) => accepted(&params),
+            Err(e) => {
+                let _ = e.to_string();
+            }
+        }
+    }
+}
+
+/// What happens to a request that passed validation, short of RDMA.
+fn accepted(params: &WorkloadParams) {
+    let _ = (params.cm(), params.completion());
+    // The timed loops' stop time, as the workloads compute it.
+    let _stop_at = Instant::now() + validate::duration(params);
+    if fabric_session::is_fabric(&params.workload) {
+        match fabric_session::validate(params) {
+            Ok(()) if params.workload == "fabric-write" => {
+                // The client's one control message must fit a message slot.
+                let fill = FabricMessage::RandomFill(fabric_session::random_fill(params, 1)).encode();
+                assert!(fill.len() <= MSG_SLOT_SIZE, "RandomFill of {} B", fill.len());
+            }
+            Ok(()) => {}
+            Err(e) => {
+                let _ = e.to_string();
+            }
+        }
+        let _ = fabric_session::provider(params);
+    } else if tcp_session::is_tcp(&params.workload) {
+        // bulk-tcp is served by its own session (no verbs registry entry);
+        // the fuzz target used to panic here on the registry lookup.
+        let _ = validate::bulk_total(params);
+    } else {
+        workload::lookup(&params.workload).expect("a validated name is in the registry");
+        let _ = workload::queue_depth(params);
+        let _ = workload::iterations(params);
+        let _ = workload::size(params);
+        let _ = workload::pattern(params);
+        let _ = validate::effective_max_size(params);
+    }
+    for role in [Role::Server, Role::Client] {
+        let spec = SessionSpec {
+            id: "fuzz".into(),
+            params: params.clone(),
+            role,
+            bind_addr: "10.77.0.1".into(),
+        };
+        let _deadline = Instant::now() + spec.timeout();
+    }
+}
