@@ -254,6 +254,14 @@ impl Lab {
             &self.spec.fabric.to_string(),
         );
         self.dir.save(&state)?;
+        // Before anything exists: from here on the lab is known as live.
+        lab_state::registry::register(&lab_state::registry::RegistryEntry {
+            id: state.id.clone(),
+            lab: state.lab.clone(),
+            provider: state.provider.clone(),
+            state_dir: self.dir.root().to_path_buf(),
+            created: state.created_at.clone(),
+        })?;
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         let keys = self.node_keys(&key)?;
         let secret = self.load_or_create_agent_secret()?;
@@ -535,6 +543,11 @@ impl Lab {
         }
         provider.delete(&self.dir, state.as_ref()).await?;
         self.dir.remove()?;
+        // Last: until everything is gone the registry says the lab is live,
+        // so `down --leaked` never takes it for another lab's leftovers.
+        if let Some(state) = state.filter(|s| !s.id.is_empty()) {
+            lab_state::registry::unregister(&state.id)?;
+        }
         Ok(())
     }
 

@@ -38,6 +38,8 @@ async fn test_up_against_moto_fails_cleanly_and_leaves_nothing() {
     std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
     std::env::set_var("AWS_CONFIG_FILE", base.join("no-config"));
     std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", base.join("no-credentials"));
+    // The registry of live labs that `up` writes stays in the test's directory.
+    std::env::set_var("XDG_STATE_HOME", base.join("xdg-state"));
     std::env::remove_var("AWS_PROFILE");
     std::env::remove_var("LABCTL_STATE_DIR");
     let client = moto.client("us-east-1");

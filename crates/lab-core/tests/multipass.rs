@@ -145,6 +145,8 @@ impl Standin {
         paths.extend(std::env::split_paths(path));
         std::env::set_var("PATH", std::env::join_paths(paths).unwrap());
         std::env::set_var("MP_STANDIN_DIR", &dir);
+        // The registry of live labs that `up` writes stays in the test's directory.
+        std::env::set_var("XDG_STATE_HOME", dir.join("xdg-state"));
         std::env::remove_var("MP_STANDIN_FAIL");
         std::env::remove_var("MP_STANDIN_HANG");
         Standin { dir, _guard: guard }

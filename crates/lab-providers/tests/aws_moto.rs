@@ -13,7 +13,7 @@ use std::time::Duration;
 use aws_sdk_ec2::Client;
 use common::{some_linux_ami, tagged, temp_dir, Moto};
 use lab_model::{Fabric, LabSpec, LabsFile};
-use lab_providers::aws::{scan_leaked, AwsError, AwsProvider, AwsState, Waits};
+use lab_providers::aws::{scan_leaked, AwsError, AwsProvider, AwsState, Leftover, Waits};
 use lab_providers::{Provider, ProviderError};
 use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
@@ -327,15 +327,24 @@ async fn test_leaked_resources_are_listed_then_deleted() {
     let (kept, kept_dir) = f.lab("kept", "t3.medium", "rxe", "");
     let kept_state = f.create(&kept, &kept_dir).await.unwrap();
     let (lost, lost_dir) = f.lab("lost", "t3.medium", "rxe", "");
-    f.create(&lost, &lost_dir).await.unwrap();
+    let lost_state = f.create(&lost, &lost_dir).await.unwrap();
     std::fs::remove_dir_all(lost_dir.root()).unwrap();
 
     let owner = lab_providers::aws::default_owner();
     let labs_file = f.base.join("labs.yaml");
-    let known = |lab: &str| LabDir::for_lab(&labs_file, lab).exists();
+    let known = |l: &Leftover| LabDir::for_lab(&labs_file, &l.lab).exists();
     let scan = scan_leaked(f.client.clone(), &owner, known).await.unwrap();
     let labs: Vec<&str> = scan.leftovers.iter().map(|l| l.lab.as_str()).collect();
     assert_eq!(labs, vec!["lost"; 7], "{:?}", scan.leftovers);
+    // Every resource carries the lab's id, which `down --leaked` checks
+    // against the registry of live labs and deletes by.
+    assert!(
+        scan.leftovers
+            .iter()
+            .all(|l| l.lab_id.as_deref() == Some(lost_state.id.as_str())),
+        "{:?}",
+        scan.leftovers
+    );
     let kinds: Vec<&str> = scan.leftovers.iter().map(|l| l.kind).collect();
     for kind in [
         "instance",

@@ -12,10 +12,12 @@
 //! # Layout
 //! - the state directory, its files and its lock (re-exported at the root).
 //! - [`progress`]: the `Reporter` trait and the `step` helper.
+//! - [`registry`]: the per-user registry of live labs (id -> state directory).
 //! - [`text`]: the last lines of a text or a file.
 #![warn(missing_docs)]
 
 pub mod progress;
+pub mod registry;
 mod state;
 pub mod text;
 

@@ -79,6 +79,15 @@ impl LabDir {
         }
     }
 
+    /// The state directory `root` of `lab`, as recorded elsewhere (the
+    /// registry of live labs).
+    pub fn at(root: &Path, lab: &str) -> LabDir {
+        LabDir {
+            root: absolute(root),
+            lab: lab.to_string(),
+        }
+    }
+
     /// The state directory of `lab` of the built-in labs (no labs.yaml):
     /// `$LABCTL_STATE_DIR/<lab>` when set, else the user's state directory,
     /// `$XDG_STATE_HOME/labctl/<lab>` (`~/.local/state/labctl/<lab>`), so a
@@ -287,6 +296,11 @@ pub enum Phase {
 pub struct LabState {
     /// [`STATE_SCHEMA`].
     pub schema: u32,
+    /// The lab's random id (16 hex digits), made at its first `up`: the key
+    /// of its entry in the user's registry of live labs and a tag on its
+    /// cloud resources. Empty in states written by an older labctl.
+    #[serde(default)]
+    pub id: String,
     /// The lab's name.
     pub lab: String,
     /// `qemu`, `multipass`, `aws`.
@@ -309,6 +323,7 @@ impl LabState {
     pub fn new(lab: &str, provider: &str, fabric: &str) -> LabState {
         LabState {
             schema: STATE_SCHEMA,
+            id: format!("{:016x}", rand::random::<u64>()),
             lab: lab.to_string(),
             provider: provider.to_string(),
             fabric: fabric.to_string(),

@@ -42,6 +42,9 @@ pub const TAG_OWNER: &str = "labctl:owner";
 pub const TAG_CREATED: &str = "labctl:created";
 /// Tag holding the node an instance is.
 pub const TAG_NODE: &str = "labctl:node";
+/// Tag key: the lab's random id (`state.json`'s `id`), which tells two labs
+/// of one name apart and keys the user's registry of live labs.
+pub const TAG_LAB_ID: &str = "labctl:lab-id";
 /// The port rdma-agent listens on inside every node (loopback only).
 pub const AGENT_PORT: u16 = 7470;
 /// The address space of a VPC labctl creates, and its one subnet.
@@ -262,13 +265,24 @@ pub fn resource_name(lab: &str) -> String {
     format!("labctl-{lab}")
 }
 
-/// One EC2 call's context, for errors.
+/// One EC2 call's context: the lab (and, when known, its id, which
+/// narrows every lookup to that one lab), for filters and errors.
 struct Ctx<'a> {
     lab: &'a str,
+    lab_id: Option<&'a str>,
     region: &'a str,
 }
 
 impl Ctx<'_> {
+    /// The filters that select this lab's resources.
+    fn filters(&self) -> Vec<Filter> {
+        let mut filters = vec![lab_filter(self.lab)];
+        if let Some(id) = self.lab_id {
+            filters.push(filter(&format!("tag:{TAG_LAB_ID}"), &[id]));
+        }
+        filters
+    }
+
     fn err<E, R>(&self, operation: &'static str, resource: &str, e: aws_sdk_ec2::error::SdkError<E, R>) -> AwsError
     where
         E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -278,13 +292,14 @@ impl Ctx<'_> {
     }
 }
 
-/// The tags of every resource of `lab`, plus `Name` and any `extra`.
-fn tags(lab: &str, owner: &str, created: &str, name: &str, extra: &[(&str, &str)]) -> Vec<Tag> {
+/// The tags of every resource of the lab of `plan`, plus `Name` and any `extra`.
+fn tags(plan: &Plan<'_>, name: &str, extra: &[(&str, &str)]) -> Vec<Tag> {
     [
         ("Name", name),
-        (TAG_LAB, lab),
-        (TAG_OWNER, owner),
-        (TAG_CREATED, created),
+        (TAG_LAB, plan.lab),
+        (TAG_LAB_ID, plan.id.as_str()),
+        (TAG_OWNER, plan.owner),
+        (TAG_CREATED, plan.created.as_str()),
     ]
     .iter()
     .chain(extra)
@@ -353,7 +368,7 @@ impl Ec2<'_> {
         let mut pages = self
             .client
             .describe_instances()
-            .filters(lab_filter(self.ctx.lab))
+            .set_filters(Some(self.ctx.filters()))
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
@@ -396,7 +411,7 @@ impl Ec2<'_> {
         let groups = self
             .client
             .describe_security_groups()
-            .filters(lab_filter(ctx.lab))
+            .set_filters(Some(ctx.filters()))
             .send()
             .await
             .map_err(|e| ctx.err("DescribeSecurityGroups", &what, e))?;
@@ -406,7 +421,7 @@ impl Ec2<'_> {
         let keys = self
             .client
             .describe_key_pairs()
-            .filters(lab_filter(ctx.lab))
+            .set_filters(Some(ctx.filters()))
             .send()
             .await
             .map_err(|e| ctx.err("DescribeKeyPairs", &what, e))?;
@@ -419,7 +434,7 @@ impl Ec2<'_> {
             let groups = self
                 .client
                 .describe_placement_groups()
-                .filters(lab_filter(ctx.lab))
+                .set_filters(Some(ctx.filters()))
                 .send()
                 .await
                 .map_err(|e| ctx.err("DescribePlacementGroups", &what, e))?;
@@ -430,7 +445,7 @@ impl Ec2<'_> {
         let gateways = self
             .client
             .describe_internet_gateways()
-            .filters(lab_filter(ctx.lab))
+            .set_filters(Some(ctx.filters()))
             .send()
             .await
             .map_err(|e| ctx.err("DescribeInternetGateways", &what, e))?;
@@ -448,7 +463,7 @@ impl Ec2<'_> {
         let subnets = self
             .client
             .describe_subnets()
-            .filters(lab_filter(ctx.lab))
+            .set_filters(Some(ctx.filters()))
             .send()
             .await
             .map_err(|e| ctx.err("DescribeSubnets", &what, e))?;
@@ -458,7 +473,7 @@ impl Ec2<'_> {
         let vpcs = self
             .client
             .describe_vpcs()
-            .filters(lab_filter(ctx.lab))
+            .set_filters(Some(ctx.filters()))
             .send()
             .await
             .map_err(|e| ctx.err("DescribeVpcs", &what, e))?;
@@ -627,11 +642,12 @@ struct Plan<'a> {
     efa: bool,
     owner: &'a str,
     created: String,
+    id: String,
 }
 
 impl Plan<'_> {
     fn tags(&self, name: &str, extra: &[(&str, &str)]) -> Vec<Tag> {
-        tags(self.lab, self.owner, &self.created, name, extra)
+        tags(self, name, extra)
     }
 }
 
@@ -1046,7 +1062,11 @@ impl AwsProvider {
     pub async fn check(&self, lab: &str) -> Result<(), AwsError> {
         let spec = self.spec(lab)?.clone();
         let (client, region) = self.client(lab, None).await?;
-        let ctx = Ctx { lab, region: &region };
+        let ctx = Ctx {
+            lab,
+            lab_id: None,
+            region: &region,
+        };
         // Credentials first, so that a missing key is not reported as
         // whatever the first EC2 call happens to fail with.
         if let Some(credentials) = self.credentials.get() {
@@ -1144,6 +1164,7 @@ impl AwsProvider {
             client: &client,
             ctx: Ctx {
                 lab: &lab.name,
+                lab_id: None,
                 region: &region,
             },
             waits: self.waits,
@@ -1154,6 +1175,7 @@ impl AwsProvider {
             efa: lab.fabric == Fabric::Efa,
             owner: &self.owner,
             created: state.created_at.clone(),
+            id: state.id.clone(),
         };
         let mut aws = AwsState::from_lab_state(state).unwrap_or_default();
         aws.region = region.clone();
@@ -1314,10 +1336,29 @@ impl AwsProvider {
     /// Removes every resource of `lab`: those recorded in `recorded` and
     /// those carrying its tag.
     pub async fn delete_lab(&self, lab: &str, recorded: Option<&AwsState>) -> Result<(), AwsError> {
+        self.delete_tagged(lab, None, recorded).await
+    }
+
+    /// Removes every resource of lab `lab` whose id tag is `lab_id` (another
+    /// lab of the same name keeps its own).
+    pub async fn delete_lab_by_id(&self, lab: &str, lab_id: &str) -> Result<(), AwsError> {
+        self.delete_tagged(lab, Some(lab_id), None).await
+    }
+
+    async fn delete_tagged(
+        &self,
+        lab: &str,
+        lab_id: Option<&str>,
+        recorded: Option<&AwsState>,
+    ) -> Result<(), AwsError> {
         let (client, region) = self.client(lab, recorded.map(|r| r.region.as_str())).await?;
         let ec2 = Ec2 {
             client: &client,
-            ctx: Ctx { lab, region: &region },
+            ctx: Ctx {
+                lab,
+                lab_id,
+                region: &region,
+            },
             waits: self.waits,
         };
         let mut found = Found::default();
@@ -1392,6 +1433,7 @@ impl Provider for AwsProvider {
             client: &client,
             ctx: Ctx {
                 lab: &lab,
+                lab_id: None,
                 region: &aws.region,
             },
             waits: self.waits,
@@ -1433,6 +1475,9 @@ impl Provider for AwsProvider {
 pub struct Leftover {
     /// The lab it belongs to.
     pub lab: String,
+    /// `labctl:lab-id`: the lab's random id; `None` on resources of an older
+    /// labctl, which tagged by name only.
+    pub lab_id: Option<String>,
     /// `instance`, `security-group`, `key-pair`, `placement-group`, `vpc`, `subnet`, `internet-gateway`.
     pub kind: &'static str,
     /// Its id or name.
@@ -1450,6 +1495,7 @@ pub async fn find_leftovers(client: &Client, owner: &str) -> Result<(Vec<Leftove
     let region = client.config().region().map(|r| r.to_string()).unwrap_or_default();
     let ctx = Ctx {
         lab: "(any)",
+        lab_id: None,
         region: &region,
     };
     let owned = filter(&format!("tag:{TAG_OWNER}"), &[owner]);
@@ -1459,6 +1505,7 @@ pub async fn find_leftovers(client: &Client, owner: &str) -> Result<(Vec<Leftove
         if let (Some(id), Some(lab)) = (id, tag_value(tags, TAG_LAB)) {
             out.push(Leftover {
                 lab: lab.to_string(),
+                lab_id: tag_value(tags, TAG_LAB_ID).map(str::to_string),
                 kind,
                 id: id.to_string(),
                 owner: tag_value(tags, TAG_OWNER).unwrap_or_default().to_string(),
@@ -1533,7 +1580,7 @@ pub async fn find_leftovers(client: &Client, owner: &str) -> Result<(Vec<Leftove
     for v in vpcs.vpcs() {
         push("vpc", v.vpc_id(), v.tags());
     }
-    out.sort_by(|a, b| (&a.lab, a.kind, &a.id).cmp(&(&b.lab, b.kind, &b.id)));
+    out.sort_by(|a, b| (&a.lab, &a.lab_id, a.kind, &a.id).cmp(&(&b.lab, &b.lab_id, b.kind, &b.id)));
     Ok((out, notes))
 }
 
@@ -1550,12 +1597,15 @@ pub struct LeakedScan {
 }
 
 /// Lists the resources `owner` tagged in `client`'s region whose lab
-/// `is_known` rejects (a lab with a state directory is `labctl down`'s
-/// business, not a leak).
-pub async fn scan_leaked(client: Client, owner: &str, is_known: impl Fn(&str) -> bool) -> Result<LeakedScan, AwsError> {
+/// `is_known` rejects (a live lab is `labctl down`'s business, not a leak).
+pub async fn scan_leaked(
+    client: Client,
+    owner: &str,
+    is_known: impl Fn(&Leftover) -> bool,
+) -> Result<LeakedScan, AwsError> {
     let region = client.config().region().map(|r| r.to_string()).unwrap_or_default();
     let (mut leftovers, notes) = find_leftovers(&client, owner).await?;
-    leftovers.retain(|l| !is_known(&l.lab));
+    leftovers.retain(|l| !is_known(l));
     Ok(LeakedScan {
         region,
         leftovers,
@@ -1565,20 +1615,27 @@ pub async fn scan_leaked(client: Client, owner: &str, is_known: impl Fn(&str) ->
 }
 
 impl LeakedScan {
-    /// Deletes every lab's leftovers (by tag, in dependency order).
+    /// Deletes every leaked lab's resources (by tag, in dependency order):
+    /// by the lab's id where the resources carry one, so a live lab of the
+    /// same name keeps its own; by name for an older labctl's resources.
     pub async fn delete(&self, waits: Waits) -> Result<(), AwsError> {
-        let mut labs: Vec<&str> = self.leftovers.iter().map(|l| l.lab.as_str()).collect();
+        let mut labs: Vec<(&str, Option<&str>)> = self
+            .leftovers
+            .iter()
+            .map(|l| (l.lab.as_str(), l.lab_id.as_deref()))
+            .collect();
         labs.dedup();
-        for lab in labs {
+        for (lab, lab_id) in labs {
             let efa = self
                 .leftovers
                 .iter()
-                .any(|l| l.lab == lab && l.kind == "placement-group");
+                .any(|l| l.lab == lab && l.lab_id.as_deref() == lab_id && l.kind == "placement-group");
             let fabric = if efa { Fabric::Efa } else { Fabric::Rxe };
-            AwsProvider::with_client(self.client.clone(), None, fabric)
-                .with_waits(waits)
-                .delete_lab(lab, None)
-                .await?;
+            let provider = AwsProvider::with_client(self.client.clone(), None, fabric).with_waits(waits);
+            match lab_id {
+                Some(id) => provider.delete_lab_by_id(lab, id).await?,
+                None => provider.delete_lab(lab, None).await?,
+            }
         }
         Ok(())
     }

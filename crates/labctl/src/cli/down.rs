@@ -1,6 +1,7 @@
 //! `labctl down`: remove everything of the lab; nothing to do is success.
 //! `labctl down --leaked`: find, and with confirmation delete, AWS resources
-//! labctl tagged for labs that no longer have a state directory here.
+//! labctl tagged for labs that are no longer live: not in the user's
+//! registry of live labs, or whose state directory is gone.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -16,7 +17,8 @@ use super::global::{lock_wait, open_lab, GlobalArgs};
 #[derive(Debug, ClapArgs)]
 pub struct DownArgs {
     /// Instead of one lab: list AWS resources tagged by labctl (for this
-    /// user@host) whose lab has no state here, in the regions of the file's
+    /// user@host) whose lab is not live (not in this user's registry of
+    /// labs, or its state directory is gone), in the regions of the file's
     /// aws labs and AWS_REGION, and offer to delete them.
     #[arg(long)]
     pub leaked: bool,
@@ -62,7 +64,14 @@ async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
         );
     }
     let owner = aws::default_owner();
-    let known = |lab: &str| source.lab_dir(lab).exists();
+    // A lab is live while the registry's entry for its id points at a state
+    // directory that holds that id, wherever it was brought up from.
+    // Resources of a labctl from before lab ids carry only the lab's name:
+    // for those, a state directory beside this labs file is what counts.
+    let known = |l: &aws::Leftover| match &l.lab_id {
+        Some(id) => lab_state::registry::is_live(id),
+        None => source.lab_dir(&l.lab).exists(),
+    };
     let mut scans = Vec::new();
     for region in &regions {
         let client = aws::client_from_env(Some(region)).await;
@@ -79,12 +88,20 @@ async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
         println!("no leaked labctl resources of {owner} in {}", regions.join(", "));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<14} {:<20} {:<17} {:<24} CREATED", "REGION", "LAB", "KIND", "ID");
+    println!(
+        "{:<14} {:<20} {:<17} {:<17} {:<24} CREATED",
+        "REGION", "LAB", "LAB ID", "KIND", "ID"
+    );
     for scan in &scans {
         for l in &scan.leftovers {
             println!(
-                "{:<14} {:<20} {:<17} {:<24} {}",
-                scan.region, l.lab, l.kind, l.id, l.created
+                "{:<14} {:<20} {:<17} {:<17} {:<24} {}",
+                scan.region,
+                l.lab,
+                l.lab_id.as_deref().unwrap_or("-"),
+                l.kind,
+                l.id,
+                l.created
             );
         }
     }
@@ -106,6 +123,11 @@ async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
         scan.delete(aws::Waits::default())
             .await
             .with_context(|| format!("deleting leaked resources in {}", scan.region))?;
+        // A lab whose state directory was removed by hand leaves its
+        // registry entry behind; its resources are gone now, so is it.
+        for id in scan.leftovers.iter().filter_map(|l| l.lab_id.as_deref()) {
+            lab_state::registry::unregister(id)?;
+        }
     }
     println!("deleted {total} leaked resources");
     Ok(ExitCode::SUCCESS)

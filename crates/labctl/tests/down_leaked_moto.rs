@@ -1,0 +1,129 @@
+//! `labctl down --leaked` against moto, as a user runs it (issue 15 item 3):
+//! two aws labs brought up from two directories (their `up` fails at the SSH
+//! wait, moto's instances never answer, and `--keep-on-failure` keeps them);
+//! run from the first directory, `--leaked` lists neither; once the second
+//! lab's state directory is removed by hand it lists exactly that lab's
+//! resources, and `--yes` deletes those and nothing of the first lab.
+//! One test, because it sets process-wide environment variables.
+
+#[path = "../../lab-providers/tests/common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{some_linux_ami, tagged, temp_dir, Moto};
+use lab_core::lab::{Lab, UpOptions};
+use lab_state::progress::Silent;
+
+fn write_lab(dir: &Path, name: &str, ami: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("labs.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "labs:\n  - name: {name}\n    provider: aws\n    aws:\n      region: us-east-1\n      instance_type: t3.medium\n      ami: {ami}\n      ssh_cidr: 198.51.100.7/32\n      ssh_address: private\n    nodes:\n      - name: server\n      - name: client\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `labctl -f LABS down --leaked [--yes]`: (exit code, stdout, stderr).
+fn down_leaked(labs: &Path, yes: bool) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_labctl"));
+    cmd.arg("-f").arg(labs).args(["down", "--leaked"]);
+    if yes {
+        cmd.arg("--yes");
+    }
+    let out = cmd.current_dir(labs.parent().unwrap()).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn test_down_leaked_lists_and_deletes_only_the_lab_whose_state_is_gone() {
+    let moto = Moto::start();
+    let base = temp_dir("leaked");
+    // This binary has this one test, so nothing else reads the environment
+    // while it changes. XDG_STATE_HOME keeps the registry of live labs in
+    // the test's own directory.
+    std::env::set_var("AWS_ENDPOINT_URL", &moto.endpoint);
+    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+    std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+    std::env::set_var("AWS_CONFIG_FILE", base.join("no-config"));
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", base.join("no-credentials"));
+    std::env::set_var("XDG_STATE_HOME", base.join("xdg-state"));
+    std::env::remove_var("AWS_PROFILE");
+    std::env::remove_var("AWS_REGION");
+    std::env::remove_var("LABCTL_STATE_DIR");
+    let client = moto.client("us-east-1");
+    let ami = some_linux_ami(&client).await;
+    let agent = base.join("rdma-agent");
+    std::fs::write(&agent, b"not deployed: up fails before the agent step").unwrap();
+    let opts = UpOptions {
+        keep_on_failure: true,
+        agent_binary: agent,
+        ssh_wait: Duration::from_secs(3),
+        lock_wait: Duration::from_secs(5),
+    };
+
+    // Two labs, each brought up from its own project directory and kept.
+    let alpha_file = write_lab(&base.join("project-a"), "alpha", &ami);
+    let beta_file = write_lab(&base.join("project-b"), "beta", &ami);
+    let alpha = Lab::open(&alpha_file, None).unwrap();
+    let beta = Lab::open(&beta_file, None).unwrap();
+    alpha.up(&opts, &Silent).await.unwrap_err();
+    beta.up(&opts, &Silent).await.unwrap_err();
+    let alpha_resources = tagged(&client, "alpha").await;
+    let beta_resources = tagged(&client, "beta").await;
+    assert_eq!(alpha_resources.len(), 7, "{alpha_resources:?}");
+    assert_eq!(beta_resources.len(), 7, "{beta_resources:?}");
+    let registry = lab_state::registry::entries_in(&lab_state::registry::registry_dir());
+    assert_eq!(registry.len(), 2, "{registry:?}");
+
+    // From project A, beta is another directory's lab, and live: not leaked.
+    // (Before lab ids it was listed, and --yes deleted it.)
+    let (code, stdout, stderr) = down_leaked(&alpha_file, false);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("no leaked labctl resources"), "{stdout}{stderr}");
+
+    // beta's state directory removed by hand: its resources are leaked, and
+    // they are all that is listed.
+    let beta_id = beta.state().unwrap().id;
+    std::fs::remove_dir_all(beta.dir.root()).unwrap();
+    let (code, stdout, stderr) = down_leaked(&alpha_file, false);
+    eprintln!("{stdout}");
+    assert_eq!(code, 1, "no tty and no --yes: nothing deleted\n{stdout}{stderr}");
+    assert!(stdout.contains("7 leaked resources; re-run with --yes"), "{stdout}");
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("us-east-1")).collect();
+    assert_eq!(rows.len(), 7, "{stdout}");
+    assert!(
+        rows.iter().all(|r| r.contains(" beta ") && r.contains(&beta_id)),
+        "{stdout}"
+    );
+
+    // --yes deletes exactly those.
+    let (code, stdout, stderr) = down_leaked(&alpha_file, true);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("deleted 7 leaked resources"), "{stdout}");
+    assert_eq!(tagged(&client, "beta").await, vec![]);
+    assert_eq!(tagged(&client, "alpha").await, alpha_resources);
+
+    // beta's registry entry went with its resources; alpha's own `down`
+    // removes alpha and its entry.
+    let left: Vec<String> = lab_state::registry::entries_in(&lab_state::registry::registry_dir())
+        .into_iter()
+        .map(|e| e.lab)
+        .collect();
+    assert_eq!(left, vec!["alpha".to_string()]);
+    assert!(alpha.down(Duration::from_secs(5)).await.unwrap());
+    assert_eq!(tagged(&client, "alpha").await, vec![]);
+    assert!(lab_state::registry::entries_in(&lab_state::registry::registry_dir()).is_empty());
+    let _ = std::fs::remove_dir_all(&base);
+}
