@@ -10,38 +10,19 @@ mod common;
 
 use std::time::Duration;
 
-use common::{some_linux_ami, tagged, temp_dir, Moto};
+use common::{aws_environment_for, some_linux_ami, tagged, temp_dir, write_aws_lab, Moto};
 use lab_core::lab::{Lab, LabError, UpOptions};
 use lab_state::progress::Silent;
 
 fn write_lab(dir: &std::path::Path, name: &str, ami: &str) -> std::path::PathBuf {
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(
-        &path,
-        format!(
-            "labs:\n  - name: {name}\n    provider: aws\n    aws:\n      region: us-east-1\n      instance_type: t3.medium\n      ami: {ami}\n      ssh_cidr: 198.51.100.7/32\n      ssh_address: private\n    nodes:\n      - name: server\n      - name: client\n"
-        ),
-    )
-    .unwrap();
-    path
+    write_aws_lab(&dir.join(format!("{name}.yaml")), name, ami)
 }
 
 #[tokio::test]
 async fn test_up_against_moto_fails_cleanly_and_leaves_nothing() {
     let moto = Moto::start();
     let base = temp_dir("up");
-    // This binary has this one test, so nothing else reads the environment
-    // while it changes.
-    std::env::set_var("AWS_ENDPOINT_URL", &moto.endpoint);
-    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-    std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-    std::env::set_var("AWS_CONFIG_FILE", base.join("no-config"));
-    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", base.join("no-credentials"));
-    // The registry of live labs that `up` writes stays in the test's directory.
-    std::env::set_var("XDG_STATE_HOME", base.join("xdg-state"));
-    std::env::remove_var("AWS_PROFILE");
-    std::env::remove_var("LABCTL_STATE_DIR");
+    aws_environment_for(&moto, &base);
     let client = moto.client("us-east-1");
     let ami = some_linux_ami(&client).await;
     let agent = base.join("rdma-agent");

@@ -13,21 +13,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{some_linux_ami, tagged, temp_dir, Moto};
+use common::{aws_environment_for, some_linux_ami, tagged, temp_dir, write_aws_lab, Moto};
 use lab_core::lab::{Lab, UpOptions};
 use lab_state::progress::Silent;
 
 fn write_lab(dir: &Path, name: &str, ami: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join("labs.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "labs:\n  - name: {name}\n    provider: aws\n    aws:\n      region: us-east-1\n      instance_type: t3.medium\n      ami: {ami}\n      ssh_cidr: 198.51.100.7/32\n      ssh_address: private\n    nodes:\n      - name: server\n      - name: client\n"
-        ),
-    )
-    .unwrap();
-    path
+    write_aws_lab(&dir.join("labs.yaml"), name, ami)
 }
 
 /// `labctl -f LABS down --leaked [--yes]`: (exit code, stdout, stderr).
@@ -49,19 +40,8 @@ fn down_leaked(labs: &Path, yes: bool) -> (i32, String, String) {
 async fn test_down_leaked_lists_and_deletes_only_the_lab_whose_state_is_gone() {
     let moto = Moto::start();
     let base = temp_dir("leaked");
-    // This binary has this one test, so nothing else reads the environment
-    // while it changes. XDG_STATE_HOME keeps the registry of live labs in
-    // the test's own directory.
-    std::env::set_var("AWS_ENDPOINT_URL", &moto.endpoint);
-    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
-    std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-    std::env::set_var("AWS_CONFIG_FILE", base.join("no-config"));
-    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", base.join("no-credentials"));
-    std::env::set_var("XDG_STATE_HOME", base.join("xdg-state"));
-    std::env::remove_var("AWS_PROFILE");
-    std::env::remove_var("AWS_REGION");
-    std::env::remove_var("LABCTL_STATE_DIR");
+    // The registry of live labs stays under `base` (XDG_STATE_HOME).
+    aws_environment_for(&moto, &base);
     let client = moto.client("us-east-1");
     let ami = some_linux_ami(&client).await;
     let agent = base.join("rdma-agent");

@@ -223,3 +223,38 @@ pub fn node_keys(spec: &lab_model::LabSpec) -> lab_providers::NodeKeys {
             .collect(),
     }
 }
+
+/// Points the AWS SDK of this process (and of the labctl processes it
+/// starts) at `moto` with test keys, the way a user's environment would:
+/// AWS_ENDPOINT_URL, the key variables, no config or credentials files, no
+/// profile, region or LABCTL_STATE_DIR; and the registry of live labs that
+/// `up` writes goes under `base`. Only for a test binary with one test:
+/// nothing else may read the environment while it changes.
+pub fn aws_environment_for(moto: &Moto, base: &std::path::Path) {
+    std::env::set_var("AWS_ENDPOINT_URL", &moto.endpoint);
+    std::env::set_var("AWS_ACCESS_KEY_ID", "testing");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "testing");
+    std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+    std::env::set_var("AWS_CONFIG_FILE", base.join("no-config"));
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", base.join("no-credentials"));
+    std::env::set_var("XDG_STATE_HOME", base.join("xdg-state"));
+    std::env::remove_var("AWS_PROFILE");
+    std::env::remove_var("AWS_REGION");
+    std::env::remove_var("LABCTL_STATE_DIR");
+}
+
+/// Writes `file` holding one two-node aws lab `name` (us-east-1, image `ami`,
+/// SSH to private addresses); returns its path.
+pub fn write_aws_lab(file: &std::path::Path, name: &str, ami: &str) -> PathBuf {
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(
+        file,
+        format!(
+            "labs:\n  - name: {name}\n    provider: aws\n    aws:\n      region: us-east-1\n      instance_type: t3.medium\n      ami: {ami}\n      ssh_cidr: 198.51.100.7/32\n      ssh_address: private\n    nodes:\n      - name: server\n      - name: client\n"
+        ),
+    )
+    .unwrap();
+    file.to_path_buf()
+}
