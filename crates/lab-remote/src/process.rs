@@ -41,18 +41,20 @@ kill -KILL "-$pgid" 2>/dev/null
 exit 0"#;
 
 /// Exits 0 as soon as TCP port `$1` listens on the node (IPv4 or IPv6),
-/// 1 after `$2` checks 0.2 s apart. Reads /proc, so it needs neither ss nor
-/// netstat.
+/// 1 once `$2` seconds have passed by the node's clock. Bounded by time, not
+/// by a count of checks: on a slow (emulated) node each check takes longer,
+/// and a count-bounded loop outlived the caller's own deadline, leaving a
+/// `sleep` behind after the step ended. Reads /proc, so it needs neither ss
+/// nor netstat.
 const WAIT_LISTENING: &str = r#"hex=$(printf ':%04X' "$1")
-i=0
-while [ $i -lt "$2" ]; do
+end=$(( $(date +%s) + $2 ))
+while :; do
   if awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
     exit 0
   fi
+  [ "$(date +%s)" -lt "$end" ] || exit 1
   sleep 0.2
-  i=$((i + 1))
-done
-exit 1"#;
+done"#;
 
 /// A fresh name for a process-group note on a node.
 pub fn note_path(label: &str) -> String {
@@ -75,10 +77,10 @@ pub fn stop_group(note: &str) -> RemoteCommand {
     RemoteCommand::script_with(STOP_GROUP, [note])
 }
 
-/// Exits 0 once TCP `port` listens on the node, 1 after about `seconds`.
+/// Exits 0 once TCP `port` listens on the node, 1 after `seconds` (at
+/// least 1) by the node's clock.
 pub fn wait_listening(port: u16, seconds: u64) -> RemoteCommand {
-    let checks = (seconds.max(1) * 5).to_string();
-    RemoteCommand::script_with(WAIT_LISTENING, [port.to_string(), checks])
+    RemoteCommand::script_with(WAIT_LISTENING, [port.to_string(), seconds.max(1).to_string()])
 }
 
 #[cfg(test)]
