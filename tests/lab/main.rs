@@ -30,6 +30,7 @@ mod report;
 mod security;
 mod util;
 mod verbs_example;
+mod verdicts;
 mod workloads;
 
 use std::process::ExitCode;
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
     lab_trials.extend(verbs_example::trials(&lab));
     lab_trials.extend(workloads::trials(&lab));
     lab_trials.extend(patterns::trials(&lab));
+    lab_trials.extend(verdicts::trials(&lab));
     lab_trials.extend(bulk::trials(&lab));
     lab_trials.extend(impair::trials(&lab));
     lab_trials.extend(report::trials(&lab));

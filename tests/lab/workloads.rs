@@ -279,7 +279,19 @@ fn test_size_sweep_reports_every_power_of_two(lab: &Labctl) -> Result<(), Failed
         .collect();
     let want: Vec<u64> = (1..=14).map(|k| 1u64 << k).collect();
     check(sizes == want, || format!("sweep sizes {sizes:?}"))?;
-    verified(&r)
+    verified(&r)?;
+    // write-lat's sweep: one done message per size carries that size's pings,
+    // and the server's verdict wants as many echoes at every size.
+    let lat = run_json(lab, &["write-lat", "--all-sizes", "--max-size", "256", "-n", "10"])?;
+    verified(&lat)?;
+    let points = lat["sweep"].as_array().ok_or("no write-lat sweep")?;
+    check(
+        points.len() == 8 && points.iter().all(|p| p["iterations"] == 10),
+        || format!("write-lat sweep points: {points:?}"),
+    )?;
+    check(lat["server"]["ops"] == 80, || {
+        format!("server echoed {}", lat["server"]["ops"])
+    })
 }
 
 fn test_send_recv_ping_pong_with_completion_events(lab: &Labctl) -> Result<(), Failed> {

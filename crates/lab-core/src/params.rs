@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use agent_proto::v1::{CmMode, CompletionMode};
+use agent_proto::v1::{CmMode, CompletionMode, Fault};
 use lab_model::suite::{SuiteCm, SuiteCompletion, SuiteStep, DEFAULT_TIMEOUT_S};
 use lab_model::workloads::is_fabric;
 
@@ -53,6 +53,8 @@ pub struct WorkloadRequest {
     pub seed: Option<u64>,
     /// Negative test: the client uses a corrupted rkey.
     pub corrupt_rkey: bool,
+    /// Negative test: inject this fault (the verdict must catch it).
+    pub fault: Option<Fault>,
     /// Negative test: the client targets this `ADDR:RKEY`.
     pub use_capability: Option<String>,
     /// fabric-* only: the libfabric provider.
@@ -113,6 +115,9 @@ impl WorkloadRequest {
         params.batches = self.batches.unwrap_or(params.batches);
         params.seed = self.seed.unwrap_or(params.seed);
         params.corrupt_rkey = self.corrupt_rkey;
+        if let Some(fault) = self.fault {
+            params.set_fault(fault);
+        }
         params.capability_override = self.use_capability.clone().unwrap_or_default();
         if let Some(provider) = &self.provider {
             if !is_fabric(&self.workload) {

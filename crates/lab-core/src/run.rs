@@ -199,27 +199,6 @@ fn explain_link_failure(e: RunError, server: &NodeState, client: &NodeState) -> 
     }
 }
 
-/// atomic-bw: only the two sides together know the expected value. The
-/// server reads its word back; it must equal the fetch-and-adds (each adds 1)
-/// the client saw complete, over all QPs.
-fn check_atomic_count(server: &mut SideResult, client: &SideResult) {
-    if !server.checked || !server.verified {
-        return;
-    }
-    if server.atomic_final == client.ops {
-        server.verify_detail = format!(
-            "remote word is {}, the client's completed fetch-and-adds",
-            server.atomic_final
-        );
-    } else {
-        server.verified = false;
-        server.verify_detail = format!(
-            "remote word is {}, but the client completed {} fetch-and-adds",
-            server.atomic_final, client.ops
-        );
-    }
-}
-
 /// Overall verdict: every side that checked passed, and somebody checked.
 pub fn overall_verified(server: &SideResult, client: &SideResult) -> bool {
     (server.checked || client.checked) && (!server.checked || server.verified) && (!client.checked || client.verified)
@@ -369,7 +348,7 @@ pub async fn run_workload(
         &mut on_progress,
     )
     .await;
-    let (mut server_side, client_side) = match result {
+    let (server_side, client_side) = match result {
         Ok(sides) => sides,
         Err(e) => {
             // Free both sides' resources; each agent also times out on its own.
@@ -384,9 +363,6 @@ pub async fn run_workload(
         }
     };
 
-    if params.workload == "atomic-bw" {
-        check_atomic_count(&mut server_side, &client_side);
-    }
     let counters = match counters_before {
         Some((server_before, client_before)) => {
             let (server_after, client_after) = futures::join!(server.counters(port), client.counters(port));
@@ -573,22 +549,6 @@ mod tests {
             verified,
             ..Default::default()
         }
-    }
-
-    #[test]
-    fn test_atomic_bw_word_must_match_the_clients_count() {
-        let client = SideResult {
-            ops: 120,
-            ..Default::default()
-        };
-        let mut server = side(true, true);
-        server.atomic_final = 120;
-        check_atomic_count(&mut server, &client);
-        assert!(server.verified, "{}", server.verify_detail);
-        server.atomic_final = 119;
-        check_atomic_count(&mut server, &client);
-        assert!(!server.verified);
-        assert!(server.verify_detail.contains("119") && server.verify_detail.contains("120"));
     }
 
     #[test]

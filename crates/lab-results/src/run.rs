@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_proto::v1::{CmMode, CompletionMode, NodeInfoReply, SideResult, WorkloadParams};
+use agent_proto::v1::{CmMode, CompletionMode, Fault, NodeInfoReply, SideResult, WorkloadParams};
 use lab_model::workloads::is_fabric;
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +63,9 @@ pub struct ParamsRecord {
     /// bulk-* workloads: bytes moved in `size`-byte chunks (absent elsewhere).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
+    /// Negative test: the fault the run injected ("skip", "corrupt"; absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 impl ParamsRecord {
@@ -93,6 +96,11 @@ impl ParamsRecord {
             capability_override: (!p.capability_override.is_empty()).then(|| p.capability_override.clone()),
             provider: is_fabric(&p.workload).then(|| p.provider.clone()),
             total: (p.total > 0).then_some(p.total),
+            fault: match p.fault() {
+                Fault::None => None,
+                Fault::Skip => Some("skip".into()),
+                Fault::Corrupt => Some("corrupt".into()),
+            },
         }
     }
 }

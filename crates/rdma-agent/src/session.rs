@@ -13,8 +13,10 @@
 //!   gets the client's endpoint through Connect and the client gets the
 //!   server's through Run, and each takes its QP to RTR/RTS with them.
 //!
-//! The end of a run is a zero-length SEND_WITH_IMM carrying [`DONE_IMM`] from
-//! the client, so the server knows when to verify in both modes.
+//! The end of a run is a SEND_WITH_IMM carrying [`DONE_IMM`] from the client,
+//! so the server knows when to verify in both modes: zero-length, or 8 bytes
+//! holding the client's operation count where the server's verdict needs it
+//! (a server of one-sided operations cannot count them itself).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
@@ -227,6 +229,13 @@ where
     Ok((handle, endpoint_rx))
 }
 
+/// The client's done messages: without and with a count, from one 8-byte buffer.
+struct DoneChains {
+    ctrl: BufId,
+    plain: SendChain,
+    counted: SendChain,
+}
+
 /// Everything a workload sees of its side of the session.
 pub struct Side {
     /// The QP, CQ and buffers.
@@ -254,7 +263,7 @@ pub struct Side {
     spin_polls: bool,
     start: Instant,
     cpu_start: CpuTimes,
-    done_chain: Option<SendChain>,
+    done: Option<DoneChains>,
     psn: u32,
     gid: [u8; 16],
     sgid_index: u8,
@@ -403,25 +412,51 @@ impl Side {
 
     /// Client: tells the server the run is over, and waits until it was delivered.
     pub fn send_done(&mut self) -> Result<(), SessionError> {
-        if self.done_chain.is_none() {
+        self.post_done(None)
+    }
+
+    /// Client: as [`Side::send_done`], the message carrying `count`, the
+    /// operations this side did (8 bytes, little-endian), so that the
+    /// server's verdict compares it with what it saw. The server's receive
+    /// for it must hold 8 bytes.
+    pub fn send_done_counting(&mut self, count: u64) -> Result<(), SessionError> {
+        self.post_done(Some(count))
+    }
+
+    fn post_done(&mut self, count: Option<u64>) -> Result<(), SessionError> {
+        if self.done.is_none() {
             let ctrl = self.link.add_buffer(8, crate::verbs::Access::Local)?;
-            self.done_chain = Some(self.link.send_chain(&[SendWr {
-                wr_id: OpKind::Done.wr_id(0),
-                op: SendOp::SendImm {
-                    local: LocalSlice {
-                        buf: ctrl,
-                        offset: 0,
-                        len: 0,
+            let chain = |len| {
+                self.link.send_chain(&[SendWr {
+                    wr_id: OpKind::Done.wr_id(0),
+                    op: SendOp::SendImm {
+                        local: LocalSlice {
+                            buf: ctrl,
+                            offset: 0,
+                            len,
+                        },
+                        imm: DONE_IMM,
                     },
-                    imm: DONE_IMM,
-                },
-                signaled: true,
-                inline: false,
-            }])?);
+                    signaled: true,
+                    inline: false,
+                }])
+            };
+            self.done = Some(DoneChains {
+                ctrl,
+                plain: chain(0)?,
+                counted: chain(8)?,
+            });
         }
-        let mut chain = self.done_chain.take().expect("built above");
-        let posted = self.link.post_send(&mut chain);
-        self.done_chain = Some(chain);
+        let mut done = self.done.take().expect("built above");
+        let chain = match count {
+            Some(n) => {
+                self.link.buffer_mut(done.ctrl).copy_from_slice(&n.to_le_bytes());
+                &mut done.counted
+            }
+            None => &mut done.plain,
+        };
+        let posted = self.link.post_send(chain);
+        self.done = Some(done);
         posted?;
         loop {
             let c = self.next_completion("the done notification's completion")?;
@@ -429,6 +464,12 @@ impl Side {
                 return Ok(());
             }
         }
+    }
+
+    /// The count a done message carried ([`Side::send_done_counting`]), read
+    /// from the bytes its receive landed in; None for a plain done.
+    pub fn done_count(c: &Completion, received: &[u8]) -> Option<u64> {
+        (c.byte_len == 8 && received.len() >= 8).then(|| u64::from_le_bytes(received[..8].try_into().expect("8 bytes")))
     }
 
     /// Whether a completion is the client's done notification.
@@ -697,7 +738,7 @@ fn new_side(
         spin_polls: false,
         start: Instant::now(),
         cpu_start: CpuTimes::thread_now(),
-        done_chain: None,
+        done: None,
         psn: initial_psn(),
         gid: [0; 16],
         sgid_index: 0,

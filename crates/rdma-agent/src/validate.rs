@@ -1,7 +1,7 @@
 //! Request checks done before any RDMA resource is touched, so a bad request
 //! fails fast with InvalidArgument naming the field and the allowed range.
 
-use agent_proto::v1::WorkloadParams;
+use agent_proto::v1::{Fault, WorkloadParams};
 
 /// Largest message size accepted unless the node has less memory to spare.
 pub const DEFAULT_MAX_SIZE: u64 = 64 * 1024 * 1024;
@@ -36,6 +36,62 @@ pub fn bulk_total(params: &WorkloadParams) -> u64 {
     } else {
         params.size.saturating_mul(params.iterations)
     }
+}
+
+/// The faults a workload can inject and then catch in its verdict (`fault`).
+/// A lost WRITE or READ is not among them: the server of a one-sided
+/// operation sees only its memory, and the next operation overwrites (or
+/// reads) the same bytes, so nothing could tell; those runs inject a corrupted
+/// byte. An atomic's operand is not data: those runs inject a lost operation.
+pub fn injectable_faults(workload: &str) -> &'static [Fault] {
+    match workload {
+        "write-imm" | "send-recv" | "send-bw" | "send-lat" | "write-lat" | "inference-ring" => {
+            &[Fault::Skip, Fault::Corrupt]
+        }
+        "write-read" | "read" | "write-bw" | "read-bw" | "read-lat" => &[Fault::Corrupt],
+        "atomic" | "atomic-bw" | "atomic-lat" => &[Fault::Skip],
+        _ => &[],
+    }
+}
+
+fn fault_name(fault: Fault) -> &'static str {
+    match fault {
+        Fault::None => "none",
+        Fault::Skip => "skip",
+        Fault::Corrupt => "corrupt",
+    }
+}
+
+fn check_fault(params: &WorkloadParams) -> Result<(), ValidationError> {
+    let fault = Fault::try_from(params.fault).map_err(|_| ValidationError::FieldOutOfRange {
+        field: "fault",
+        value: i128::from(params.fault),
+        range: "0 (none), 1 (skip) or 2 (corrupt)",
+    })?;
+    if fault == Fault::None {
+        return Ok(());
+    }
+    let supported = injectable_faults(&params.workload);
+    if !supported.contains(&fault) {
+        return Err(ValidationError::FaultNotInjectable {
+            workload: params.workload.clone(),
+            fault: fault_name(fault),
+            supported: if supported.is_empty() {
+                "none".into()
+            } else {
+                supported.iter().map(|f| fault_name(*f)).collect::<Vec<_>>().join(", ")
+            },
+        });
+    }
+    // write-lat's one-byte ping is all counter, which every ping rewrites.
+    if params.workload == "write-lat" && fault == Fault::Corrupt && !params.all_sizes && params.size < 2 {
+        return Err(ValidationError::FieldOutOfRange {
+            field: "size",
+            value: i128::from(params.size),
+            range: ">= 2 for write-lat with fault corrupt (a 1-byte ping is only its counter)",
+        });
+    }
+    Ok(())
 }
 
 /// The {addr, rkey} of `params.capability_override`, when set and well formed.
@@ -111,6 +167,16 @@ pub enum ValidationError {
         value: String,
         /// What it should look like.
         expected: &'static str,
+    },
+    /// A fault the workload cannot inject (and so could not show caught).
+    #[error("{workload} cannot inject fault {fault}; it can inject: {supported}")]
+    FaultNotInjectable {
+        /// The workload.
+        workload: String,
+        /// The fault asked for.
+        fault: &'static str,
+        /// What it can inject.
+        supported: String,
     },
     /// A bulk transfer's total outside 1 B .. the limit.
     #[error("total {total} B is out of range: must be 1 B ..= {limit} B ({why}); total 0 means size x iterations")]
@@ -283,6 +349,7 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
         "0 (default) ..= 1000000",
     )?;
     check_pattern_workloads(params, limits)?;
+    check_fault(params)?;
     if params.cq_moderation > 0 && params.tx_depth > 0 && params.cq_moderation > params.tx_depth {
         return Err(ValidationError::FieldOutOfRange {
             field: "cq_moderation",
@@ -385,6 +452,35 @@ mod tests {
             gid_index: -1,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn faults_are_taken_only_where_the_verdict_can_catch_them() {
+        let names = &["write-read", "write-bw", "write-lat", "atomic-bw", "fabric-bw"];
+        let with = |workload: &str, fault: Fault, size: u64| {
+            let mut p = params(size);
+            p.workload = workload.into();
+            p.set_fault(fault);
+            validate(&p, names, &limits())
+        };
+        assert_eq!(with("write-read", Fault::Corrupt, 64), Ok(()));
+        assert_eq!(with("atomic-bw", Fault::Skip, 8), Ok(()));
+        assert_eq!(with("write-lat", Fault::Skip, 1), Ok(()));
+        let err = with("write-bw", Fault::Skip, 64).unwrap_err().to_string();
+        assert_eq!(err, "write-bw cannot inject fault skip; it can inject: corrupt");
+        let err = with("fabric-bw", Fault::Corrupt, 64).unwrap_err().to_string();
+        assert!(err.ends_with("it can inject: none"), "{err}");
+        // A 1-byte write-lat ping is all counter: nothing to corrupt.
+        assert!(matches!(
+            with("write-lat", Fault::Corrupt, 1),
+            Err(ValidationError::FieldOutOfRange { field: "size", .. })
+        ));
+        let mut unknown = params(8);
+        unknown.fault = 7;
+        assert!(matches!(
+            validate(&unknown, names, &limits()),
+            Err(ValidationError::FieldOutOfRange { field: "fault", .. })
+        ));
     }
 
     #[test]

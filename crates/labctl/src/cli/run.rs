@@ -5,13 +5,22 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use lab_core::agent_proto::v1::{CmMode, CompletionMode};
+use lab_core::agent_proto::v1::{CmMode, CompletionMode, Fault};
 use lab_core::params::WorkloadRequest;
 use lab_core::run::run_workload;
 use lab_model::workloads::WORKLOADS;
 use lab_results::run::RunRecord;
 
 use super::global::{open_lab, GlobalArgs};
+
+/// A fault to inject (`--inject-fault`).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum InjectFault {
+    /// One operation is lost: the client counts one that never took effect.
+    Skip,
+    /// One byte of the data's source is flipped after it was filled.
+    Corrupt,
+}
 
 /// How the two sides connect.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -96,6 +105,12 @@ pub struct RunArgs {
     /// Negative test: the client uses a corrupted rkey (expect IBV_WC_REM_ACCESS_ERR).
     #[arg(long)]
     pub corrupt_rkey: bool,
+    /// Negative test: inject a fault and see the verdict catch it (the run must end
+    /// not verified): `skip` loses one operation (the client counts one that never took
+    /// effect), `corrupt` flips one byte of the data's source. Each workload takes the
+    /// faults it can detect; others are refused.
+    #[arg(long, value_enum, value_name = "FAULT")]
+    pub inject_fault: Option<InjectFault>,
     /// Negative test: the client targets ADDR:RKEY (e.g. a past run's `mr_addr`/`mr_rkey`)
     /// instead of the server's current buffer; memory of a finished run is deregistered,
     /// so expect IBV_WC_REM_ACCESS_ERR.
@@ -148,6 +163,10 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         batches: run.batches,
         seed: Some(run.seed),
         corrupt_rkey: run.corrupt_rkey,
+        fault: run.inject_fault.map(|f| match f {
+            InjectFault::Skip => Fault::Skip,
+            InjectFault::Corrupt => Fault::Corrupt,
+        }),
         use_capability: run.use_capability.clone(),
         provider: run.provider.clone(),
         total: run.total,

@@ -2,9 +2,9 @@
 //! server's memory. Every returned old value is checked, the final value is
 //! read back by the client, and the server checks its word after done.
 
-use agent_proto::v1::{Role, SideResult};
+use agent_proto::v1::{Fault, Role, SideResult};
 
-use super::{iterations, post_done_recv, verdict, OpKind, Workload};
+use super::{injects, iterations, note_skip, post_done_recv, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
@@ -83,7 +83,12 @@ impl Workload for Atomic {
             signaled: true,
             inline: false,
         }])?;
+        let skip = injects(side, Fault::Skip);
         for i in 0..iters {
+            if skip && i == 0 {
+                note_skip(side, "the first fetch-and-add is never posted");
+                continue;
+            }
             fetch_add.set_wr_id(0, OpKind::FetchAdd.wr_id(i));
             side.link.post_send(&mut fetch_add)?;
             side.next_completion("the FETCH_AND_ADD completion")?;

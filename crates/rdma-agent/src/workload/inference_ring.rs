@@ -10,9 +10,9 @@
 
 use std::time::Instant;
 
-use agent_proto::v1::{Role, SideResult, WorkloadParams};
+use agent_proto::v1::{Fault, Role, SideResult, WorkloadParams};
 
-use super::{pattern, size, verdict, OpKind, Workload};
+use super::{corrupt_byte, injects, note_skip, pattern, size, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
@@ -170,6 +170,10 @@ fn consume(side: &mut Side) -> Result<SideResult, SessionError> {
         side.link.post_send(&mut credit)?;
     }
     let n = ledger.expected;
+    let due = batches(&side.params);
+    if n != due {
+        ledger.problem(format!("{n} batches arrived, the run has {due}"));
+    }
     let mut result = side.base_result();
     result.bytes = n * len as u64;
     result.ops = n;
@@ -196,7 +200,12 @@ fn consume(side: &mut Side) -> Result<SideResult, SessionError> {
 fn produce(side: &mut Side) -> Result<SideResult, SessionError> {
     let len = size(&side.params);
     let k = slots(&side.params);
-    let n = batches(&side.params);
+    let mut n = batches(&side.params);
+    if injects(side, Fault::Skip) {
+        n -= 1;
+        note_skip(side, format!("batch {n}, the last, is never posted"));
+    }
+    let corrupt = injects(side, Fault::Corrupt);
     let p = pattern(&side.params);
     if side.peer.len < (k * len) as u64 {
         return Err(SessionError::Protocol(format!(
@@ -238,6 +247,9 @@ fn produce(side: &mut Side) -> Result<SideResult, SessionError> {
         if next < n && credits > 0 && !in_flight[slot] {
             p.derive(next)
                 .fill(&mut side.link.buffer_mut(staging)[slot * len..(slot + 1) * len], 0);
+            if corrupt && next == 0 {
+                corrupt_byte(side, staging, len / 2, "batch 0's staging slot");
+            }
             chains[slot].set_imm(0, next as u32);
             posted_at.push(Instant::now());
             side.link.post_send(&mut chains[slot])?;

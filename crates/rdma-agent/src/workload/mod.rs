@@ -178,6 +178,24 @@ pub fn post_done_recv(side: &mut Side) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// Whether this run injects `fault` (a negative test, see [`agent_proto::v1::Fault`]).
+pub fn injects(side: &Side, fault: agent_proto::v1::Fault) -> bool {
+    side.params.fault() == fault
+}
+
+/// A FAULT_CORRUPT run: flips byte `offset` of `buf` (the data's source,
+/// after it was filled) and says so in the result's facts.
+pub fn corrupt_byte(side: &mut Side, buf: crate::verbs::BufId, offset: usize, whose: &str) {
+    side.link.buffer_mut(buf)[offset] ^= 0xFF;
+    side.facts
+        .insert("fault".into(), format!("corrupt: byte {offset} of {whose} flipped"));
+}
+
+/// A FAULT_SKIP run: records what was left out.
+pub fn note_skip(side: &mut Side, what: impl Into<String>) {
+    side.facts.insert("fault".into(), format!("skip: {}", what.into()));
+}
+
 /// Result fields for a verification outcome.
 pub fn verdict(result: &mut agent_proto::v1::SideResult, outcome: Result<String, String>) {
     result.checked = true;

@@ -25,9 +25,9 @@
 
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{Role, SideResult, SizePoint};
+use agent_proto::v1::{Fault, Role, SideResult, SizePoint};
 
-use super::{pattern, verdict, OpKind, Workload};
+use super::{corrupt_byte, injects, note_skip, pattern, verdict, OpKind, Workload};
 use crate::metrics::{bandwidth, latency, PeakTracker};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
@@ -69,6 +69,11 @@ pub fn recv_ring(params: &agent_proto::v1::WorkloadParams, message_len: usize) -
     wanted.min(RECV_RING_BYTES / message_len.max(1)).max(8)
 }
 
+/// Bytes of one server receive: a message, or at least the done message's count.
+fn recv_slot_len(message_len: usize) -> usize {
+    message_len.max(8)
+}
+
 fn sizes(side: &Side, op: PerfOp) -> Vec<u64> {
     if op == PerfOp::Atomic {
         return vec![8];
@@ -103,6 +108,9 @@ impl Workload for Perf {
                 let exposed = side.link.add_buffer(len, Access::Remote)?;
                 if self.op == PerfOp::Read {
                     pattern(&side.params).fill(side.link.buffer_mut(exposed), 0);
+                    if injects(side, Fault::Corrupt) {
+                        corrupt_byte(side, exposed, 0, "the server's buffer (the READs' source)");
+                    }
                 }
                 side.exposed = Some(exposed);
                 // Receives for SENDs (and the done message), reposted as they complete.
@@ -111,12 +119,13 @@ impl Workload for Perf {
                 } else {
                     1
                 };
-                let rx = side.link.add_buffer(len * slots, Access::Local)?;
+                let slot_len = recv_slot_len(len);
+                let rx = side.link.add_buffer(slot_len * slots, Access::Local)?;
                 let slices: Vec<LocalSlice> = (0..slots)
                     .map(|s| LocalSlice {
                         buf: rx,
-                        offset: s * len,
-                        len: if self.op == PerfOp::Send { len } else { 0 },
+                        offset: s * slot_len,
+                        len: slot_len,
                     })
                     .collect();
                 let mut chain = side.link.recv_chain(&slices, OpKind::Recv.wr_id(0))?;
@@ -138,6 +147,9 @@ impl Workload for Perf {
                 let buf = side.link.add_buffer(len, Access::Local)?;
                 if matches!(self.op, PerfOp::Write | PerfOp::Send) {
                     pattern(&side.params).fill(side.link.buffer_mut(buf), 0);
+                    if injects(side, Fault::Corrupt) {
+                        corrupt_byte(side, buf, 0, "the client's source buffer");
+                    }
                 }
                 side.bufs = vec![buf];
                 if self.op == PerfOp::Send && self.latency {
@@ -172,25 +184,56 @@ impl Workload for Perf {
         let mut sweep = Vec::new();
         let mut problems = Vec::new();
         let (mut total_bytes, mut total_ops) = (0u64, 0u64);
-        for (n, size) in sizes(side, self.op).into_iter().enumerate() {
-            if n > 0 && self.write_ping_pong() {
-                // The server echoes until the done message; one per size.
-                side.send_done()?;
-            }
+        let sizes = sizes(side, self.op);
+        let last = sizes.len() - 1;
+        for (n, size) in sizes.into_iter().enumerate() {
             side.progress("run", total_bytes, total_ops, format!("size {size} B"));
-            let point = if self.latency {
+            let mut point = if self.latency {
                 self.measure_latency(side, size as usize, &mut problems)?
             } else {
                 self.measure_bandwidth(side, size as usize, &mut problems)?
             };
+            if n == 0 && injects(side, Fault::Skip) {
+                // One operation counted that never took effect, as if it were lost.
+                point.iterations += 1;
+                note_skip(
+                    side,
+                    format!(
+                        "the client counts {} operations at {size} B and did {}",
+                        point.iterations,
+                        point.iterations - 1
+                    ),
+                );
+            }
+            if self.write_ping_pong() && n < last {
+                // The server echoes until the done message; one per size, with its pings.
+                side.send_done_counting(point.iterations)?;
+            }
             total_bytes += point.size * point.iterations;
             total_ops += point.iterations;
             sweep.push(point);
         }
-        side.send_done()?;
+        let mut atomic_final = None;
+        if self.op == PerfOp::Atomic {
+            // Every fetch-and-add added 1 to a word that started at 0.
+            let word = self.read_remote_word(side)?;
+            if word != total_ops {
+                problems.push(format!(
+                    "the remote word is {word} after the run: the client counted {total_ops} fetch-and-adds"
+                ));
+            }
+            atomic_final = Some(word);
+        }
+        let done_count = if self.write_ping_pong() {
+            sweep.last().map_or(0, |p| p.iterations)
+        } else {
+            total_ops
+        };
+        side.send_done_counting(done_count)?;
         let mut result = side.base_result();
         result.bytes = total_bytes;
         result.ops = total_ops;
+        result.atomic_final = atomic_final.unwrap_or_default();
         let last = sweep.last().cloned().unwrap_or_default();
         result.bw = last.bw;
         result.lat = last.lat;
@@ -203,20 +246,21 @@ impl Workload for Perf {
             .insert("cq_moderation".into(), cq_moderation(side).to_string());
         result.facts.insert("post_list".into(), post_list(side).to_string());
         let checked = match self.op {
-            PerfOp::Read => "client checked the bytes it read",
-            PerfOp::Write if self.latency => "client checked every echo the server wrote back",
-            _ => "the server checks the bytes/final value",
+            PerfOp::Read => "client checked the bytes it read".to_string(),
+            PerfOp::Write if self.latency => "client checked every echo the server wrote back".to_string(),
+            PerfOp::Atomic => format!("client read the remote word back: {total_ops}, one per fetch-and-add"),
+            _ => "the server checks the bytes and the count".to_string(),
         };
         verdict(
             &mut result,
             if problems.is_empty() {
-                Ok(checked.to_string())
+                Ok(checked)
             } else {
                 Err(problems.join("; "))
             },
         );
-        if self.op != PerfOp::Read && !self.write_ping_pong() && problems.is_empty() {
-            // Only the server's check counts for these.
+        if matches!(self.op, PerfOp::Write | PerfOp::Send) && !self.write_ping_pong() && problems.is_empty() {
+            // The client has nothing to check: only the server's check counts.
             result.verified = false;
             result.checked = false;
         }
@@ -349,6 +393,35 @@ impl Perf {
             PerfOp::Send => OpKind::Send,
             PerfOp::Atomic => OpKind::FetchAdd,
         }
+    }
+
+    /// atomic-bw/lat client: READs the server's word after the run (outside the timed loop).
+    fn read_remote_word(&self, side: &mut Side) -> Result<u64, SessionError> {
+        let local = LocalSlice {
+            buf: side.bufs[0],
+            offset: 0,
+            len: 8,
+        };
+        let mut read = side.link.send_chain(&[SendWr {
+            wr_id: OpKind::Read.wr_id(0),
+            op: SendOp::Read {
+                local,
+                remote_addr: side.peer.addr,
+                rkey: side.peer.rkey,
+            },
+            signaled: true,
+            inline: false,
+        }])?;
+        side.link.post_send(&mut read)?;
+        loop {
+            let c = side.next_completion("the READ of the atomic word")?;
+            if c.wr_id == OpKind::Read.wr_id(0) {
+                break;
+            }
+        }
+        Ok(u64::from_ne_bytes(
+            side.link.buffer(side.bufs[0])[..8].try_into().expect("8 bytes"),
+        ))
     }
 
     fn measure_bandwidth(
@@ -531,10 +604,12 @@ impl Perf {
     }
 
     /// Server of write-lat, one size: echo every ping until the client's done.
-    /// Returns the pings echoed and the verdict on the last one.
+    /// Returns the pings echoed and the verdict: as many pings as the client
+    /// counted (at least one), the last one holding the pattern and counter.
     fn echo_writes(&self, side: &mut Side, size: usize) -> Result<(u64, Result<(), String>), SessionError> {
         let exposed = side.exposed.expect("prepared");
-        let src = side.bufs[1];
+        let (rx, src) = (side.bufs[0], side.bufs[1]);
+        let mut client_count = None;
         let local = LocalSlice {
             buf: src,
             offset: 0,
@@ -552,6 +627,7 @@ impl Perf {
                 // moved on to the next size: that byte is not a ping.
                 if let Some(c) = side.try_completion()? {
                     if Side::is_done(&c) {
+                        client_count = Side::done_count(&c, side.link.buffer(rx));
                         break;
                     }
                 }
@@ -562,6 +638,7 @@ impl Perf {
                     let c = side.next_completion("the write-lat echo's completion")?;
                     if Side::is_done(&c) {
                         // The client saw the echo and stopped before our ACK came back.
+                        client_count = Side::done_count(&c, side.link.buffer(rx));
                         done = true;
                     } else {
                         break;
@@ -572,6 +649,7 @@ impl Perf {
             }
             if let Some(c) = side.try_completion()? {
                 if Side::is_done(&c) {
+                    client_count = Side::done_count(&c, side.link.buffer(rx));
                     break;
                 }
                 continue;
@@ -584,16 +662,17 @@ impl Perf {
         }
         let restore = echo_pattern(side).byte_at(size as u64 - 1);
         side.link.buffer_mut(src)[size - 1] = restore;
-        let verdict = if echoed == 0 {
-            Ok(())
-        } else {
-            check_ping(
+        let verdict = match client_count {
+            None => Err(format!("at {size} B: the client's done message carried no ping count")),
+            Some(n) if n != echoed => Err(format!("at {size} B: echoed {echoed} pings, the client counted {n}")),
+            Some(_) if echoed == 0 => Err(format!("at {size} B: no pings")),
+            Some(_) => check_ping(
                 side.link.buffer(exposed),
                 size,
                 &pattern(&side.params),
                 tag(echoed - 1),
                 "ping",
-            )
+            ),
         };
         Ok((echoed, verdict))
     }
@@ -621,7 +700,7 @@ impl Perf {
             &mut result,
             if problems.is_empty() {
                 Ok(format!(
-                    "echoed {pings} pings; each size's last ping held the client's pattern and counter"
+                    "echoed {pings} pings, as many as the client counted; each size's last ping held the client's pattern and counter"
                 ))
             } else {
                 Err(problems.join("; "))
@@ -712,7 +791,7 @@ impl Perf {
             let wait = if side.event_mode() { "event" } else { "poll" };
             side.facts.insert("server_wait".into(), wait.into());
         }
-        let len = buffer_len(side, self.op);
+        let slot_len = recv_slot_len(buffer_len(side, self.op));
         let rx = side.bufs[0];
         let mut recvs = side.recvs.take().expect("prepared");
         let mut echo = if self.op == PerfOp::Send && self.latency {
@@ -734,19 +813,23 @@ impl Perf {
         let mut echo_chains = std::collections::HashMap::new();
         let mut received = 0u64;
         let mut problem = None;
+        let client_count;
         loop {
             let c = side.next_completion("messages and the done notification")?;
             if OpKind::name_of(c.wr_id) == "SEND" {
                 continue;
             }
+            let slot = OpKind::seq(c.wr_id) as usize;
             if Side::is_done(&c) {
+                client_count = Side::done_count(&c, &side.link.buffer(rx)[slot * slot_len..]);
                 break;
             }
-            let slot = OpKind::seq(c.wr_id) as usize;
             received += 1;
             let n = c.byte_len as usize;
             if problem.is_none() && self.op == PerfOp::Send {
-                if let Err(m) = pattern(&side.params).verify(&side.link.buffer(rx)[slot * len..slot * len + n], 0) {
+                if let Err(m) =
+                    pattern(&side.params).verify(&side.link.buffer(rx)[slot * slot_len..slot * slot_len + n], 0)
+                {
                     problem = Some(format!("message {received} ({n} B): {m}"));
                 }
             }
@@ -766,7 +849,7 @@ impl Perf {
                         inline: n <= side.params.inline_size as usize,
                     }])?);
                 }
-                let data = side.link.buffer(rx)[slot * len..slot * len + n].to_vec();
+                let data = side.link.buffer(rx)[slot * slot_len..slot * slot_len + n].to_vec();
                 side.link.buffer_mut(side.bufs[1])[..n].copy_from_slice(&data);
                 let chain = echo_chains.get_mut(&n).expect("inserted");
                 side.link.post_send(chain)?;
@@ -788,13 +871,24 @@ impl Perf {
                 .verify(side.link.buffer(exposed), 0)
                 .map(|()| "served READs; buffer unchanged".to_string())
                 .map_err(|m| format!("server buffer changed: {m}")),
-            PerfOp::Atomic => Ok(format!(
-                "remote word counted {} fetch-and-adds",
-                u64::from_ne_bytes(side.link.buffer(exposed)[..8].try_into().expect("8 bytes"))
-            )),
-            PerfOp::Send => problem
-                .clone()
-                .map_or_else(|| Ok(format!("{received} messages verified")), Err),
+            PerfOp::Atomic => {
+                let word = u64::from_ne_bytes(side.link.buffer(exposed)[..8].try_into().expect("8 bytes"));
+                match client_count {
+                    Some(n) if n == word => Ok(format!(
+                        "the word counted {word} fetch-and-adds, as many as the client did"
+                    )),
+                    Some(n) => Err(format!("the word counted {word} fetch-and-adds, the client did {n}")),
+                    None => Err("the client's done message carried no operation count".into()),
+                }
+            }
+            PerfOp::Send => match (problem.clone(), client_count) {
+                (Some(m), _) => Err(m),
+                (None, Some(n)) if n == received => {
+                    Ok(format!("{received} messages verified, as many as the client sent"))
+                }
+                (None, Some(n)) => Err(format!("received {received} messages, the client sent {n}")),
+                (None, None) => Err("the client's done message carried no message count".into()),
+            },
         };
         let mut result = side.base_result();
         result.ops = received;

@@ -1,9 +1,11 @@
 //! read: the server fills its buffer with the seeded pattern; the client
 //! READs it and verifies; the server checks its buffer was left untouched.
 
-use agent_proto::v1::{Role, SideResult};
+use agent_proto::v1::{Fault, Role, SideResult};
 
-use super::{iterations, pattern, post_done_recv, size, verdict, wait_for_done, OpKind, Workload};
+use super::{
+    corrupt_byte, injects, iterations, pattern, post_done_recv, size, verdict, wait_for_done, OpKind, Workload,
+};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
@@ -21,6 +23,9 @@ impl Workload for Read {
             Role::Server => {
                 let buf = side.link.add_buffer(len, Access::Remote)?;
                 pattern(&side.params).fill(side.link.buffer_mut(buf), 0);
+                if injects(side, Fault::Corrupt) {
+                    corrupt_byte(side, buf, len / 2, "the server's buffer (the READs' source)");
+                }
                 side.exposed = Some(buf);
                 post_done_recv(side)
             }

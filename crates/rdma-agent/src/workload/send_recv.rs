@@ -6,9 +6,9 @@
 
 use std::time::Instant;
 
-use agent_proto::v1::{Role, SideResult};
+use agent_proto::v1::{Fault, Role, SideResult};
 
-use super::{iterations, pattern, size, verdict, OpKind, Workload};
+use super::{corrupt_byte, injects, iterations, note_skip, pattern, size, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendChain, SendOp, SendWr};
 
@@ -161,7 +161,12 @@ fn stream(side: &mut Side) -> Result<SideResult, SessionError> {
         .map(|s| slot_chain(side, tx, s, len))
         .collect::<Result<Vec<_>, _>>()?;
     let mut in_flight = 0usize;
+    let (skip, corrupt) = (injects(side, Fault::Skip), injects(side, Fault::Corrupt));
     for i in 0..iters {
+        if skip && i == 0 {
+            note_skip(side, "message 0 is never sent");
+            continue;
+        }
         if in_flight == slots {
             side.next_completion("a SEND completion")?;
             in_flight -= 1;
@@ -169,6 +174,9 @@ fn stream(side: &mut Side) -> Result<SideResult, SessionError> {
         let slot = (i % slots as u64) as usize;
         p.derive(i)
             .fill(&mut side.link.buffer_mut(tx)[slot * len..(slot + 1) * len], 0);
+        if corrupt && i == 0 {
+            corrupt_byte(side, tx, slot * len + len / 2, "message 0");
+        }
         chains[slot].set_wr_id(0, OpKind::Send.wr_id(i));
         side.link.post_send(&mut chains[slot])?;
         in_flight += 1;
@@ -200,8 +208,16 @@ fn ping_pong(side: &mut Side) -> Result<SideResult, SessionError> {
     let mut send = slot_chain(side, tx, 0, len)?;
     let mut samples = Vec::with_capacity(iters as usize);
     let mut mismatch = None;
+    let (skip, corrupt) = (injects(side, Fault::Skip), injects(side, Fault::Corrupt));
     for i in 0..iters {
+        if skip && i == 0 {
+            note_skip(side, "message 0 is never sent");
+            continue;
+        }
         p.derive(i).fill(&mut side.link.buffer_mut(tx)[..len], 0);
+        if corrupt && i == 0 {
+            corrupt_byte(side, tx, len / 2, "message 0");
+        }
         send.set_wr_id(0, OpKind::Send.wr_id(i));
         let t0 = Instant::now();
         side.link.post_send(&mut send)?;

@@ -3,9 +3,9 @@
 //! WRITE_WITH_IMM (immediate = batches) as a pure notification. The server
 //! reports the immediates in arrival order and verifies every region.
 
-use agent_proto::v1::{Role, SideResult};
+use agent_proto::v1::{Fault, Role, SideResult};
 
-use super::{pattern, size, verdict, OpKind, Workload};
+use super::{corrupt_byte, injects, note_skip, pattern, size, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
@@ -110,8 +110,16 @@ impl Workload for WriteImm {
             p.derive(b as u64)
                 .fill(&mut side.link.buffer_mut(src)[b * len..(b + 1) * len], 0);
         }
+        if injects(side, Fault::Corrupt) {
+            corrupt_byte(side, src, len / 2, "batch 0's source");
+        }
+        let skip = injects(side, Fault::Skip);
         let mut sent = Vec::with_capacity(n as usize + 1);
         for b in 0..=n {
+            if skip && b == 0 {
+                note_skip(side, "batch 0 is never posted");
+                continue;
+            }
             // The last one carries no data: a pure notification.
             let slice_len = if b < n { len } else { 0 };
             let offset = (b as usize).min(n as usize - 1) * len;

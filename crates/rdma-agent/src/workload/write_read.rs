@@ -2,9 +2,11 @@
 //! (learned from the capability blob), READs it back into a separate buffer
 //! and compares; the server compares its own buffer after the done message.
 
-use agent_proto::v1::{Role, SideResult};
+use agent_proto::v1::{Fault, Role, SideResult};
 
-use super::{iterations, pattern, post_done_recv, size, verdict, wait_for_done, OpKind, Workload};
+use super::{
+    corrupt_byte, injects, iterations, pattern, post_done_recv, size, verdict, wait_for_done, OpKind, Workload,
+};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
@@ -79,6 +81,9 @@ impl Workload for WriteRead {
         for i in 0..iters {
             let p = pattern(&side.params).derive(i);
             p.fill(side.link.buffer_mut(src), 0);
+            if i + 1 == iters && injects(side, Fault::Corrupt) {
+                corrupt_byte(side, src, len / 2, "the last WRITE's source");
+            }
             side.link.buffer_mut(dst).fill(0);
             write.set_wr_id(0, OpKind::Write.wr_id(i));
             side.link.post_send(&mut write)?;
