@@ -36,6 +36,18 @@ const CASES: &[(&str, &str, &[&str], &str)] = &[
     ("send-lat", "skip", &["-n", "50", "--size", "64"], "the client sent"),
     ("send-lat", "corrupt", &["-n", "50", "--size", "64"], "message"),
     ("atomic-lat", "skip", &["-n", "50"], "fetch-and-add"),
+    ("mr-cache", "corrupt", &["-n", "30"], "differs"),
+    ("param-server", "corrupt", &["-n", "4"], "weights"),
+    (
+        "bulk-rdma",
+        "corrupt",
+        &["--total", "1MiB", "--size", "64KiB"],
+        "offset",
+    ),
+    ("bulk-tcp", "corrupt", &["--total", "1MiB", "--size", "64KiB"], "offset"),
+    ("fabric-write", "corrupt", &["-n", "8", "--size", "4096"], "page"),
+    ("fabric-bw", "skip", &["-n", "50", "--size", "4096"], "sequence number"),
+    ("fabric-lat", "corrupt", &["-n", "20", "--size", "64"], "ping"),
     ("inference-ring", "skip", &["--batches", "12"], "batches arrived"),
     ("inference-ring", "corrupt", &["--batches", "12"], "slot"),
 ];

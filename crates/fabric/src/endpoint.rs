@@ -471,6 +471,47 @@ impl Endpoint {
         Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
     }
 
+    /// Bytes `offset .. offset + len` of a local-only region, for restamping
+    /// one slot while writes from other slots of the region are in flight.
+    /// Fails while a posted write reads any byte of the range.
+    pub fn local_range_mut(&mut self, h: MrHandle, offset: usize, len: usize) -> Result<&mut [u8]> {
+        let mr = self.mr(h)?;
+        if mr.access != Access::Local {
+            return Err(FabricError::InvalidArgument(
+                "MR is remotely writable: use remote_bytes/remote_bytes_mut".into(),
+            ));
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|&end| end <= mr.buf.len)
+            .ok_or_else(|| {
+                FabricError::InvalidArgument(format!(
+                    "range {offset} + {len} is outside the MR's {} bytes",
+                    mr.buf.len
+                ))
+            })?;
+        let overlaps = |slot: &OpSlot| match slot.kind {
+            OpKind::Write {
+                mr: m,
+                offset: o,
+                len: l,
+                ..
+            } => m == h.0 && o < end && offset < o + l,
+            _ => false,
+        };
+        if self.inflight.values().any(|s| overlaps(s)) || self.pending.iter().any(|s| overlaps(s)) {
+            return Err(FabricError::InvalidArgument(format!(
+                "a write in flight reads bytes {offset}..{end} of this MR"
+            )));
+        }
+        let p = mr.buf.ptr;
+        // SAFETY: the range lies within the `len` bytes we own (checked above); no posted
+        // operation reads it (no in-flight or pending write overlaps it, and sends and
+        // receives use the message region, not this one); no peer has remote access to a
+        // local-only region; and `&mut self` excludes other borrows.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p.add(offset), len) })
+    }
+
     /// The bytes of a remotely accessible region.
     ///
     /// # Safety

@@ -5,18 +5,24 @@
 //! address, no MRs}; the server inserts it and answers CONNECT {its address,
 //! its target MR (bw) or none (lat)}. The answer is also the server's "ready".
 //!
-//! `fabric-bw` (per size of the run): the client keeps `depth` `fi_writemsg`
-//! of `size` bytes outstanding, each into the next of the server's slots
-//! (`slot = i mod slots`, `slots = min(depth, target MR / size)`), all from one
-//! source buffer holding the MT19937-64 stream of the run's seed. When the
-//! count (or time) is reached it drains the window and posts one final write
-//! carrying the size's write count as remote CQ data: the server knows the end
-//! and the count from that completion, and since the final write is posted
-//! only after every earlier one completed (`FI_DELIVERY_COMPLETE`), all data is
-//! in place when it sees it. The server checks every used slot against the
-//! stream (a mismatch names slot, byte of the MR and offset), zeroes them and
-//! answers SIZE-END, which lets the client start the next size. The client's
-//! clock runs from the first post to the final write's completion.
+//! `fabric-bw` (per size of the run): the client keeps up to `slots`
+//! `fi_writemsg` of `size` bytes outstanding (`slots = min(depth, target MR /
+//! size)`), write `i` into slot `i mod slots` of the server's target from the
+//! same slot of its source: the MT19937-64 stream of the run's seed with the
+//! write's sequence number `i` in its first (up to 8) bytes. (A slot is
+//! restamped only after the write that last used it completed, hence the
+//! window of `slots`.) When the count (or time) is reached it drains the
+//! window and posts one final write carrying the size's write count as remote
+//! CQ data: the server knows the end and the count from that completion, and
+//! since the final write is posted only after every earlier one completed
+//! (`FI_DELIVERY_COMPLETE`), all data is in place when it sees it. The server
+//! checks every used slot: it must hold the stream stamped with the last
+//! write the count puts there (so a count the writes do not back, or a lost
+//! write among the last `slots`, shows; an earlier one is overwritten by its
+//! successor in the same slot, which a target that sees only its memory cannot
+//! tell). A mismatch names slot, byte of the MR and offset. It zeroes the
+//! slots and answers SIZE-END, which lets the client start the next size. The
+//! client's clock runs from the first post to the final write's completion.
 //!
 //! `fabric-lat` (per size): a ping-pong of untagged messages as `fi_pingpong`
 //! does it (`fi_send`/`fi_recv` on an RDM endpoint): the client sends `size`
@@ -177,10 +183,13 @@ pub struct BwClient {
     server: PeerAddr,
     target: RemoteMr,
     source: MrHandle,
+    base: Vec<u8>,
+    claim_lost_write: bool,
 }
 
 impl BwClient {
-    /// Registers the source (the stream of `seed`, `max_size` bytes) and shakes hands.
+    /// Shakes hands, then registers the source: as many slots as the
+    /// server's target (at most [`TARGET_MAX`] bytes), filled per size.
     pub fn connect(
         ep: &mut Endpoint,
         server_address: &[u8],
@@ -188,8 +197,6 @@ impl BwClient {
         seed: u64,
         timeout: Duration,
     ) -> Result<BwClient, WriteError> {
-        let source = ep.register(max_size, Access::Local)?;
-        ep.local_bytes_mut(source)?.copy_from_slice(&stream(seed, max_size));
         let (server, answer) = connect(ep, server_address, timeout)?;
         let target = *answer
             .mrs
@@ -201,7 +208,32 @@ impl BwClient {
                 target.size
             )));
         }
-        Ok(BwClient { server, target, source })
+        let source = ep.register((target.size as usize).min(TARGET_MAX), Access::Local)?;
+        Ok(BwClient {
+            server,
+            target,
+            source,
+            base: stream(seed, max_size),
+            claim_lost_write: false,
+        })
+    }
+
+    /// Negative test: the next size's final count claims one write more than
+    /// was posted, as if one had been lost; the server's check must fail.
+    pub fn claim_a_lost_write(&mut self) {
+        self.claim_lost_write = true;
+    }
+
+    /// Slots of the target (and of the source) a size uses.
+    fn slots(&self, size: usize, depth: usize) -> usize {
+        (self.target.size as usize / size).clamp(1, depth.max(1))
+    }
+
+    /// Stamps write `seq` into its source slot.
+    fn stamp(&self, ep: &mut Endpoint, size: usize, slot: usize, seq: u64) -> Result<(), WriteError> {
+        let bytes = ep.local_range_mut(self.source, slot * size, size)?;
+        ping(&self.base[..size], seq, bytes);
+        Ok(())
     }
 
     /// The server's target region.
@@ -209,7 +241,7 @@ impl BwClient {
         self.target
     }
 
-    /// Runs size `index` of the run: `depth` writes outstanding until `stop`,
+    /// Runs size `index` of the run: up to `min(depth, slots)` writes outstanding until `stop`,
     /// then the final write with the count. `on_complete(bytes)` is called as
     /// writes complete (for peak tracking). Waits for the server's SIZE-END.
     #[allow(clippy::too_many_arguments)]
@@ -225,7 +257,7 @@ impl BwClient {
     ) -> Result<BwPoint, WriteError> {
         let deadline = Instant::now() + timeout;
         let left = || deadline.saturating_duration_since(Instant::now());
-        let slots = (self.target.size as usize / size).clamp(1, depth.max(1));
+        let slots = self.slots(size, depth);
         let start = Instant::now();
         // All but the final write. A count of n means n - 1 windowed writes.
         let windowed = match stop {
@@ -238,16 +270,18 @@ impl BwClient {
         if ep.orders_writes() {
             ep.set_delivery_complete(false);
         }
-        let outcome = self.post_window(ep, size, depth, slots, windowed, start, deadline, on_complete);
+        let outcome = self.post_window(ep, size, slots, windowed, start, deadline, on_complete);
         ep.set_delivery_complete(delivery);
         let posted = outcome?;
         let writes = posted + 1;
         let slot = (posted as usize) % slots;
-        let count = ep.mask_cq_data(writes);
+        self.stamp(ep, size, slot, posted)?;
+        let claimed = writes + u64::from(std::mem::take(&mut self.claim_lost_write));
+        let count = ep.mask_cq_data(claimed);
         let op = ep.write(
             self.server,
             self.source,
-            0,
+            slot * size,
             size,
             &self.target,
             (slot * size) as u64,
@@ -263,17 +297,21 @@ impl BwClient {
                 end.count
             )));
         }
-        Ok(BwPoint { size, writes, elapsed })
+        Ok(BwPoint {
+            size,
+            writes: claimed,
+            elapsed,
+        })
     }
 
     /// Posts the windowed writes (all but the final one) and waits for them all;
-    /// returns how many were posted.
+    /// returns how many were posted. At most `slots` are outstanding: write
+    /// `i` restamps the source slot of write `i - slots`, which must be done.
     #[allow(clippy::too_many_arguments)]
     fn post_window(
         &self,
         ep: &mut Endpoint,
         size: usize,
-        depth: usize,
         slots: usize,
         stop: Stop,
         start: Instant,
@@ -281,19 +319,20 @@ impl BwClient {
         on_complete: &mut dyn FnMut(u64),
     ) -> Result<u64, WriteError> {
         let left = || deadline.saturating_duration_since(Instant::now());
-        let mut window: std::collections::VecDeque<OpId> = std::collections::VecDeque::with_capacity(depth);
+        let mut window: std::collections::VecDeque<OpId> = std::collections::VecDeque::with_capacity(slots);
         let mut posted = 0u64;
         while stop.more(posted, start) {
-            if window.len() >= depth.max(1) {
+            if window.len() >= slots {
                 let op = window.pop_front().expect("window is full");
                 ep.wait_op(op, left())?;
                 on_complete(size as u64);
             }
             let slot = (posted as usize) % slots;
+            self.stamp(ep, size, slot, posted)?;
             let op = ep.write(
                 self.server,
                 self.source,
-                0,
+                slot * size,
                 size,
                 &self.target,
                 (slot * size) as u64,
@@ -367,16 +406,24 @@ impl BwServer {
         // every earlier write completed (delivery complete); it writes nothing more until
         // our SIZE-END, which is sent after the slice is gone.
         let bytes = unsafe { ep.remote_bytes_mut(self.target)? };
-        let want = &self.expected[..size];
+        let mut want = vec![0u8; size];
         let mut verdict = Ok(());
         for slot in 0..used {
+            // The last write the count puts in this slot.
+            let seq = last_write_into(slot as u64, slots as u64, count);
+            ping(&self.expected[..size], seq, &mut want);
             let got = &bytes[slot * size..(slot + 1) * size];
-            if let Some(off) = got.iter().zip(want).position(|(a, e)| a != e) {
+            if let Some(off) = got.iter().zip(&want).position(|(a, e)| a != e) {
                 verdict = Err(format!(
-                    "{size} B writes: slot {slot} (byte {} of the target MR), offset {off}: expected {:#04x}, found {:#04x}",
+                    "{size} B writes: slot {slot} (byte {} of the target MR), offset {off}: expected {:#04x}, found {:#04x}{}",
                     slot * size + off,
                     want[off],
-                    got[off]
+                    got[off],
+                    if off < 8 {
+                        format!(" (the sequence number of write {seq}, the last of the {count} the client counted into this slot)")
+                    } else {
+                        String::new()
+                    }
                 ));
                 break;
             }
@@ -386,6 +433,11 @@ impl BwServer {
         send_and_wait(ep, self.client, &end, timeout.saturating_sub(start.elapsed()))?;
         Ok(BwServed { writes: count, verdict })
     }
+}
+
+/// The last of `count` writes (`i` into slot `i mod slots`) that lands in `slot` (`slot < count`).
+fn last_write_into(slot: u64, slots: u64, count: u64) -> u64 {
+    slot + slots * ((count - 1 - slot) / slots)
 }
 
 /// The pings of one size: the stream with the counter in the first bytes.
@@ -413,6 +465,7 @@ pub struct LatPoint {
 pub struct LatClient {
     server: PeerAddr,
     base: Vec<u8>,
+    corrupt_ping: bool,
 }
 
 impl LatClient {
@@ -429,7 +482,14 @@ impl LatClient {
         Ok(LatClient {
             server,
             base: stream(seed, max_size),
+            corrupt_ping: false,
         })
+    }
+
+    /// Negative test: the next size's first ping goes out with its last byte
+    /// flipped; the server's check must fail.
+    pub fn corrupt_a_ping(&mut self) {
+        self.corrupt_ping = true;
     }
 
     /// Ping-pongs size `index` until `stop`; then SIZE-END both ways.
@@ -454,6 +514,9 @@ impl LatClient {
         let mut i = 0u64;
         while stop.more(i, start) {
             ping(&self.base[..size], i, &mut msg);
+            if i == 0 && std::mem::take(&mut self.corrupt_ping) {
+                msg[size - 1] ^= 0xFF;
+            }
             let t0 = Instant::now();
             let op = ep.send(self.server, &msg)?;
             let echo = ep.recv_message(left())?;
@@ -608,6 +671,17 @@ mod tests {
         let mut two = [0u8; 2];
         ping(&base[..2], 0x0304, &mut two);
         assert_eq!(two, [0x04, 0x03]);
+    }
+
+    #[test]
+    fn test_last_write_into_each_slot() {
+        // 10 writes over 4 slots: slot 0 got 0, 4, 8; slot 1 got 1, 5, 9; slot 3 got 3, 7.
+        assert_eq!(last_write_into(0, 4, 10), 8);
+        assert_eq!(last_write_into(1, 4, 10), 9);
+        assert_eq!(last_write_into(3, 4, 10), 7);
+        // Fewer writes than slots: each used slot got exactly one.
+        assert_eq!(last_write_into(2, 8, 3), 2);
+        assert_eq!(last_write_into(0, 1, 1), 0);
     }
 
     #[test]

@@ -364,6 +364,7 @@ impl Client {
 pub struct Server {
     staging: [MrHandle; 2],
     client: Option<(PeerAddr, Vec<RemoteMr>)>,
+    corrupt_page: bool,
 }
 
 /// What one served request did.
@@ -386,7 +387,14 @@ impl Server {
                 ep.register(staging_size, Access::Local)?,
             ],
             client: None,
+            corrupt_page: false,
         })
+    }
+
+    /// Negative test: the next request's last page goes out with its middle
+    /// byte flipped; the client's check must fail.
+    pub fn corrupt_a_page(&mut self) {
+        self.corrupt_page = true;
     }
 
     /// Waits for CONNECT and inserts the client's address.
@@ -476,6 +484,9 @@ impl Server {
         }
         let immediate = ep.mask_cq_data(req.context);
         fill_page(&mut mt, &mut ep.local_bytes_mut(self.staging[0])?[..page_size]);
+        if std::mem::take(&mut self.corrupt_page) {
+            ep.local_bytes_mut(self.staging[0])?[page_size / 2] ^= 0xFF;
+        }
         let remote = &mrs[last.mr as usize];
         let op = ep.write(
             peer,

@@ -184,3 +184,108 @@ fn test_immediate_must_fit_cq_data_size() {
     let err = ep.write(peer, mr, 0, 8192, &remote, 0, None).unwrap_err();
     assert!(matches!(err, FabricError::InvalidArgument(_)), "{err}");
 }
+
+/// fabric-bw over loopback, `sizes` in turn with `depth` slots and `writes`
+/// writes each; `lose_one` makes the client count one write it never posted.
+/// Returns the server's verdict per size.
+fn fabric_bw(sizes: &[usize], depth: usize, writes: u64, lose_one: bool) -> Vec<(u64, Result<(), String>)> {
+    use fabric::perf::{BwClient, BwServer, Stop};
+    let max = *sizes.iter().max().unwrap();
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let server_sizes = sizes.to_vec();
+    let server = thread::spawn(move || {
+        let mut ep = open();
+        addr_tx.send(ep.address().unwrap()).unwrap();
+        let mut server = BwServer::accept(&mut ep, max, depth, 42, TIMEOUT).unwrap();
+        server_sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| {
+                let served = server.serve_size(&mut ep, i as u32, size, TIMEOUT).unwrap();
+                (served.writes, served.verdict)
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut ep = open();
+    let server_addr = addr_rx.recv().unwrap();
+    let mut client = BwClient::connect(&mut ep, &server_addr, max, 42, TIMEOUT).unwrap();
+    if lose_one {
+        client.claim_a_lost_write();
+    }
+    for (i, &size) in sizes.iter().enumerate() {
+        let point = client
+            .run_size(
+                &mut ep,
+                i as u32,
+                size,
+                depth,
+                Stop::Count(writes),
+                TIMEOUT,
+                &mut |_| {},
+            )
+            .unwrap();
+        let lost = u64::from(lose_one && i == 0);
+        assert_eq!(point.writes, writes + lost);
+    }
+    server.join().unwrap()
+}
+
+#[test]
+fn test_fabric_bw_server_checks_every_slot_holds_its_last_write() {
+    // More writes than slots (each slot rewritten), fewer, and a size below the 8-byte stamp.
+    for (sizes, depth, writes) in [(vec![4096, 64], 8, 37), (vec![1024], 16, 5), (vec![4], 4, 11)] {
+        for (i, (count, verdict)) in fabric_bw(&sizes, depth, writes, false).into_iter().enumerate() {
+            assert_eq!(count, writes, "size #{i} of {sizes:?}");
+            assert_eq!(
+                verdict,
+                Ok(()),
+                "size #{i} of {sizes:?}, depth {depth}, {writes} writes"
+            );
+        }
+    }
+}
+
+#[test]
+fn test_fabric_bw_server_catches_a_count_the_writes_do_not_back() {
+    // The client counts one write more than it posted: the slot of that
+    // write holds an older one's stamp (or nothing), and the server says so.
+    for (depth, writes) in [(8, 37), (16, 5)] {
+        let served = fabric_bw(&[4096, 1024], depth, writes, true);
+        let (count, verdict) = &served[0];
+        assert_eq!(*count, writes + 1);
+        let err = verdict
+            .clone()
+            .expect_err("a write that never happened was not noticed");
+        assert!(err.contains("4096 B writes: slot") && err.contains("offset"), "{err}");
+        // The next size is honest again and verifies.
+        assert_eq!(served[1], (writes, Ok(())));
+    }
+}
+
+#[test]
+fn test_fabric_lat_server_catches_a_corrupted_ping() {
+    use fabric::perf::{LatClient, LatServer, Stop};
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let server = thread::spawn(move || {
+        let mut ep = open();
+        addr_tx.send(ep.address().unwrap()).unwrap();
+        let mut server = LatServer::accept(&mut ep, 64, 5, TIMEOUT).unwrap();
+        (0..2)
+            .map(|i| server.serve_size(&mut ep, i, 64, TIMEOUT).unwrap())
+            .collect::<Vec<_>>()
+    });
+    let mut ep = open();
+    let server_addr = addr_rx.recv().unwrap();
+    let mut client = LatClient::connect(&mut ep, &server_addr, 64, 5, TIMEOUT).unwrap();
+    client.corrupt_a_ping();
+    for i in 0..2 {
+        let point = client.run_size(&mut ep, i, 64, Stop::Count(10), TIMEOUT).unwrap();
+        // The echo is what was sent: the client's own check passes either way.
+        assert_eq!((point.pings, point.verdict), (10, Ok(())));
+    }
+    let served = server.join().unwrap();
+    let err = served[0].verdict.clone().expect_err("a corrupted ping passed");
+    assert!(err.contains("64 B"), "{err}");
+    // Only the first ping of the first size was corrupted.
+    assert_eq!((served[1].pings, served[1].verdict.clone()), (10, Ok(())));
+}

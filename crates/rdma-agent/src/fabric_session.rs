@@ -350,6 +350,10 @@ fn serve(
     // Half the pages per region, so that even a small request uses both.
     let staging = ((spec.params.iterations as usize).div_ceil(2) * page).min(STAGING_MAX.max(page));
     let mut server = Server::new(&mut ep, staging)?;
+    let corrupt = spec.params.fault() == agent_proto::v1::Fault::Corrupt;
+    if corrupt {
+        server.corrupt_a_page();
+    }
     announce(spec, &ep, endpoint_tx)?;
     let connect = server.accept(&mut ep, left(deadline))?;
     tracing::info!(client = %ep.address_string(&connect.address), mrs = connect.mrs.len(), "CONNECT");
@@ -362,6 +366,12 @@ fn serve(
     facts.push(("client_fabric_addr".into(), ep.address_string(&connect.address)));
     facts.push(("immediate".into(), format!("{:#x}", report.immediate)));
     facts.push(("staging_bytes".into(), staging.to_string()));
+    if corrupt {
+        facts.push((
+            "fault".into(),
+            format!("corrupt: byte {} of the last page flipped", page / 2),
+        ));
+    }
     Ok(SideResult {
         role: Role::Server as i32,
         // The client checks the bytes; the server only writes them.
@@ -562,9 +572,9 @@ fn serve_bw(
         &cpu,
         &problems,
         format!(
-            "every slot of the target held the MT19937-64 stream of seed {} after each of {} size(s)",
-            spec.params.seed,
-            sizes.len()
+            "after each of {} size(s), every slot of the target held the MT19937-64 stream of seed {} stamped with the last of the {writes} writes counted into it",
+            sizes.len(),
+            spec.params.seed
         ),
     );
     result
@@ -677,9 +687,13 @@ fn client_bw(
         format!("{}: CONNECT to {}", ep.provider(), ep.address_string(&peer.fabric_addr)),
     );
     let mut client = BwClient::connect(&mut ep, &peer.fabric_addr, max, spec.params.seed, left(deadline))?;
+    let lose_one = spec.params.fault() == agent_proto::v1::Fault::Skip;
+    if lose_one {
+        client.claim_a_lost_write();
+    }
     let (start, cpu_start) = (Instant::now(), CpuTimes::thread_now());
     let mut sweep = Vec::with_capacity(sizes.len());
-    let (mut bytes, mut ops) = (0u64, 0u64);
+    let (mut bytes, mut ops, mut first_writes) = (0u64, 0u64, 0u64);
     for (i, &size) in sizes.iter().enumerate() {
         progress("run", bytes, ops, format!("size {size} B, {depth} writes outstanding"));
         let mut peak = PeakTracker::new(Duration::from_millis(500));
@@ -692,6 +706,9 @@ fn client_bw(
             left(deadline),
             &mut |b| peak.add(b),
         )?;
+        if i == 0 {
+            first_writes = point.writes;
+        }
         let moved = point.writes * size as u64;
         bytes += moved;
         ops += point.writes;
@@ -709,6 +726,16 @@ fn client_bw(
     result.checked = false;
     result.verify_detail = "the server checks the bytes".into();
     result.facts.insert("tx_depth".into(), depth.to_string());
+    if lose_one {
+        result.facts.insert(
+            "fault".into(),
+            format!(
+                "skip: the client counts {first_writes} writes at {} B and did {}",
+                sizes[0],
+                first_writes - 1
+            ),
+        );
+    }
     let target = client.target();
     result.facts.insert(
         "target_mr".into(),
@@ -740,6 +767,10 @@ fn client_lat(
         format!("{}: CONNECT to {}", ep.provider(), ep.address_string(&peer.fabric_addr)),
     );
     let mut client = LatClient::connect(&mut ep, &peer.fabric_addr, max, spec.params.seed, left(deadline))?;
+    let corrupt = spec.params.fault() == agent_proto::v1::Fault::Corrupt;
+    if corrupt {
+        client.corrupt_a_ping();
+    }
     let (start, cpu_start) = (Instant::now(), CpuTimes::thread_now());
     let mut sweep = Vec::with_capacity(sizes.len());
     let mut problems = Vec::new();
@@ -767,6 +798,12 @@ fn client_lat(
         format!("{} problem(s) in the echoes", problems.len()),
     );
     let mut result = measured_result(spec, &ep, sweep, start.elapsed(), &cpu);
+    if corrupt {
+        result.facts.insert(
+            "fault".into(),
+            format!("corrupt: the last byte of the first {} B ping flipped", sizes[0]),
+        );
+    }
     crate::workload::verdict(
         &mut result,
         if problems.is_empty() {

@@ -263,6 +263,10 @@ fn client(
     let chunk = chunk(&spec.params);
     let mut src = allocate(total)?;
     crate::workload::pattern(&spec.params).fill(&mut src, 0);
+    let corrupt = spec.params.fault() == agent_proto::v1::Fault::Corrupt;
+    if corrupt {
+        src[total as usize / 2] ^= 0xFF;
+    }
     alive.check("connecting")?;
     let connect_timeout = Duration::from_secs(5).min(alive.deadline.saturating_duration_since(Instant::now()));
     let mut stream = TcpStream::connect_timeout(&dst, connect_timeout.max(Duration::from_millis(1)))
@@ -344,6 +348,12 @@ fn client(
     result.timeline = timeline.finish();
     result.facts.insert("peer".into(), dst.to_string());
     result.facts.insert("local".into(), local.to_string());
+    if corrupt {
+        result.facts.insert(
+            "fault".into(),
+            format!("corrupt: byte {} of the client's source flipped", total / 2),
+        );
+    }
     // Only the server can check: the bytes are in its memory.
     result.checked = false;
     result.verify_detail = format!("sent {sent} B in {chunks} x {chunk} B writes; the server checks them");

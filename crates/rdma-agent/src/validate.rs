@@ -48,8 +48,9 @@ pub fn injectable_faults(workload: &str) -> &'static [Fault] {
         "write-imm" | "send-recv" | "send-bw" | "send-lat" | "write-lat" | "inference-ring" => {
             &[Fault::Skip, Fault::Corrupt]
         }
-        "write-read" | "read" | "write-bw" | "read-bw" | "read-lat" => &[Fault::Corrupt],
-        "atomic" | "atomic-bw" | "atomic-lat" => &[Fault::Skip],
+        "write-read" | "read" | "write-bw" | "read-bw" | "read-lat" | "mr-cache" | "param-server" | "bulk-rdma"
+        | "bulk-tcp" | "fabric-write" | "fabric-lat" => &[Fault::Corrupt],
+        "atomic" | "atomic-bw" | "atomic-lat" | "fabric-bw" => &[Fault::Skip],
         _ => &[],
     }
 }
@@ -469,7 +470,11 @@ mod tests {
         let err = with("write-bw", Fault::Skip, 64).unwrap_err().to_string();
         assert_eq!(err, "write-bw cannot inject fault skip; it can inject: corrupt");
         let err = with("fabric-bw", Fault::Corrupt, 64).unwrap_err().to_string();
-        assert!(err.ends_with("it can inject: none"), "{err}");
+        assert!(err.ends_with("it can inject: skip"), "{err}");
+        // Every workload can show its verdict failing.
+        for name in crate::workload::names() {
+            assert!(!injectable_faults(name).is_empty(), "{name} injects no fault");
+        }
         // A 1-byte write-lat ping is all counter: nothing to corrupt.
         assert!(matches!(
             with("write-lat", Fault::Corrupt, 1),

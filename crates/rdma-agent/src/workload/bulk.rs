@@ -12,9 +12,9 @@
 
 use std::time::Duration;
 
-use agent_proto::v1::{Role, SideResult};
+use agent_proto::v1::{Fault, Role, SideResult};
 
-use super::{pattern, post_done_recv, verdict, wait_for_done, OpKind, Workload};
+use super::{corrupt_byte, injects, pattern, post_done_recv, verdict, wait_for_done, OpKind, Workload};
 use crate::cpu::NodeBusy;
 use crate::metrics::{bandwidth, PeakTracker};
 use crate::session::{SessionError, Side};
@@ -91,6 +91,9 @@ impl Workload for BulkRdma {
             Role::Client => {
                 let src = side.link.add_buffer(total, Access::Local)?;
                 pattern(&side.params).fill(side.link.buffer_mut(src), 0);
+                if injects(side, Fault::Corrupt) {
+                    corrupt_byte(side, src, total / 2, "the client's source");
+                }
                 side.bufs = vec![src];
                 Ok(())
             }

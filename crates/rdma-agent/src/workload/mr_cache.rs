@@ -15,9 +15,11 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{MrCacheStats, Role, SideResult};
+use agent_proto::v1::{Fault, MrCacheStats, Role, SideResult};
 
-use super::{iterations, pattern, post_done_recv, size, verdict, wait_for_done, OpKind, Workload};
+use super::{
+    corrupt_byte, injects, iterations, pattern, post_done_recv, size, verdict, wait_for_done, OpKind, Workload,
+};
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, BufId, LocalSlice, SendOp, SendWr};
@@ -275,6 +277,10 @@ impl Workload for MrCache {
                 Ok::<_, SessionError>(bufs[class])
             })?;
             fill(side, buf, len, p.derive(op));
+            if op + 1 == ops && injects(side, Fault::Corrupt) {
+                // The last use of a size is what the server checks.
+                corrupt_byte(side, buf, len / 2, "the last cached use's source");
+            }
             write_and_wait(side, buf, len, slot_offset(base, class), ops + op)?;
             bytes += len as u64;
             side.progress(

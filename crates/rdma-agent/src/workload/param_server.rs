@@ -19,9 +19,9 @@
 
 use std::time::Instant;
 
-use agent_proto::v1::{Role, SideResult};
+use agent_proto::v1::{Fault, Role, SideResult};
 
-use super::{iterations, pattern, size, verdict, OpKind, Workload};
+use super::{corrupt_byte, injects, iterations, pattern, size, verdict, OpKind, Workload};
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, RecvChain, SendChain, SendOp, SendWr};
@@ -328,6 +328,10 @@ fn work(side: &mut Side) -> Result<SideResult, SessionError> {
             gradient_pattern(&p, round, k).fill(&mut side.link.buffer_mut(gradients)[k * len..(k + 1) * len], 0);
         }
         apply_gradients(&mut model, side.link.buffer(gradients).chunks_exact(len));
+        if round == 0 && injects(side, Fault::Corrupt) {
+            // After the worker's own model took the gradient: the server's will differ.
+            corrupt_byte(side, gradients, len / 2, "worker 0's first gradient");
+        }
         for (k, chain) in push.iter_mut().enumerate() {
             chain.set_imm(1, encode_imm(round, k));
             chain.set_wr_id(1, OpKind::WriteImm.wr_id(lane(k, round)));
