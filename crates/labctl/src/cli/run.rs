@@ -218,9 +218,14 @@ pub(crate) fn print_record(r: &RunRecord) {
         format!("{} B for {} s", p.size, p.duration_s)
     };
     match &p.provider {
-        Some(provider) => println!(
+        // fabric-write: the server writes the pages into the client's MRs.
+        Some(provider) if r.workload == "fabric-write" => println!(
             "{} on lab `{}`: {} -> {} (libfabric {provider}, {} pages of {} B)",
             r.workload, r.lab, r.server.node, r.client.node, p.iterations, p.size
+        ),
+        Some(provider) => println!(
+            "{} on lab `{}`: {} -> {} (libfabric {provider}, {amount})",
+            r.workload, r.lab, r.client.node, r.server.node
         ),
         None => println!(
             "{} on lab `{}`: {} -> {} ({}, {}, {})",
@@ -232,6 +237,11 @@ pub(crate) fn print_record(r: &RunRecord) {
     for side in [&r.client, &r.server] {
         if !side.verify_detail.is_empty() {
             println!("              {}: {}", side.node, side.verify_detail);
+        }
+    }
+    for side in [&r.client, &r.server] {
+        if let Some(fault) = side.facts.get("fault") {
+            println!("  injected    {}: {fault}", side.node);
         }
     }
     if !r.server.immediates.is_empty() {
