@@ -361,7 +361,7 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
     Ok(())
 }
 
-/// mr-cache, param-server and inference-ring register a multiple of `size`.
+/// mr-cache, param-server, inference-ring and write-imm register a multiple of `size`.
 fn check_pattern_workloads(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
     let (limit, why) = limits.size_limit();
     let (factor, what) = match params.workload.as_str() {
@@ -386,6 +386,10 @@ fn check_pattern_workloads(params: &WorkloadParams, limits: &Limits) -> Result<(
         "inference-ring" => {
             let slots = crate::workload::inference_ring::slots(params) as u64;
             (slots, format!("inference-ring's ring holds {slots} slots (tx_depth)"))
+        }
+        "write-imm" => {
+            let batches = u64::from(crate::workload::write_imm::batch_count(params));
+            (batches, format!("write-imm's server holds all {batches} batches"))
         }
         _ => return Ok(()),
     };
@@ -453,6 +457,21 @@ mod tests {
             gid_index: -1,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn write_imm_buffer_is_size_times_batches() {
+        let mut p = params(1 << 20);
+        p.workload = "write-imm".into();
+        p.batches = 64;
+        assert_eq!(validate(&p, &["write-imm"], &limits()), Ok(()));
+        p.batches = 65;
+        let err = validate(&p, &["write-imm"], &limits()).unwrap_err();
+        assert!(
+            matches!(err, ValidationError::SizeOutOfRange { limit, .. } if limit == DEFAULT_MAX_SIZE / 65),
+            "{err}"
+        );
+        assert!(err.to_string().contains("all 65 batches"), "{err}");
     }
 
     #[test]

@@ -11,7 +11,7 @@ pub mod bulk;
 mod perf;
 mod read;
 mod send_recv;
-mod write_imm;
+pub mod write_imm;
 mod write_read;
 // The patterns of docs/labs: registration caching, a parameter server, an inference ring.
 pub mod inference_ring;

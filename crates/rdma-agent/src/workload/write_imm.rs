@@ -16,10 +16,15 @@ pub struct WriteImm;
 const DEFAULT_BATCHES: u32 = 4;
 
 fn batches(side: &Side) -> u32 {
-    if side.params.batches == 0 {
+    batch_count(&side.params)
+}
+
+/// Batches of a run: `batches`, or [`DEFAULT_BATCHES`] when 0.
+pub fn batch_count(params: &agent_proto::v1::WorkloadParams) -> u32 {
+    if params.batches == 0 {
         DEFAULT_BATCHES
     } else {
-        side.params.batches
+        params.batches
     }
 }
 
