@@ -259,21 +259,18 @@ fn test_create_launches_each_node_with_its_cloud_init_and_records_addresses() {
     runtime()
         .block_on(MultipassProvider::new().create(&lab.spec, &lab.nodes, &lab.dir, &mut state, &keys, &Silent))
         .unwrap();
-    let ud = lab.dir.root().join("multipass");
     let mut argv = mp.argv();
     let info = argv.pop().unwrap();
     argv.sort(); // launches run concurrently
+                 // The user-data goes on stdin (the snap cannot read files outside the
+                 // home directory), and each launch is followed by cloud-init's verdict.
     assert_eq!(
         argv,
         [
-            format!(
-                "launch --name mp-client --cpus 1 --memory 1536M --disk 8G --cloud-init {}/client.user-data.yaml --timeout 900 22.04",
-                ud.display()
-            ),
-            format!(
-                "launch --name mp-server --cpus 2 --memory 2G --disk 8G --cloud-init {}/server.user-data.yaml --timeout 900 22.04",
-                ud.display()
-            ),
+            "exec mp-client -- cloud-init status --long",
+            "exec mp-server -- cloud-init status --long",
+            "launch --name mp-client --cpus 1 --memory 1536M --disk 8G --cloud-init - --timeout 900 22.04",
+            "launch --name mp-server --cpus 2 --memory 2G --disk 8G --cloud-init - --timeout 900 22.04",
         ]
     );
     assert_eq!(info, "info --format json mp-server mp-client");
@@ -319,6 +316,65 @@ fn test_create_launches_each_node_with_its_cloud_init_and_records_addresses() {
     // The state on disk says the same, for a later `down`.
     let saved = lab.dir.load().unwrap().unwrap();
     assert_eq!(saved.nodes.len(), 2);
+}
+
+#[test]
+fn test_a_failed_cloud_init_fails_the_node_with_its_log() {
+    let mp = Standin::new("cloud-init");
+    let (lab, _) = mp.lab();
+    lab.dir.create().unwrap();
+    // What cloud-init 24.1 prints when a module failed, and its output log's end.
+    std::fs::write(
+        mp.dir.join("cloud-init-status"),
+        "status: error\nextended_status: error - done\nboot_status_code: enabled-by-generator\nlast_update: Thu, 01 Jan 1970 00:02:11 +0000\ndetail:\nDataSourceNoCloud [seed=/dev/sr0][dsmode=net]\nerrors:\n\t- (scripts_user) failed\n",
+    )
+    .unwrap();
+    std::fs::write(mp.dir.join("cloud-init-status.rc"), "1").unwrap();
+    std::fs::write(
+        mp.dir.join("cloud-init-output.log"),
+        "E: Could not get lock /var/lib/dpkg/lock-frontend\nCloud-init v. 24.1 finished at Thu, 01 Jan 1970 00:02:11 +0000\n",
+    )
+    .unwrap();
+    let mut state = LabState::new("mp", "multipass", "rxe");
+    let e = runtime()
+        .block_on(MultipassProvider::new().create(
+            &lab.spec,
+            &lab.nodes,
+            &lab.dir,
+            &mut state,
+            &node_keys(&lab, "k"),
+            &Silent,
+        ))
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, ProviderError::CloudInitFailed { .. }), "{text}");
+    assert!(
+        text.contains(": cloud-init failed on the machine (status: error;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("E: Could not get lock /var/lib/dpkg/lock-frontend"),
+        "{text}"
+    );
+    assert!(text.contains("multipass exec mp-"), "{text}");
+    // The log was read only because the status said error.
+    assert!(mp
+        .argv()
+        .iter()
+        .any(|l| l.ends_with("-- tail -n 25 /var/log/cloud-init-output.log")));
+}
+
+#[test]
+fn test_cloud_init_status_line_is_read_from_any_version() {
+    use lab_providers::multipass::cloud_init_status;
+    assert_eq!(cloud_init_status("status: done\n"), Some("done"));
+    assert_eq!(cloud_init_status("\nstatus: error\ndetail: x\n"), Some("error"));
+    // 23.4+ reports recoverable errors as done, with a degraded extended status.
+    assert_eq!(
+        cloud_init_status("status: done\nextended_status: degraded done\n"),
+        Some("done")
+    );
+    assert_eq!(cloud_init_status("bash: cloud-init: command not found\n"), None);
 }
 
 #[test]

@@ -39,6 +39,8 @@ pub const USER_DATA: &str = include_str!("../../../provisioning/cloud-init/user-
 /// How long `multipass launch` may take (image download, package install by
 /// cloud-init); passed to Multipass's own `--timeout` too.
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(900);
+/// How long asking cloud-init for its status (and its log) may take.
+const CLOUD_INIT_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the quick commands (`info`, `list`, `version`, `delete`) may take.
 const QUICK_TIMEOUT: Duration = Duration::from_secs(120);
 /// Multipass does not report the prefix of an instance's address; its
@@ -266,7 +268,10 @@ fn mib_arg(mib: u64) -> String {
 }
 
 /// The arguments of `multipass launch` for one node.
-pub fn launch_args(instance: &str, node: &ResolvedNode, spec: &MultipassSpec, user_data: &Path) -> Vec<String> {
+/// The user-data goes on stdin (`--cloud-init -`): Multipass on Linux is a
+/// snap that reads only files under the user's home, and the lab's state
+/// directory may be anywhere (/srv, /opt, /tmp).
+pub fn launch_args(instance: &str, node: &ResolvedNode, spec: &MultipassSpec) -> Vec<String> {
     vec![
         "launch".into(),
         "--name".into(),
@@ -278,7 +283,7 @@ pub fn launch_args(instance: &str, node: &ResolvedNode, spec: &MultipassSpec, us
         "--disk".into(),
         mib_arg(spec.disk.mib()),
         "--cloud-init".into(),
-        user_data.display().to_string(),
+        "-".into(),
         "--timeout".into(),
         LAUNCH_TIMEOUT.as_secs().to_string(),
         spec.image.clone(),
@@ -354,8 +359,28 @@ impl MultipassProvider {
 
     /// Runs `multipass ARGS`; a non-zero exit is an error with its stderr.
     async fn run(&self, args: &[String], timeout: Duration) -> Result<Output, ProviderError> {
+        self.run_with_input(args, None, timeout).await
+    }
+
+    /// Runs `multipass ARGS` with `input` on its stdin (none: /dev/null);
+    /// fails unless it exits 0.
+    async fn run_with_input(
+        &self,
+        args: &[String],
+        input: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<Output, ProviderError> {
+        let output = self.output(args, input, timeout).await?;
+        if !output.status.success() {
+            return Err(command_failed(&command_line(args), &output));
+        }
+        Ok(output)
+    }
+
+    /// Runs `multipass ARGS` and returns what it did, whatever its exit status.
+    async fn output(&self, args: &[String], input: Option<&[u8]>, timeout: Duration) -> Result<Output, ProviderError> {
         let program = self.program()?;
-        let command_line = format!("{PROGRAM} {}", args.join(" "));
+        let command_line = command_line(args);
         let mut command = tokio::process::Command::new(program);
         // Its own process group: a Ctrl-C aimed at labctl must not kill a
         // `multipass delete` of the teardown. A dropped launch (labctl
@@ -364,8 +389,29 @@ impl MultipassProvider {
             .args(args)
             .kill_on_drop(true)
             .process_group(0)
-            .stdin(std::process::Stdio::null());
-        let output = tokio::time::timeout(timeout, command.output())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .stdin(if input.is_some() {
+                std::process::Stdio::piped()
+            } else {
+                std::process::Stdio::null()
+            });
+        let run = async {
+            let mut child = command.spawn()?;
+            if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+                use tokio::io::AsyncWriteExt;
+                // A command that exits without reading all of it (a launch
+                // refused at once) closes the pipe: its exit status and
+                // stderr say why, so that is what is reported.
+                match stdin.write_all(input).await {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                    other => other?,
+                }
+                // Dropped here: Multipass sees the end of its input.
+            }
+            child.wait_with_output().await
+        };
+        tokio::time::timeout(timeout, run)
             .await
             .map_err(|_| ProviderError::CommandFailed {
                 command: command_line.clone(),
@@ -376,11 +422,62 @@ impl MultipassProvider {
             .map_err(|source| ProviderError::Io {
                 context: format!("running {command_line}"),
                 source,
-            })?;
-        if !output.status.success() {
-            return Err(command_failed(&command_line, &output));
+            })
+    }
+
+    /// After a launch: cloud-init's own verdict on the instance. `multipass
+    /// launch` waits for cloud-init but succeeds whatever it did, and a node
+    /// whose cloud-init failed (no host key installed, no package mirror)
+    /// would otherwise fail later at SSH with the cause out of sight.
+    async fn check_cloud_init(&self, node: &str, instance: &str) -> Result<(), ProviderError> {
+        let exec = |cmd: &[&str]| -> Vec<String> {
+            ["exec", instance, "--"]
+                .iter()
+                .chain(cmd)
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let status = self
+            .output(
+                &exec(&["cloud-init", "status", "--long"]),
+                None,
+                CLOUD_INIT_CHECK_TIMEOUT,
+            )
+            .await?;
+        let text = String::from_utf8_lossy(&status.stdout);
+        match cloud_init_status(&text) {
+            Some("error") => {}
+            Some(_) => return Ok(()),
+            None => {
+                // No cloud-init to ask (or no answer): SSH will tell.
+                tracing::warn!(node, instance, output = %text.trim(), "cloud-init status gave no status line");
+                return Ok(());
+            }
         }
-        Ok(output)
+        let log = match self
+            .output(
+                &exec(&["tail", "-n", "25", "/var/log/cloud-init-output.log"]),
+                None,
+                CLOUD_INIT_CHECK_TIMEOUT,
+            )
+            .await
+        {
+            Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim_end().to_string(),
+            Ok(out) => format!("(could not read it: {})", String::from_utf8_lossy(&out.stderr).trim()),
+            Err(e) => format!("(could not read it: {e})"),
+        };
+        Err(ProviderError::CloudInitFailed {
+            node: node.to_string(),
+            instance: instance.to_string(),
+            status: text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .take(4)
+                .collect::<Vec<_>>()
+                .join("; "),
+            log,
+        })
     }
 
     async fn list(&self) -> Result<ListReport, ProviderError> {
@@ -417,6 +514,19 @@ impl MultipassProvider {
         names.dedup();
         names
     }
+}
+
+/// The command line as printed in errors.
+fn command_line(args: &[String]) -> String {
+    format!("{PROGRAM} {}", args.join(" "))
+}
+
+/// The value of the `status:` line of `cloud-init status` ("done", "error", "running").
+pub fn cloud_init_status(output: &str) -> Option<&str> {
+    output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("status:"))
+        .map(str::trim)
 }
 
 fn user_data_dir(dir: &LabDir) -> PathBuf {
@@ -522,15 +632,22 @@ impl Provider for MultipassProvider {
                 let text = user_data(&node.name, &keys.authorized_key, keys.host_key(&node.name)?);
                 // 0600: it holds the node's private host key.
                 lab_state::write_atomic(&path, text.as_bytes(), 0o600)?;
-                let args = launch_args(instance, node, spec, &path);
+                let args = launch_args(instance, node, spec);
                 step(
                     reporter,
                     &node.name,
                     "launch",
-                    self.run(&args, LAUNCH_TIMEOUT + Duration::from_secs(60)),
+                    self.run_with_input(&args, Some(text.as_bytes()), LAUNCH_TIMEOUT + Duration::from_secs(60)),
+                )
+                .await?;
+                // `multipass launch` waits for cloud-init but does not say how it went.
+                step(
+                    reporter,
+                    &node.name,
+                    "cloud-init",
+                    self.check_cloud_init(&node.name, instance),
                 )
                 .await
-                .map(|_| ())
             }
         });
         for result in join_all(launches).await {

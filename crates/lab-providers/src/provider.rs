@@ -64,6 +64,18 @@ pub enum ProviderError {
         /// What to do.
         hint: String,
     },
+    /// cloud-init reported an error on a node (Multipass's launch does not).
+    #[error("node `{node}`: cloud-init failed on the machine ({status}); the end of /var/log/cloud-init-output.log:\n{log}\n  fix: see the log above (`multipass exec {instance} -- cloud-init status --long` has more); the image must run cloud-init and reach the package mirrors")]
+    CloudInitFailed {
+        /// The node.
+        node: String,
+        /// The Multipass instance.
+        instance: String,
+        /// `cloud-init status --long`'s summary.
+        status: String,
+        /// The last lines of cloud-init's output log.
+        log: String,
+    },
     /// A machine the lab would create already exists outside the lab's state.
     #[error("node `{node}`: a Multipass instance `{instance}` already exists ({state}) and is not part of this lab's state\n  fix: delete it with `multipass delete --purge {instance}`, or rename the lab")]
     InstanceExists {

@@ -40,13 +40,25 @@ fn main() -> ExitCode {
 
 fn init_tracing(verbose: u8, to_stderr: bool) {
     use tracing_subscriber::EnvFilter;
+    // The AWS SDK logs its own view of failures (a WARN per credential
+    // provider tried, say) that labctl's error already explains: its logs
+    // appear with -v only.
     let default = match verbose {
-        0 => "warn",
+        0 => "warn,aws_config=off,aws_runtime=off,aws_smithy_runtime=off,aws_smithy_runtime_api=off,aws_sdk_ec2=off",
         1 => "info,russh=warn",
         _ => "debug,russh=info,h2=info,hyper=info,tower=info",
     };
     let filter = EnvFilter::try_from_env("LABCTL_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    // Colour codes only for a terminal: logs piped to a file or CI stay plain text.
+    let ansi = if to_stderr {
+        std::io::IsTerminal::is_terminal(&std::io::stderr())
+    } else {
+        std::io::IsTerminal::is_terminal(&std::io::stdout())
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(ansi);
     if to_stderr {
         builder.with_writer(std::io::stderr).init();
     } else {

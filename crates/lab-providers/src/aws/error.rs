@@ -148,6 +148,32 @@ pub enum AwsError {
     },
 }
 
+/// One line from the SDK's account of a failed credential chain: its first
+/// line and the providers it tried, without the Debug dump of the error
+/// structs it appends (the whole text is logged at debug level, `-vv`).
+pub fn credentials_detail(sdk_text: &str) -> String {
+    tracing::debug!(detail = sdk_text, "AWS credential chain");
+    let mut lines = sdk_text.lines();
+    let first = lines.next().unwrap_or_default();
+    let tried: Vec<&str> = lines
+        .filter_map(|l| l.strip_prefix("  ")?.split_once(':').map(|(name, _)| name))
+        .filter(|name| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric()))
+        .collect();
+    // The Debug dump starts at the first " (" followed by a type name.
+    let cut = |text: &str| -> String {
+        let end = text
+            .match_indices(" (")
+            .find(|(i, _)| text[i + 2..].starts_with(|c: char| c.is_ascii_uppercase()))
+            .map_or(text.len(), |(i, _)| i);
+        text[..end].trim_end_matches(" Attempted:").trim().to_string()
+    };
+    if tried.is_empty() {
+        cut(first)
+    } else {
+        format!("{} (tried: {})", cut(first), tried.join(", "))
+    }
+}
+
 impl AwsError {
     /// Sorts a failed SDK call by what the user can do about it.
     pub fn from_sdk<E, R>(operation: &'static str, region: &str, lab: &str, resource: &str, err: SdkError<E, R>) -> Self
@@ -162,7 +188,9 @@ impl AwsError {
                 .iter()
                 .any(|w| context.contains(w))
         {
-            return AwsError::NoCredentials { detail: context };
+            return AwsError::NoCredentials {
+                detail: credentials_detail(&context),
+            };
         }
         if matches!(err, SdkError::DispatchFailure(_) | SdkError::TimeoutError(_)) {
             return AwsError::Unreachable {
@@ -232,5 +260,24 @@ impl AwsError {
     pub fn is_not_found(&self) -> bool {
         self.code()
             .is_some_and(|c| c.ends_with(".NotFound") || c.ends_with(".Unknown") || c == "InvalidGroup.NotFound")
+    }
+}
+
+#[cfg(test)]
+mod credential_tests {
+    use super::credentials_detail;
+
+    #[test]
+    fn credential_chain_text_becomes_one_line() {
+        // What aws-config 1.x prints for an empty chain (Debug dump abridged).
+        let sdk = "the credential provider was not enabled: no credentials found in chain. Attempted:\n  Environment: the credential provider was not enabled: environment variable not set\n  Profile: the credential provider was not enabled\n  Ec2InstanceMetadata: the credential provider was not enabled: IMDS disabled (CredentialsNotLoaded(CredentialsNotLoaded { source: Some(ProviderChainError { attempts: [] }) }))";
+        assert_eq!(
+            credentials_detail(sdk),
+            "the credential provider was not enabled: no credentials found in chain. (tried: Environment, Profile, Ec2InstanceMetadata)"
+        );
+        assert_eq!(
+            credentials_detail("failed to load credentials (ProviderError(ProviderError { source: x }))"),
+            "failed to load credentials"
+        );
     }
 }

@@ -1075,7 +1075,7 @@ impl AwsProvider {
                 .provide_credentials()
                 .await
                 .map_err(|e| AwsError::NoCredentials {
-                    detail: aws_sdk_ec2::error::DisplayErrorContext(&e).to_string(),
+                    detail: error::credentials_detail(&aws_sdk_ec2::error::DisplayErrorContext(&e).to_string()),
                 })?;
         }
         let regions = client

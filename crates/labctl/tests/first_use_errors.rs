@@ -1,0 +1,42 @@
+//! First-use errors as a person sees them: what, why and the fix, without a
+//! library's debug output, log noise or colour codes in a pipe.
+
+use std::process::Command;
+
+#[test]
+fn test_missing_aws_credentials_are_two_plain_lines() {
+    let dir = std::env::temp_dir().join(format!("labctl-nocreds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("labs.yaml");
+    std::fs::write(
+        &file,
+        "labs:\n  - name: aw\n    provider: aws\n    aws:\n      region: us-east-1\n      instance_type: m5.large\n      ami: ami-12345678\n    nodes: [{name: s}, {name: c}]\n",
+    )
+    .unwrap();
+    // Every credential source empty or switched off; nothing reaches AWS.
+    let out = Command::new(env!("CARGO_BIN_EXE_labctl"))
+        .arg("-f")
+        .arg(&file)
+        .arg("up")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &dir)
+        .env("LABCTL_STATE_DIR", dir.join("state"))
+        .env("XDG_STATE_HOME", dir.join("xdg"))
+        .env("AWS_CONFIG_FILE", dir.join("none"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("none"))
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success());
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(lines[0].starts_with("error: no usable AWS credentials: "), "{stderr}");
+    assert!(lines[0].contains("(tried: Environment, Profile"), "{stderr}");
+    assert!(lines[1].starts_with("  fix: set AWS_ACCESS_KEY_ID"), "{stderr}");
+    // No SDK log line, no Debug dump of its error structs, no ANSI escape.
+    assert!(!stderr.contains("WARN") && !stderr.contains("CredentialsNotLoaded {"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+}
