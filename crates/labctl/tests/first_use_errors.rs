@@ -37,6 +37,9 @@ fn test_missing_aws_credentials_are_two_plain_lines() {
     assert!(lines[0].contains("(tried: Environment, Profile"), "{stderr}");
     assert!(lines[1].starts_with("  fix: set AWS_ACCESS_KEY_ID"), "{stderr}");
     // No SDK log line, no Debug dump of its error structs, no ANSI escape.
-    assert!(!stderr.contains("WARN") && !stderr.contains("CredentialsNotLoaded {"), "{stderr}");
+    assert!(
+        !stderr.contains("WARN") && !stderr.contains("CredentialsNotLoaded {"),
+        "{stderr}"
+    );
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
