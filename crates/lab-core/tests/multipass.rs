@@ -181,6 +181,21 @@ impl Standin {
     }
 }
 
+/// `create` of the lab, which the test set up to fail.
+fn create_fails(lab: &Lab) -> ProviderError {
+    let mut state = LabState::new("mp", "multipass", "rxe");
+    runtime()
+        .block_on(MultipassProvider::new().create(
+            &lab.spec,
+            &lab.nodes,
+            &lab.dir,
+            &mut state,
+            &node_keys(lab, "k"),
+            &Silent,
+        ))
+        .unwrap_err()
+}
+
 impl Drop for Standin {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -335,17 +350,7 @@ fn test_a_failed_cloud_init_fails_the_node_with_its_log() {
         "E: Could not get lock /var/lib/dpkg/lock-frontend\nCloud-init v. 24.1 finished at Thu, 01 Jan 1970 00:02:11 +0000\n",
     )
     .unwrap();
-    let mut state = LabState::new("mp", "multipass", "rxe");
-    let e = runtime()
-        .block_on(MultipassProvider::new().create(
-            &lab.spec,
-            &lab.nodes,
-            &lab.dir,
-            &mut state,
-            &node_keys(&lab, "k"),
-            &Silent,
-        ))
-        .unwrap_err();
+    let e = create_fails(&lab);
     let text = e.to_string();
     assert!(matches!(e, ProviderError::CloudInitFailed { .. }), "{text}");
     assert!(
@@ -383,17 +388,7 @@ fn test_failed_launch_reports_multipass_s_message() {
     let (lab, _) = mp.lab();
     lab.dir.create().unwrap();
     std::env::set_var("MP_STANDIN_FAIL", "launch");
-    let mut state = LabState::new("mp", "multipass", "rxe");
-    let e = runtime()
-        .block_on(MultipassProvider::new().create(
-            &lab.spec,
-            &lab.nodes,
-            &lab.dir,
-            &mut state,
-            &node_keys(&lab, "k"),
-            &Silent,
-        ))
-        .unwrap_err();
+    let e = create_fails(&lab);
     let text = e.to_string();
     assert!(matches!(e, ProviderError::CommandFailed { .. }), "{text}");
     assert!(text.contains("`multipass launch --name mp-"), "{text}");
