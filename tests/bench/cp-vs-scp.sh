@@ -22,7 +22,7 @@ trap '"$labctl" down >/dev/null 2>&1 || true; cd /; rm -rf "$work"' EXIT
 head -c $((mib << 20)) /dev/urandom > payload
 state=.labctl/cpbench
 ssh_opts=(-q -i "$state/id_ed25519" -o "UserKnownHostsFile=$state/known_hosts" -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes)
-"$labctl" ssh server -- true >/dev/null 2>&1 || true   # writes known_hosts
+# `up` wrote known_hosts with the host keys labctl made for the nodes.
 ports=$(python3 -c "import json; s=json.load(open('$state/state.json')); print(' '.join(str(n['ssh_port']) for n in s['nodes']))")
 
 now() { date +%s.%N; }

@@ -225,6 +225,42 @@ pub struct SshSession {
     node: String,
     handle: Handle<PinningHandler>,
     host_key: PublicKey,
+    nagle: Arc<BulkNagle>,
+}
+
+/// TCP_NODELAY on the session's socket, off while a bulk upload streams.
+/// Small messages (agent RPCs through the tunnel, a stream's end) must go out
+/// at once, so the socket runs with NODELAY; but a bulk stream written
+/// packet by packet then leaves a short segment behind every SSH packet,
+/// which a slow node pays for per segment: `cp` to two TCG nodes measured
+/// 0.78 x scp's throughput with NODELAY and 0.91 x with Nagle.
+struct BulkNagle {
+    /// A second handle on the session's socket (same socket, dup'd fd).
+    socket: std::net::TcpStream,
+    /// Uploads streaming now; NODELAY is back on when the last one ends.
+    uploads: std::sync::atomic::AtomicUsize,
+}
+
+/// While alive, the session's socket coalesces writes (Nagle on).
+struct BulkUpload<'a>(&'a BulkNagle);
+
+impl BulkNagle {
+    fn begin(&self) -> BulkUpload<'_> {
+        if self.uploads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            // Best effort: a socket option that cannot be set costs speed only.
+            let _ = self.socket.set_nodelay(false);
+        }
+        BulkUpload(self)
+    }
+}
+
+impl Drop for BulkUpload<'_> {
+    fn drop(&mut self) {
+        if self.0.uploads.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            // Setting NODELAY also sends whatever Nagle still holds.
+            let _ = self.0.socket.set_nodelay(true);
+        }
+    }
 }
 
 /// What a remote command did.
@@ -258,9 +294,6 @@ impl SshSession {
             inactivity_timeout: None,
             keepalive_interval: Some(Duration::from_secs(15)),
             keepalive_max: 8,
-            // Small messages (agent RPCs through the tunnel, the end of a
-            // stream) go out at once instead of waiting on Nagle.
-            nodelay: true,
             ..Default::default()
         });
         let presented = Arc::new(Mutex::new(None));
@@ -272,8 +305,22 @@ impl SshSession {
             node: target.node.clone(),
             source,
         };
-        let connected = tokio::time::timeout(timeout, client::connect(config, target.addr(), handler)).await;
-        let mut handle = match connected {
+        let connected = tokio::time::timeout(timeout, async {
+            let stream = tokio::net::TcpStream::connect(target.addr())
+                .await
+                .map_err(russh::Error::IO)?;
+            // Small messages go out at once (see BulkNagle for bulk streams).
+            stream.set_nodelay(true).map_err(russh::Error::IO)?;
+            let socket = std::net::TcpStream::from(
+                std::os::fd::AsFd::as_fd(&stream)
+                    .try_clone_to_owned()
+                    .map_err(russh::Error::IO)?,
+            );
+            let handle = client::connect_stream(config, stream, handler).await?;
+            Ok::<_, russh::Error>((handle, socket))
+        })
+        .await;
+        let (mut handle, socket) = match connected {
             Err(_) => return Err(protocol(russh::Error::ConnectionTimeout)),
             Ok(Ok(handle)) => handle,
             Ok(Err(e)) => {
@@ -309,6 +356,10 @@ impl SshSession {
             node: target.node.clone(),
             handle,
             host_key,
+            nagle: Arc::new(BulkNagle {
+                socket,
+                uploads: std::sync::atomic::AtomicUsize::new(0),
+            }),
         })
     }
 
@@ -424,6 +475,7 @@ impl SshSession {
         let feed = async {
             use tokio::io::AsyncReadExt;
             if let Some(mut input) = stdin {
+                let _coalesce = self.nagle.begin();
                 // Large reads handed over whole: russh cuts them into
                 // packets of the peer's maximum size. (`Channel::data`
                 // copies through an 8 KiB buffer, one small packet per
