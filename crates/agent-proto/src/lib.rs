@@ -11,4 +11,15 @@ pub mod auth;
 #[allow(missing_docs, clippy::all)]
 pub mod v1 {
     tonic::include_proto!("rdma_agent.v1");
+
+    impl Fault {
+        /// The fault's name as `labctl run --inject-fault` and run records spell it.
+        pub fn label(self) -> &'static str {
+            match self {
+                Fault::None => "none",
+                Fault::Skip => "skip",
+                Fault::Corrupt => "corrupt",
+            }
+        }
+    }
 }

@@ -424,6 +424,17 @@ impl Endpoint {
             .ok_or_else(|| FabricError::InvalidArgument(format!("unknown MR handle {}", h.0)))
     }
 
+    /// A region registered for local access only (the ones this side may write into).
+    fn local_mr(&self, h: MrHandle) -> Result<&Mr> {
+        let mr = self.mr(h)?;
+        if mr.access != Access::Local {
+            return Err(FabricError::InvalidArgument(
+                "MR is remotely writable: use remote_bytes/remote_bytes_mut".into(),
+            ));
+        }
+        Ok(mr)
+    }
+
     /// Length of a registered region.
     pub fn mr_len(&self, h: MrHandle) -> Result<usize> {
         Ok(self.mr(h)?.buf.len)
@@ -453,12 +464,7 @@ impl Endpoint {
     /// The bytes of a local-only region, for filling before a send or write.
     /// Fails while an operation that uses the region is in flight.
     pub fn local_bytes_mut(&mut self, h: MrHandle) -> Result<&mut [u8]> {
-        let mr = self.mr(h)?;
-        if mr.access != Access::Local {
-            return Err(FabricError::InvalidArgument(
-                "MR is remotely writable: use remote_bytes/remote_bytes_mut".into(),
-            ));
-        }
+        let mr = self.local_mr(h)?;
         if mr.inflight != 0 {
             return Err(FabricError::InvalidArgument(format!(
                 "{} operations in flight on this MR",
@@ -475,12 +481,7 @@ impl Endpoint {
     /// one slot while writes from other slots of the region are in flight.
     /// Fails while a posted write reads any byte of the range.
     pub fn local_range_mut(&mut self, h: MrHandle, offset: usize, len: usize) -> Result<&mut [u8]> {
-        let mr = self.mr(h)?;
-        if mr.access != Access::Local {
-            return Err(FabricError::InvalidArgument(
-                "MR is remotely writable: use remote_bytes/remote_bytes_mut".into(),
-            ));
-        }
+        let mr = self.local_mr(h)?;
         let end = offset
             .checked_add(len)
             .filter(|&end| end <= mr.buf.len)

@@ -96,11 +96,7 @@ impl ParamsRecord {
             capability_override: (!p.capability_override.is_empty()).then(|| p.capability_override.clone()),
             provider: is_fabric(&p.workload).then(|| p.provider.clone()),
             total: (p.total > 0).then_some(p.total),
-            fault: match p.fault() {
-                Fault::None => None,
-                Fault::Skip => Some("skip".into()),
-                Fault::Corrupt => Some("corrupt".into()),
-            },
+            fault: (p.fault() != Fault::None).then(|| p.fault().label().to_string()),
         }
     }
 }

@@ -55,14 +55,6 @@ pub fn injectable_faults(workload: &str) -> &'static [Fault] {
     }
 }
 
-fn fault_name(fault: Fault) -> &'static str {
-    match fault {
-        Fault::None => "none",
-        Fault::Skip => "skip",
-        Fault::Corrupt => "corrupt",
-    }
-}
-
 fn check_fault(params: &WorkloadParams) -> Result<(), ValidationError> {
     let fault = Fault::try_from(params.fault).map_err(|_| ValidationError::FieldOutOfRange {
         field: "fault",
@@ -76,11 +68,11 @@ fn check_fault(params: &WorkloadParams) -> Result<(), ValidationError> {
     if !supported.contains(&fault) {
         return Err(ValidationError::FaultNotInjectable {
             workload: params.workload.clone(),
-            fault: fault_name(fault),
+            fault: fault.label(),
             supported: if supported.is_empty() {
                 "none".into()
             } else {
-                supported.iter().map(|f| fault_name(*f)).collect::<Vec<_>>().join(", ")
+                supported.iter().map(|f| f.label()).collect::<Vec<_>>().join(", ")
             },
         });
     }

@@ -4,7 +4,7 @@
 
 use agent_proto::v1::{Fault, Role, SideResult};
 
-use super::{injects, iterations, note_skip, post_done_recv, verdict, OpKind, Workload};
+use super::{injects, iterations, note_skip, post_done_recv, read_peer_word, read_word, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
@@ -48,7 +48,7 @@ impl Workload for Atomic {
         if side.role == Role::Server {
             super::wait_for_done(side)?;
             let word = side.exposed.expect("prepared");
-            let value = u64::from_ne_bytes(side.link.buffer(word).try_into().expect("8 bytes"));
+            let value = read_word(side, word);
             let mut result = side.base_result();
             result.atomic_final = value;
             let expected = swapped(seed);
@@ -129,19 +129,7 @@ impl Workload for Atomic {
                 ));
             }
         }
-        let mut read = side.link.send_chain(&[SendWr {
-            wr_id: OpKind::Read.wr_id(0),
-            op: SendOp::Read {
-                local,
-                remote_addr: addr,
-                rkey,
-            },
-            signaled: true,
-            inline: false,
-        }])?;
-        side.link.post_send(&mut read)?;
-        side.next_completion("the READ of the final value")?;
-        let fin = read_word(side, res);
+        let fin = read_peer_word(side, res, "the READ of the final value")?;
         if fin != swapped(seed) {
             problems.push(format!("final value {fin:#x}, expected {:#x}", swapped(seed)));
         }
@@ -164,10 +152,6 @@ impl Workload for Atomic {
         );
         Ok(result)
     }
-}
-
-fn read_word(side: &Side, buf: crate::verbs::BufId) -> u64 {
-    u64::from_ne_bytes(side.link.buffer(buf)[..8].try_into().expect("8 bytes"))
 }
 
 #[cfg(test)]

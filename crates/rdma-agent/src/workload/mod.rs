@@ -178,6 +178,33 @@ pub fn post_done_recv(side: &mut Side) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// The 8-byte word at the start of `buf`, in host order (as atomics leave it).
+pub fn read_word(side: &Side, buf: crate::verbs::BufId) -> u64 {
+    u64::from_ne_bytes(side.link.buffer(buf)[..8].try_into().expect("8 bytes"))
+}
+
+/// Client: READs the server's 8-byte word (the peer's exposed buffer) into
+/// the start of `local`, waits for that READ, and returns the word.
+pub fn read_peer_word(side: &mut Side, local: crate::verbs::BufId, what: &str) -> Result<u64, SessionError> {
+    let mut read = side.link.send_chain(&[crate::verbs::SendWr {
+        wr_id: OpKind::Read.wr_id(0),
+        op: crate::verbs::SendOp::Read {
+            local: crate::verbs::LocalSlice {
+                buf: local,
+                offset: 0,
+                len: 8,
+            },
+            remote_addr: side.peer.addr,
+            rkey: side.peer.rkey,
+        },
+        signaled: true,
+        inline: false,
+    }])?;
+    side.link.post_send(&mut read)?;
+    while side.next_completion(what)?.wr_id != OpKind::Read.wr_id(0) {}
+    Ok(read_word(side, local))
+}
+
 /// Whether this run injects `fault` (a negative test, see [`agent_proto::v1::Fault`]).
 pub fn injects(side: &Side, fault: agent_proto::v1::Fault) -> bool {
     side.params.fault() == fault

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use agent_proto::v1::{Fault, Role, SideResult, SizePoint};
 
-use super::{corrupt_byte, injects, note_skip, pattern, verdict, OpKind, Workload};
+use super::{corrupt_byte, injects, note_skip, pattern, read_peer_word, read_word, verdict, OpKind, Workload};
 use crate::metrics::{bandwidth, latency, PeakTracker};
 use crate::session::{SessionError, Side};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
@@ -216,7 +216,8 @@ impl Workload for Perf {
         let mut atomic_final = None;
         if self.op == PerfOp::Atomic {
             // Every fetch-and-add added 1 to a word that started at 0.
-            let word = self.read_remote_word(side)?;
+            // One READ after the run, outside the timed loop.
+            let word = read_peer_word(side, side.bufs[0], "the READ of the atomic word")?;
             if word != total_ops {
                 problems.push(format!(
                     "the remote word is {word} after the run: the client counted {total_ops} fetch-and-adds"
@@ -393,35 +394,6 @@ impl Perf {
             PerfOp::Send => OpKind::Send,
             PerfOp::Atomic => OpKind::FetchAdd,
         }
-    }
-
-    /// atomic-bw/lat client: READs the server's word after the run (outside the timed loop).
-    fn read_remote_word(&self, side: &mut Side) -> Result<u64, SessionError> {
-        let local = LocalSlice {
-            buf: side.bufs[0],
-            offset: 0,
-            len: 8,
-        };
-        let mut read = side.link.send_chain(&[SendWr {
-            wr_id: OpKind::Read.wr_id(0),
-            op: SendOp::Read {
-                local,
-                remote_addr: side.peer.addr,
-                rkey: side.peer.rkey,
-            },
-            signaled: true,
-            inline: false,
-        }])?;
-        side.link.post_send(&mut read)?;
-        loop {
-            let c = side.next_completion("the READ of the atomic word")?;
-            if c.wr_id == OpKind::Read.wr_id(0) {
-                break;
-            }
-        }
-        Ok(u64::from_ne_bytes(
-            side.link.buffer(side.bufs[0])[..8].try_into().expect("8 bytes"),
-        ))
     }
 
     fn measure_bandwidth(
@@ -858,6 +830,8 @@ impl Perf {
         }
         echo.take();
         let exposed = side.exposed.expect("prepared");
+        // The word atomics counted in (the exposed buffer of an atomic run is 8 bytes).
+        let atomic_word = (self.op == PerfOp::Atomic).then(|| read_word(side, exposed));
         let outcome = match self.op {
             PerfOp::Write => {
                 // Every WRITE put the client's pattern at offset 0; the largest size covers the rest.
@@ -872,7 +846,7 @@ impl Perf {
                 .map(|()| "served READs; buffer unchanged".to_string())
                 .map_err(|m| format!("server buffer changed: {m}")),
             PerfOp::Atomic => {
-                let word = u64::from_ne_bytes(side.link.buffer(exposed)[..8].try_into().expect("8 bytes"));
+                let word = atomic_word.unwrap_or_default();
                 match client_count {
                     Some(n) if n == word => Ok(format!(
                         "the word counted {word} fetch-and-adds, as many as the client did"
@@ -881,7 +855,7 @@ impl Perf {
                     None => Err("the client's done message carried no operation count".into()),
                 }
             }
-            PerfOp::Send => match (problem.clone(), client_count) {
+            PerfOp::Send => match (problem, client_count) {
                 (Some(m), _) => Err(m),
                 (None, Some(n)) if n == received => {
                     Ok(format!("{received} messages verified, as many as the client sent"))
@@ -892,9 +866,7 @@ impl Perf {
         };
         let mut result = side.base_result();
         result.ops = received;
-        if self.op == PerfOp::Atomic {
-            result.atomic_final = u64::from_ne_bytes(side.link.buffer(exposed)[..8].try_into().expect("8 bytes"));
-        }
+        result.atomic_final = atomic_word.unwrap_or_default();
         verdict(&mut result, outcome);
         Ok(result)
     }
