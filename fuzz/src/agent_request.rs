@@ -1,9 +1,9 @@
 //! The agent's request path before any RDMA resource is touched: arbitrary
 //! bytes decoded as a protobuf `WorkloadParams` (the wire path, prost), then
-//! `validate::validate` against the real workload registry and pinned limits,
+//! `registry::check` (the real workload registry, its rules, pinned limits),
 //! and for a request that passes, the steps the service and the session
-//! thread take next without hardware: the fabric checks or the registry
-//! lookup, queue depth / iterations / size, and the session deadline
+//! thread take next without hardware: fabric-write's fill message, the verbs
+//! workload's queue depths / iterations / size, and the session deadline
 //! (`Instant::now() + spec.timeout()`, as `session.rs` computes it).
 //! The same bytes also go through the capability blob decoder (the peer's
 //! rdma_cm private data). Errors are fine; a panic is a bug.
@@ -17,9 +17,10 @@ use agent_proto::v1::{Role, WorkloadParams};
 use fabric::endpoint::MSG_SLOT_SIZE;
 use fabric::write::Message as FabricMessage;
 use prost::Message;
+use rdma_agent::registry::{self, Runner};
 use rdma_agent::session::{blob, SessionSpec};
 use rdma_agent::validate::{self, Limits, DEFAULT_MAX_SIZE};
-use rdma_agent::{fabric_session, tcp_session, workload};
+use rdma_agent::{fabric_session, workload};
 
 /// Pinned limits: the agent's default with plenty of memory, and a small node
 /// where 1/4 of MemAvailable is the limit.
@@ -41,10 +42,9 @@ pub fn run(data: &[u8]) {
     let Ok(params) = WorkloadParams::decode(data) else {
         return;
     };
-    let names = workload::names();
     for limits in &LIMITS {
-        match validate::validate(&params, &names, limits) {
-            Ok(()) => accepted(&params),
+        match registry::check(&params, limits) {
+            Ok(runner) => accepted(&params, runner),
             Err(e) => {
                 let _ = e.to_string();
             }
@@ -53,34 +53,29 @@ pub fn run(data: &[u8]) {
 }
 
 /// What happens to a request that passed validation, short of RDMA.
-fn accepted(params: &WorkloadParams) {
+fn accepted(params: &WorkloadParams, runner: Runner) {
     let _ = (params.cm(), params.completion());
     // The timed loops' stop time, as the workloads compute it.
     let _stop_at = Instant::now() + validate::duration(params);
-    if fabric_session::is_fabric(&params.workload) {
-        match fabric_session::validate(params) {
-            Ok(()) if params.workload == "fabric-write" => {
+    match runner {
+        Runner::Fabric(kind) => {
+            if kind == fabric_session::Kind::Write {
                 // The client's one control message must fit a message slot.
                 let fill = FabricMessage::RandomFill(fabric_session::random_fill(params, 1)).encode();
                 assert!(fill.len() <= MSG_SLOT_SIZE, "RandomFill of {} B", fill.len());
             }
-            Ok(()) => {}
-            Err(e) => {
-                let _ = e.to_string();
-            }
+            let _ = fabric_session::provider(params);
         }
-        let _ = fabric_session::provider(params);
-    } else if tcp_session::is_tcp(&params.workload) {
-        // bulk-tcp is served by its own session (no verbs registry entry);
-        // the fuzz target used to panic here on the registry lookup.
-        let _ = validate::bulk_total(params);
-    } else {
-        workload::lookup(&params.workload).expect("a validated name is in the registry");
-        let _ = workload::queue_depth(params);
-        let _ = workload::iterations(params);
-        let _ = workload::size(params);
-        let _ = workload::pattern(params);
-        let _ = validate::effective_max_size(params);
+        Runner::Tcp => {
+            let _ = validate::bulk_total(params);
+        }
+        Runner::Verbs(w) => {
+            let _ = (w.send_queue_depth(params), w.recv_queue_depth(params));
+            let _ = workload::iterations(params);
+            let _ = workload::size(params);
+            let _ = workload::pattern(params);
+            let _ = validate::effective_max_size(params);
+        }
     }
     for role in [Role::Server, Role::Client] {
         let spec = SessionSpec {

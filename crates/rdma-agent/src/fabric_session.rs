@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{Endpoint, FabricEndpoint, Progress, Role, SideResult, SizePoint, WorkloadParams};
+use agent_proto::v1::{Endpoint, FabricEndpoint, Fault, Progress, Role, SideResult, SizePoint, WorkloadParams};
 use fabric::endpoint::MSG_SLOT_SIZE;
 use fabric::perf::{BwClient, BwServer, LatClient, LatServer, Stop, TARGET_MAX};
 use fabric::write::{scatter_pages, Client, RandomFill, Server, WriteError, MAX_FILL_PAGES, MR_COUNT, MR_SIZE};
@@ -40,11 +40,68 @@ use tokio::sync::oneshot;
 
 use crate::cpu::CpuTimes;
 use crate::metrics::{bandwidth, latency, PeakTracker};
+use crate::plan::{self, Plan};
 use crate::session::{ProgressSink, SessionError, SessionHandle, SessionSpec};
-use crate::validate::ValidationError;
+use crate::validate::{Rules, ValidationError};
 
-/// The libfabric workloads (dispatched here instead of the verbs registry).
-pub const WORKLOADS: &[&str] = &["fabric-write", "fabric-bw", "fabric-lat"];
+/// The libfabric workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `fabric-write`: RandomFill pages, every byte verified.
+    Write,
+    /// `fabric-bw`: write bandwidth, as write-bw.
+    Bw,
+    /// `fabric-lat`: message ping-pong latency, as send-lat.
+    Lat,
+}
+
+impl Kind {
+    /// Every libfabric workload.
+    pub const ALL: [Kind; 3] = [Kind::Write, Kind::Bw, Kind::Lat];
+
+    /// The registry name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Write => "fabric-write",
+            Kind::Bw => "fabric-bw",
+            Kind::Lat => "fabric-lat",
+        }
+    }
+
+    /// What the workload adds to the shared request checks: fabric-write's
+    /// pages fit its MRs; a fabric-bw write fits the server's 16 MiB target;
+    /// a fabric-lat ping fits one message slot. fabric-bw's server checks
+    /// each slot's sequence number (a lost write shows); the others check
+    /// the bytes.
+    pub fn rules(self) -> Rules {
+        match self {
+            Kind::Write => Rules {
+                check: |params, _| validate_write(params),
+                ..Rules::faults(&[Fault::Corrupt])
+            },
+            Kind::Bw => Rules {
+                check: |params, _| {
+                    check_largest(
+                        params,
+                        TARGET_MAX as u64,
+                        "1 ..= 16777216 (fabric-bw: one write fits the server's 16 MiB target)",
+                    )
+                },
+                ..Rules::faults(&[Fault::Skip])
+            },
+            Kind::Lat => Rules {
+                check: |params, _| {
+                    check_largest(
+                        params,
+                        MSG_SLOT_SIZE as u64,
+                        "1 ..= 8192 (fabric-lat: a ping is one message of at most 8 KiB)",
+                    )
+                },
+                ..Rules::faults(&[Fault::Corrupt])
+            },
+        }
+    }
+}
 
 /// The provider when `params.provider` is empty.
 pub const DEFAULT_PROVIDER: &str = "tcp;ofi_rxm";
@@ -53,41 +110,12 @@ pub const DEFAULT_PROVIDER: &str = "tcp;ofi_rxm";
 /// generated while the other's writes are in flight).
 const STAGING_MAX: usize = 2 << 20;
 
-/// Whether `workload` is one of ours.
-pub fn is_fabric(workload: &str) -> bool {
-    WORKLOADS.contains(&workload)
-}
-
 /// The provider a session uses.
 pub fn provider(params: &WorkloadParams) -> &str {
     if params.provider.is_empty() {
         DEFAULT_PROVIDER
     } else {
         &params.provider
-    }
-}
-
-/// Iterations per size when neither iterations nor duration is given (as the verbs workloads).
-const DEFAULT_ITERATIONS: u64 = 1000;
-/// Outstanding writes when `tx_depth` is 0 (as the verbs workloads).
-const DEFAULT_TX_DEPTH: u32 = 128;
-
-/// The workloads' own limits on top of [`crate::validate`]'s: fabric-write's
-/// pages fit its MRs; a fabric-bw write fits the server's 16 MiB target; a
-/// fabric-lat ping fits one message slot.
-pub fn validate(params: &WorkloadParams) -> Result<(), ValidationError> {
-    match params.workload.as_str() {
-        "fabric-bw" => check_largest(
-            params,
-            TARGET_MAX as u64,
-            "1 ..= 16777216 (fabric-bw: one write fits the server's 16 MiB target)",
-        ),
-        "fabric-lat" => check_largest(
-            params,
-            MSG_SLOT_SIZE as u64,
-            "1 ..= 8192 (fabric-lat: a ping is one message of at most 8 KiB)",
-        ),
-        _ => validate_write(params),
     }
 }
 
@@ -103,41 +131,28 @@ fn check_largest(params: &WorkloadParams, limit: u64, range: &'static str) -> Re
     Ok(())
 }
 
-/// The sizes of a fabric-bw or fabric-lat run: `size`, or 2 B .. max_size in
-/// powers of two, stopping at the workload's limit (16 MiB writes, 8 KiB pings:
-/// labctl always sends a max_size, 8 MiB unless told otherwise).
-fn sizes(params: &WorkloadParams) -> Vec<usize> {
-    if !params.all_sizes {
-        return vec![params.size.max(1) as usize];
-    }
-    let limit = if params.workload == "fabric-lat" {
-        MSG_SLOT_SIZE as u64
-    } else {
-        TARGET_MAX as u64
-    };
-    let max = crate::validate::effective_max_size(params).min(limit);
-    std::iter::successors(Some(2u64), |s| Some(s * 2))
-        .take_while(|&s| s <= max)
-        .map(|s| s as usize)
-        .collect()
+/// The plan of a fabric-bw or fabric-lat run ([`Plan`], as the verbs
+/// workloads read theirs): a sweep stops at the workload's limit (16 MiB
+/// writes, 8 KiB pings: labctl always sends a max_size, 8 MiB unless told
+/// otherwise).
+fn plan(params: &WorkloadParams, kind: Kind) -> Plan {
+    let largest = if kind == Kind::Lat { MSG_SLOT_SIZE } else { TARGET_MAX };
+    Plan::of(params, largest as u64)
+}
+
+fn sizes(params: &WorkloadParams, kind: Kind) -> Vec<usize> {
+    plan(params, kind).sizes.into_iter().map(|s| s as usize).collect()
 }
 
 fn stop(params: &WorkloadParams) -> Stop {
-    if params.iterations > 0 {
-        Stop::Count(params.iterations)
-    } else if params.duration_s > 0.0 {
-        Stop::After(crate::validate::duration(params))
-    } else {
-        Stop::Count(DEFAULT_ITERATIONS)
+    match plan(params, Kind::Bw).stop {
+        plan::Stop::Count(n) => Stop::Count(n),
+        plan::Stop::After(d) => Stop::After(d),
     }
 }
 
 fn tx_depth(params: &WorkloadParams) -> usize {
-    (if params.tx_depth == 0 {
-        DEFAULT_TX_DEPTH
-    } else {
-        params.tx_depth
-    }) as usize
+    plan(params, Kind::Bw).tx_depth
 }
 
 /// The RandomFill a fabric-write client sends: `iterations` pages of `size`
@@ -214,6 +229,7 @@ impl From<WriteError> for SessionError {
 #[allow(clippy::type_complexity)]
 pub fn spawn(
     spec: SessionSpec,
+    kind: Kind,
     run: Option<(FabricEndpoint, ProgressSink)>,
 ) -> Result<
     (
@@ -222,7 +238,6 @@ pub fn spawn(
     ),
     SessionError,
 > {
-    validate(&spec.params)?;
     if spec.role == Role::Client && run.is_none() {
         return Err(SessionError::Setup(
             "fabric clients need no Prepare: call Run with the server's fabric endpoint".into(),
@@ -230,14 +245,14 @@ pub fn spawn(
     }
     let span = tracing::info_span!(parent: None, "session", id = %spec.id, role = ?spec.role,
         workload = %spec.params.workload, provider = provider(&spec.params));
-    crate::session::spawn_thread_session(spec, "fabric", span, run, |spec, cancel, run, endpoint_tx| {
+    crate::session::spawn_thread_session(spec, "fabric", span, run, move |spec, cancel, run, endpoint_tx| {
         let deadline = Instant::now() + spec.timeout();
         match run {
-            None => serve(spec, &cancel, deadline, endpoint_tx),
-            Some((peer, sink)) => match spec.params.workload.as_str() {
-                "fabric-bw" => client_bw(spec, &cancel, deadline, &peer, sink),
-                "fabric-lat" => client_lat(spec, &cancel, deadline, &peer, sink),
-                _ => client(spec, &cancel, deadline, &peer, sink),
+            None => serve(spec, kind, &cancel, deadline, endpoint_tx),
+            Some((peer, sink)) => match kind {
+                Kind::Bw => client_bw(spec, &cancel, deadline, &peer, sink),
+                Kind::Lat => client_lat(spec, &cancel, deadline, &peer, sink),
+                Kind::Write => client(spec, &cancel, deadline, &peer, sink),
             },
         }
     })
@@ -336,15 +351,16 @@ fn announce(
 
 fn serve(
     spec: &SessionSpec,
+    kind: Kind,
     cancel: &Arc<AtomicBool>,
     deadline: Instant,
     endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
 ) -> Result<SideResult, SessionError> {
     let mut ep = open(spec, cancel)?;
-    match spec.params.workload.as_str() {
-        "fabric-bw" => return serve_bw(spec, &mut ep, deadline, endpoint_tx),
-        "fabric-lat" => return serve_lat(spec, &mut ep, deadline, endpoint_tx),
-        _ => {}
+    match kind {
+        Kind::Bw => return serve_bw(spec, &mut ep, deadline, endpoint_tx),
+        Kind::Lat => return serve_lat(spec, &mut ep, deadline, endpoint_tx),
+        Kind::Write => {}
     }
     let page = spec.params.size as usize;
     // Half the pages per region, so that even a small request uses both.
@@ -549,7 +565,7 @@ fn serve_bw(
     deadline: Instant,
     endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
 ) -> Result<SideResult, SessionError> {
-    let sizes = sizes(&spec.params);
+    let sizes = sizes(&spec.params, Kind::Bw);
     let max = *sizes.iter().max().expect("at least one size");
     announce(spec, ep, endpoint_tx)?;
     let mut server = BwServer::accept(ep, max, tx_depth(&spec.params), spec.params.seed, left(deadline))?;
@@ -590,7 +606,7 @@ fn serve_lat(
     deadline: Instant,
     endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
 ) -> Result<SideResult, SessionError> {
-    let sizes = sizes(&spec.params);
+    let sizes = sizes(&spec.params, Kind::Lat);
     let max = *sizes.iter().max().expect("at least one size");
     announce(spec, ep, endpoint_tx)?;
     let mut server = LatServer::accept(ep, max, spec.params.seed, left(deadline))?;
@@ -676,7 +692,7 @@ fn client_bw(
 ) -> Result<SideResult, SessionError> {
     check_peer(peer)?;
     let mut progress = reporter(sink);
-    let sizes = sizes(&spec.params);
+    let sizes = sizes(&spec.params, Kind::Bw);
     let max = *sizes.iter().max().expect("at least one size");
     let depth = tx_depth(&spec.params);
     let mut ep = open(spec, cancel)?;
@@ -757,7 +773,7 @@ fn client_lat(
 ) -> Result<SideResult, SessionError> {
     check_peer(peer)?;
     let mut progress = reporter(sink);
-    let sizes = sizes(&spec.params);
+    let sizes = sizes(&spec.params, Kind::Lat);
     let max = *sizes.iter().max().expect("at least one size");
     let mut ep = open(spec, cancel)?;
     progress(
@@ -821,6 +837,22 @@ fn client_lat(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kind_of(p: &WorkloadParams) -> Kind {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == p.workload)
+            .expect("a fabric workload")
+    }
+
+    /// The workload's own checks, as the registry runs them.
+    fn validate(p: &WorkloadParams) -> Result<(), ValidationError> {
+        (kind_of(p).rules().check)(p, &crate::validate::Limits::of_this_node())
+    }
+
+    fn sizes_of(p: &WorkloadParams) -> Vec<usize> {
+        sizes(p, kind_of(p))
+    }
 
     fn params(size: u64, iterations: u64) -> WorkloadParams {
         WorkloadParams {
@@ -896,10 +928,13 @@ mod tests {
 
     #[test]
     fn bw_and_lat_sizes_and_limits() {
-        assert_eq!(sizes(&perf_params("fabric-bw", 65536, false, 0)), vec![65536]);
-        let sweep = sizes(&perf_params("fabric-lat", 1, true, 0));
+        assert_eq!(sizes_of(&perf_params("fabric-bw", 65536, false, 0)), vec![65536]);
+        let sweep = sizes_of(&perf_params("fabric-lat", 1, true, 0));
         assert_eq!((sweep[0], *sweep.last().unwrap(), sweep.len()), (2, 8192, 13));
-        assert_eq!(*sizes(&perf_params("fabric-bw", 1, true, 0)).last().unwrap(), 8 << 20);
+        assert_eq!(
+            *sizes_of(&perf_params("fabric-bw", 1, true, 0)).last().unwrap(),
+            8 << 20
+        );
         assert!(validate(&perf_params("fabric-bw", 16 << 20, false, 0)).is_ok());
         assert!(validate(&perf_params("fabric-bw", (16 << 20) + 1, false, 0))
             .unwrap_err()
@@ -908,8 +943,11 @@ mod tests {
         assert!(validate(&perf_params("fabric-lat", 8192, false, 0)).is_ok());
         assert!(validate(&perf_params("fabric-lat", 1, true, 0)).is_ok());
         assert!(validate(&perf_params("fabric-lat", 1, true, 65536)).is_ok());
-        assert_eq!(*sizes(&perf_params("fabric-lat", 1, true, 65536)).last().unwrap(), 8192);
-        assert_eq!(*sizes(&perf_params("fabric-lat", 1, true, 64)).last().unwrap(), 64);
+        assert_eq!(
+            *sizes_of(&perf_params("fabric-lat", 1, true, 65536)).last().unwrap(),
+            8192
+        );
+        assert_eq!(*sizes_of(&perf_params("fabric-lat", 1, true, 64)).last().unwrap(), 64);
         let err = validate(&perf_params("fabric-lat", 8193, false, 0))
             .unwrap_err()
             .to_string();
@@ -917,7 +955,7 @@ mod tests {
         assert_eq!(stop(&perf_params("fabric-bw", 1, false, 0)), Stop::Count(10));
         let mut p = perf_params("fabric-bw", 1, false, 0);
         p.iterations = 0;
-        assert_eq!(stop(&p), Stop::Count(DEFAULT_ITERATIONS));
+        assert_eq!(stop(&p), Stop::Count(plan::DEFAULT_ITERATIONS));
         p.duration_s = 0.5;
         assert_eq!(stop(&p), Stop::After(Duration::from_millis(500)));
         assert_eq!(tx_depth(&p), 128);

@@ -8,11 +8,15 @@
 //!   place where crate errors become `tonic::Status`.
 //! - [`node_info`]: what the node has (kernel, rdma-core, devices, ports, GIDs),
 //!   read from `/proc` and `/sys/class/infiniband`.
-//! - [`validate`]: request checks (sizes, iterations, workload names) before any
-//!   RDMA resource is touched.
-//! - [`workload`]: the `Workload` trait, the registry by name, and one module
-//!   per workload family; [`session`] drives one side of a session on its own
-//!   thread (connect in `rdma_cm` or out-of-band mode, run, verify).
+//! - [`registry`]: every workload by name (verbs, libfabric, TCP) and what
+//!   runs it; [`validate`]: the request checks every workload shares, and the
+//!   [`validate::Rules`] through which each adds its own, all before any RDMA
+//!   resource is touched.
+//! - [`workload`]: the verbs `Workload` trait and one module per workload
+//!   family; [`session`] drives one side of a session on its own thread
+//!   (`session::verbs`: connect in `rdma_cm` or out-of-band mode, run, verify);
+//!   [`wr_id`] names work requests; [`plan`] reads a measured run's sizes,
+//!   stop and depth from its parameters, for verbs and libfabric alike.
 //! - [`fabric_session`]: the libfabric workloads (`fabric-write`, `fabric-bw`,
 //!   `fabric-lat`), one side per thread, on the safe `fabric` crate (no
 //!   `unsafe` here).
@@ -33,6 +37,8 @@ pub mod fabric_session;
 pub mod metrics;
 pub mod node_info;
 pub mod pattern;
+pub mod plan;
+pub mod registry;
 pub mod service;
 pub mod session;
 pub mod tcp_session;
@@ -41,6 +47,7 @@ pub mod validate;
 #[allow(unsafe_code)]
 pub mod verbs;
 pub mod workload;
+pub mod wr_id;
 
 /// The agent's version as reported by Health and NodeInfo.
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");

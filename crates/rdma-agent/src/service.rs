@@ -20,8 +20,9 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::fabric_session;
+use crate::registry::{self, Runner};
 use crate::session::{self, Command, SessionError, SessionHandle, SessionSpec};
-use crate::validate::{self, Limits, ValidationError};
+use crate::validate::{Limits, ValidationError};
 
 impl From<SessionError> for Status {
     fn from(e: SessionError) -> Status {
@@ -83,12 +84,13 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
-fn check_params(params: Option<&WorkloadParams>) -> Result<WorkloadParams, SessionError> {
+/// The request's parameters, checked, and the runner of its workload.
+fn check_params(params: Option<&WorkloadParams>) -> Result<(WorkloadParams, Runner), SessionError> {
     let params = params
         .cloned()
         .ok_or(SessionError::Invalid(ValidationError::Missing { field: "params" }))?;
-    validate::validate(&params, &crate::workload::names(), &Limits::of_this_node())?;
-    Ok(params)
+    let runner = registry::check(&params, &Limits::of_this_node())?;
+    Ok((params, runner))
 }
 
 fn check_session_id(id: &str) -> Result<(), SessionError> {
@@ -103,6 +105,7 @@ fn check_session_id(id: &str) -> Result<(), SessionError> {
 #[allow(clippy::type_complexity)]
 fn spawn_session(
     spec: SessionSpec,
+    runner: Runner,
     run: Option<(agent_proto::v1::Endpoint, session::ProgressSink)>,
 ) -> Result<
     (
@@ -111,10 +114,12 @@ fn spawn_session(
     ),
     SessionError,
 > {
-    if crate::tcp_session::is_tcp(&spec.params.workload) {
-        crate::tcp_session::spawn(spec, run)
-    } else {
-        session::spawn(spec, run)
+    match runner {
+        Runner::Verbs(workload) => session::verbs::spawn(spec, workload, run),
+        Runner::Tcp => crate::tcp_session::spawn(spec, run),
+        Runner::Fabric(_) => Err(SessionError::Protocol(
+            "a libfabric workload has no verbs or TCP session".into(),
+        )),
     }
 }
 
@@ -142,10 +147,10 @@ impl AgentService {
 
     async fn prepare_inner(&self, req: PrepareRequest) -> Result<PrepareReply, SessionError> {
         check_session_id(&req.session_id)?;
-        let params = check_params(req.params.as_ref())?;
+        let (params, runner) = check_params(req.params.as_ref())?;
         let role = Role::try_from(req.role).map_err(|_| SessionError::Setup(format!("unknown role {}", req.role)))?;
-        if fabric_session::is_fabric(&params.workload) {
-            return self.prepare_fabric(req, params, role).await;
+        if let Runner::Fabric(kind) = runner {
+            return self.prepare_fabric(req, params, kind, role).await;
         }
         if role == Role::Client && params.cm() == CmMode::RdmaCm {
             return Err(SessionError::Setup(
@@ -159,7 +164,7 @@ impl AgentService {
             bind_addr: req.bind_addr,
         };
         let timeout = spec.timeout();
-        let (handle, endpoint) = spawn_session(spec, None)?;
+        let (handle, endpoint) = spawn_session(spec, runner, None)?;
         self.insert(&req.session_id, handle)?;
         let endpoint = match tokio::time::timeout(timeout, endpoint).await {
             Ok(Ok(Ok(endpoint))) => endpoint,
@@ -190,6 +195,7 @@ impl AgentService {
         &self,
         req: PrepareRequest,
         params: WorkloadParams,
+        kind: fabric_session::Kind,
         role: Role,
     ) -> Result<PrepareReply, SessionError> {
         let spec = SessionSpec {
@@ -199,7 +205,7 @@ impl AgentService {
             bind_addr: req.bind_addr,
         };
         let timeout = spec.timeout();
-        let (handle, ready) = fabric_session::spawn(spec, None)?;
+        let (handle, ready) = fabric_session::spawn(spec, kind, None)?;
         self.insert(&req.session_id, handle)?;
         let outcome = tokio::time::timeout(timeout, ready).await;
         match outcome {
@@ -256,7 +262,7 @@ impl AgentService {
         req: RunRequest,
     ) -> Result<tokio::sync::mpsc::Receiver<Result<RunEvent, Status>>, SessionError> {
         check_session_id(&req.session_id)?;
-        let params = check_params(req.params.as_ref())?;
+        let (params, runner) = check_params(req.params.as_ref())?;
         let peer = req
             .peer
             .ok_or(SessionError::Invalid(ValidationError::Missing { field: "peer" }))?;
@@ -276,11 +282,11 @@ impl AgentService {
             role: Role::Client,
             bind_addr: req.bind_addr,
         };
-        let result_rx = if fabric_session::is_fabric(&spec.params.workload) {
+        let result_rx = if let Runner::Fabric(kind) = runner {
             let fabric_peer = req
                 .fabric_peer
                 .ok_or(SessionError::Invalid(ValidationError::Missing { field: "fabric_peer" }))?;
-            let (mut handle, _ready) = fabric_session::spawn(spec, Some((fabric_peer, sink)))?;
+            let (mut handle, _ready) = fabric_session::spawn(spec, kind, Some((fabric_peer, sink)))?;
             let result = handle.result.take().expect("fresh handle");
             self.insert(&req.session_id, handle)?;
             result
@@ -304,7 +310,7 @@ impl AgentService {
                 .take()
                 .ok_or_else(|| SessionError::Setup("session is already running".into()))?
         } else {
-            let (mut handle, _endpoint) = spawn_session(spec, Some((peer, sink)))?;
+            let (mut handle, _endpoint) = spawn_session(spec, runner, Some((peer, sink)))?;
             let result = handle.result.take().expect("fresh handle");
             self.insert(&req.session_id, handle)?;
             result

@@ -24,18 +24,27 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{CmMode, CpuUsage, Endpoint, Progress, Role, SideResult, WorkloadParams};
+use agent_proto::v1::{CmMode, CpuUsage, Endpoint, Fault, Progress, Role, SideResult, WorkloadParams};
 use tokio::sync::oneshot;
 
 use crate::cpu::{CpuTimes, NodeBusy};
 use crate::metrics::{bandwidth, PeakTracker};
 use crate::session::{ProgressSink, SessionError, SessionHandle, SessionSpec};
 use crate::timeline::Timeline;
-use crate::validate::{bulk_total, ValidationError};
-use crate::workload::bulk::{bulk_facts, chunk, chunk_range, verify_total};
+use crate::validate::{bulk_total, Limits, Rules, ValidationError};
+use crate::workload::bulk::{bulk_facts, check_bulk_total, chunk, chunk_range, verify_total};
 
-/// The TCP workloads (dispatched here instead of the verbs registry).
-pub const WORKLOADS: &[&str] = &["bulk-tcp"];
+/// The workload's registry name.
+pub const NAME: &str = "bulk-tcp";
+
+/// bulk-tcp's rules: the same bytes as bulk-rdma (so the same total limit
+/// and the same corrupted-byte fault), over a connection its server's
+/// Prepare listens for (no oob mode).
+pub const RULES: Rules = Rules {
+    faults: &[Fault::Corrupt],
+    multi_qp: false,
+    check: check_request,
+};
 
 /// How often blocked socket calls wake up to check Abort and the deadline.
 const POLL: Duration = Duration::from_millis(100);
@@ -44,9 +53,16 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// The server's acknowledgement that it holds every byte.
 const ACK: u8 = 0xAC;
 
-/// Whether `workload` is one of ours.
-pub fn is_tcp(workload: &str) -> bool {
-    WORKLOADS.contains(&workload)
+fn check_request(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
+    if params.cm() == CmMode::Oob {
+        return Err(ValidationError::FieldOutOfRange {
+            field: "cm",
+            value: i128::from(params.cm),
+            range:
+                "0 (CM_MODE_RDMA_CM): bulk-tcp connects over TCP to the address and port its server's Prepare returns",
+        });
+    }
+    check_bulk_total(params, limits)
 }
 
 /// Starts a bulk-tcp session thread: Prepare of a server (`run` is None), or a
@@ -57,15 +73,6 @@ pub fn spawn(
     spec: SessionSpec,
     run: Option<(Endpoint, ProgressSink)>,
 ) -> Result<(SessionHandle, oneshot::Receiver<Result<Endpoint, SessionError>>), SessionError> {
-    if spec.params.cm() == CmMode::Oob {
-        return Err(ValidationError::FieldOutOfRange {
-            field: "cm",
-            value: i128::from(spec.params.cm),
-            range:
-                "0 (CM_MODE_RDMA_CM): bulk-tcp connects over TCP to the address and port its server's Prepare returns",
-        }
-        .into());
-    }
     if spec.role == Role::Client && run.is_none() {
         return Err(SessionError::Setup(
             "bulk-tcp clients need no Prepare: call Run with the server's endpoint".into(),

@@ -1,5 +1,11 @@
 //! Request checks done before any RDMA resource is touched, so a bad request
 //! fails fast with InvalidArgument naming the field and the allowed range.
+//!
+//! This module owns the checks every workload shares (sizes against the
+//! node's memory, counts, durations, small fields, the fault field) and the
+//! [`Rules`] type through which a workload adds its own (which faults it can
+//! catch, whether it spreads over several QPs, the memory it registers). It
+//! must not know any workload by name: the registry pairs names with rules.
 
 use agent_proto::v1::{Fault, WorkloadParams};
 
@@ -11,10 +17,6 @@ pub const MAX_ITERATIONS: u64 = 1_000_000_000;
 pub const DEFAULT_SWEEP_MAX: u64 = 8 * 1024 * 1024;
 /// A session may register at most this fraction of MemAvailable.
 const MEM_AVAILABLE_FRACTION: u64 = 4;
-/// The workloads that spread their requests over several QPs (perftest's `-q`).
-/// send-bw is not among them: its receives would have to be posted on each
-/// QP as it reaches INIT, which the session's connection steps do not do.
-pub const MULTI_QP_WORKLOADS: &[&str] = &["write-bw", "read-bw", "atomic-bw", "param-server"];
 /// Most QPs one run may ask for.
 pub const MAX_QPS: u32 = 16;
 /// Longest timed run (`duration_s`), one day.
@@ -22,11 +24,33 @@ pub const MAX_DURATION_S: f64 = 86_400.0;
 /// Longest session timeout (`timeout_ms`), one week: a session deadline is
 /// `now + timeout`, which must not overflow the clock.
 pub const MAX_TIMEOUT_MS: u64 = 7 * 86_400 * 1000;
-
-/// The bulk transfers: `total` bytes in `size`-byte chunks.
-pub const BULK_WORKLOADS: &[&str] = &["bulk-rdma", "bulk-tcp"];
 /// Largest `total` of a bulk transfer (the server holds all of it in memory).
 pub const MAX_BULK_TOTAL: u64 = 1 << 30;
+
+/// What a workload adds to the shared checks.
+#[derive(Clone, Copy)]
+pub struct Rules {
+    /// The faults it can inject and then catch in its verdict
+    /// (`params.fault`); every workload takes at least one.
+    pub faults: &'static [Fault],
+    /// Whether it spreads its requests over several QPs (perftest's `-q`);
+    /// elsewhere `num_qps` above 1 is refused rather than run as one.
+    pub multi_qp: bool,
+    /// Its own checks: the memory it registers for a request, its size
+    /// bounds, field combinations it cannot run.
+    pub check: fn(&WorkloadParams, &Limits) -> Result<(), ValidationError>,
+}
+
+impl Rules {
+    /// Rules with no checks of the workload's own.
+    pub const fn faults(faults: &'static [Fault]) -> Rules {
+        Rules {
+            faults,
+            multi_qp: false,
+            check: |_, _| Ok(()),
+        }
+    }
+}
 
 /// The bytes a bulk transfer moves: `total`, or `size` x `iterations` when
 /// `total` is 0 (saturating: an overflow is refused as out of range).
@@ -38,53 +62,24 @@ pub fn bulk_total(params: &WorkloadParams) -> u64 {
     }
 }
 
-/// The faults a workload can inject and then catch in its verdict (`fault`).
-/// A lost WRITE or READ is not among them: the server of a one-sided
-/// operation sees only its memory, and the next operation overwrites (or
-/// reads) the same bytes, so nothing could tell; those runs inject a corrupted
-/// byte. An atomic's operand is not data: those runs inject a lost operation.
-pub fn injectable_faults(workload: &str) -> &'static [Fault] {
-    match workload {
-        "write-imm" | "send-recv" | "send-bw" | "send-lat" | "write-lat" | "inference-ring" => {
-            &[Fault::Skip, Fault::Corrupt]
-        }
-        "write-read" | "read" | "write-bw" | "read-bw" | "read-lat" | "mr-cache" | "param-server" | "bulk-rdma"
-        | "bulk-tcp" | "fabric-write" | "fabric-lat" => &[Fault::Corrupt],
-        "atomic" | "atomic-bw" | "atomic-lat" | "fabric-bw" => &[Fault::Skip],
-        _ => &[],
-    }
-}
-
-fn check_fault(params: &WorkloadParams) -> Result<(), ValidationError> {
+fn check_fault(params: &WorkloadParams, supported: &[Fault]) -> Result<(), ValidationError> {
     let fault = Fault::try_from(params.fault).map_err(|_| ValidationError::FieldOutOfRange {
         field: "fault",
         value: i128::from(params.fault),
         range: "0 (none), 1 (skip) or 2 (corrupt)",
     })?;
-    if fault == Fault::None {
+    if fault == Fault::None || supported.contains(&fault) {
         return Ok(());
     }
-    let supported = injectable_faults(&params.workload);
-    if !supported.contains(&fault) {
-        return Err(ValidationError::FaultNotInjectable {
-            workload: params.workload.clone(),
-            fault: fault.label(),
-            supported: if supported.is_empty() {
-                "none".into()
-            } else {
-                supported.iter().map(|f| f.label()).collect::<Vec<_>>().join(", ")
-            },
-        });
-    }
-    // write-lat's one-byte ping is all counter, which every ping rewrites.
-    if params.workload == "write-lat" && fault == Fault::Corrupt && !params.all_sizes && params.size < 2 {
-        return Err(ValidationError::FieldOutOfRange {
-            field: "size",
-            value: i128::from(params.size),
-            range: ">= 2 for write-lat with fault corrupt (a 1-byte ping is only its counter)",
-        });
-    }
-    Ok(())
+    Err(ValidationError::FaultNotInjectable {
+        workload: params.workload.clone(),
+        fault: fault.label(),
+        supported: if supported.is_empty() {
+            "none".into()
+        } else {
+            supported.iter().map(|f| f.label()).collect::<Vec<_>>().join(", ")
+        },
+    })
 }
 
 /// The {addr, rkey} of `params.capability_override`, when set and well formed.
@@ -202,7 +197,7 @@ impl Limits {
     }
 
     /// The effective size limit and where it comes from.
-    fn size_limit(&self) -> (u64, String) {
+    pub fn size_limit(&self) -> (u64, String) {
         match self.mem_available {
             Some(avail) if avail / MEM_AVAILABLE_FRACTION < self.max_size => (
                 avail / MEM_AVAILABLE_FRACTION,
@@ -215,7 +210,7 @@ impl Limits {
 
 impl Limits {
     /// A bulk transfer's total against [`MAX_BULK_TOTAL`] and 1/4 of MemAvailable.
-    fn check_bulk_total(&self, total: u64) -> Result<(), ValidationError> {
+    pub fn check_bulk_total(&self, total: u64) -> Result<(), ValidationError> {
         let (limit, why) = match self.mem_available {
             Some(avail) if avail / MEM_AVAILABLE_FRACTION < MAX_BULK_TOTAL => (
                 avail / MEM_AVAILABLE_FRACTION,
@@ -243,17 +238,10 @@ pub fn meminfo_field(name: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Checks `params` for a run of a workload in `supported`.
-pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) -> Result<(), ValidationError> {
-    if params.workload.is_empty() {
-        return Err(ValidationError::Missing { field: "workload" });
-    }
-    if !supported.contains(&params.workload.as_str()) {
-        return Err(ValidationError::UnknownWorkload {
-            name: params.workload.clone(),
-            supported: supported.join(", "),
-        });
-    }
+/// Checks `params` for a run of the workload whose rules are `rules` (the
+/// registry found it by `params.workload`): the shared checks, then the
+/// workload's own.
+pub fn validate(params: &WorkloadParams, rules: &Rules, limits: &Limits) -> Result<(), ValidationError> {
     let (limit, why) = limits.size_limit();
     let sizes_to_check = if params.all_sizes {
         // A sweep runs 2 B, 4 B, ... up to max_size: below 2 it would run nothing.
@@ -305,7 +293,7 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
     check_range("inline_size", params.inline_size as i64, 0, 1024, "0 ..= 1024")?;
     // Several QPs only where the run spreads over them; elsewhere refuse
     // rather than run one and report it as many.
-    if MULTI_QP_WORKLOADS.contains(&params.workload.as_str()) {
+    if rules.multi_qp {
         check_range(
             "num_qps",
             params.num_qps as i64,
@@ -331,9 +319,6 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
         });
     }
     check_range("gid_index", params.gid_index as i64, -1, 255, "-1 (auto) ..= 255")?;
-    if BULK_WORKLOADS.contains(&params.workload.as_str()) {
-        limits.check_bulk_total(bulk_total(params))?;
-    }
     check_range(
         "batches",
         params.batches as i64,
@@ -341,8 +326,7 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
         1_000_000,
         "0 (default) ..= 1000000",
     )?;
-    check_pattern_workloads(params, limits)?;
-    check_fault(params)?;
+    check_fault(params, rules.faults)?;
     if params.cq_moderation > 0 && params.tx_depth > 0 && params.cq_moderation > params.tx_depth {
         return Err(ValidationError::FieldOutOfRange {
             field: "cq_moderation",
@@ -350,46 +334,41 @@ pub fn validate(params: &WorkloadParams, supported: &[&str], limits: &Limits) ->
             range: "<= tx_depth",
         });
     }
-    Ok(())
+    (rules.check)(params, limits)
 }
 
-/// mr-cache, param-server, inference-ring and write-imm register a multiple of `size`.
-fn check_pattern_workloads(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
+/// A workload that registers `factor` x `size` bytes: that product against
+/// the size limit, refused with the size that would fit and `what` holds it.
+pub fn check_footprint(
+    params: &WorkloadParams,
+    limits: &Limits,
+    factor: u64,
+    what: &str,
+) -> Result<(), ValidationError> {
     let (limit, why) = limits.size_limit();
-    let (factor, what) = match params.workload.as_str() {
-        "mr-cache" => (
-            crate::workload::mr_cache::SERVER_BUFFER_FACTOR,
-            "mr-cache's server holds a slot per size: 15 x size".to_string(),
-        ),
-        "param-server" => {
-            if !params.size.is_multiple_of(crate::workload::param_server::VALUE_BYTES) {
-                return Err(ValidationError::FieldOutOfRange {
-                    field: "size",
-                    value: i128::from(params.size),
-                    range: "a multiple of 4 for param-server (gradients are u32 values)",
-                });
-            }
-            let workers = u64::from(params.num_qps.max(1));
-            (
-                workers + 1,
-                format!("param-server's server holds {workers} gradient slots and the weights"),
-            )
-        }
-        "inference-ring" => {
-            let slots = crate::workload::inference_ring::slots(params) as u64;
-            (slots, format!("inference-ring's ring holds {slots} slots (tx_depth)"))
-        }
-        "write-imm" => {
-            let batches = u64::from(crate::workload::write_imm::batch_count(params));
-            (batches, format!("write-imm's server holds all {batches} batches"))
-        }
-        _ => return Ok(()),
-    };
     if params.size.saturating_mul(factor) > limit {
         return Err(ValidationError::SizeOutOfRange {
             size: params.size,
             limit: limit / factor,
             why: format!("{what}, within {why}"),
+        });
+    }
+    Ok(())
+}
+
+/// `value` against `min ..= max`, refused naming `field` and `range`.
+pub fn check_range(
+    field: &'static str,
+    value: i64,
+    min: i64,
+    max: i64,
+    range: &'static str,
+) -> Result<(), ValidationError> {
+    if value < min || value > max {
+        return Err(ValidationError::FieldOutOfRange {
+            field,
+            value: i128::from(value),
+            range,
         });
     }
     Ok(())
@@ -408,314 +387,5 @@ pub fn effective_max_size(params: &WorkloadParams) -> u64 {
         DEFAULT_SWEEP_MAX
     } else {
         params.max_size
-    }
-}
-
-fn check_range(
-    field: &'static str,
-    value: i64,
-    min: i64,
-    max: i64,
-    range: &'static str,
-) -> Result<(), ValidationError> {
-    if value < min || value > max {
-        return Err(ValidationError::FieldOutOfRange {
-            field,
-            value: i128::from(value),
-            range,
-        });
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const NAMES: &[&str] = &["write-read", "read", "write-bw"];
-
-    fn limits() -> Limits {
-        Limits {
-            max_size: DEFAULT_MAX_SIZE,
-            mem_available: Some(1 << 40),
-        }
-    }
-
-    fn params(size: u64) -> WorkloadParams {
-        WorkloadParams {
-            workload: "write-read".into(),
-            size,
-            iterations: 1,
-            gid_index: -1,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn write_imm_buffer_is_size_times_batches() {
-        let mut p = params(1 << 20);
-        p.workload = "write-imm".into();
-        p.batches = 64;
-        assert_eq!(validate(&p, &["write-imm"], &limits()), Ok(()));
-        p.batches = 65;
-        let err = validate(&p, &["write-imm"], &limits()).unwrap_err();
-        assert!(
-            matches!(err, ValidationError::SizeOutOfRange { limit, .. } if limit == DEFAULT_MAX_SIZE / 65),
-            "{err}"
-        );
-        assert!(err.to_string().contains("all 65 batches"), "{err}");
-    }
-
-    #[test]
-    fn faults_are_taken_only_where_the_verdict_can_catch_them() {
-        let names = &["write-read", "write-bw", "write-lat", "atomic-bw", "fabric-bw"];
-        let with = |workload: &str, fault: Fault, size: u64| {
-            let mut p = params(size);
-            p.workload = workload.into();
-            p.set_fault(fault);
-            validate(&p, names, &limits())
-        };
-        assert_eq!(with("write-read", Fault::Corrupt, 64), Ok(()));
-        assert_eq!(with("atomic-bw", Fault::Skip, 8), Ok(()));
-        assert_eq!(with("write-lat", Fault::Skip, 1), Ok(()));
-        let err = with("write-bw", Fault::Skip, 64).unwrap_err().to_string();
-        assert_eq!(err, "write-bw cannot inject fault skip; it can inject: corrupt");
-        let err = with("fabric-bw", Fault::Corrupt, 64).unwrap_err().to_string();
-        assert!(err.ends_with("it can inject: skip"), "{err}");
-        // Every workload can show its verdict failing.
-        for name in crate::workload::names() {
-            assert!(!injectable_faults(name).is_empty(), "{name} injects no fault");
-        }
-        // A 1-byte write-lat ping is all counter: nothing to corrupt.
-        assert!(matches!(
-            with("write-lat", Fault::Corrupt, 1),
-            Err(ValidationError::FieldOutOfRange { field: "size", .. })
-        ));
-        let mut unknown = params(8);
-        unknown.fault = 7;
-        assert!(matches!(
-            validate(&unknown, names, &limits()),
-            Err(ValidationError::FieldOutOfRange { field: "fault", .. })
-        ));
-    }
-
-    #[test]
-    fn accepts_the_boundaries() {
-        assert_eq!(validate(&params(1), NAMES, &limits()), Ok(()));
-        assert_eq!(validate(&params(DEFAULT_MAX_SIZE), NAMES, &limits()), Ok(()));
-        let mut p = params(8);
-        p.iterations = MAX_ITERATIONS;
-        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
-    }
-
-    #[test]
-    fn rejects_sizes_outside_the_range() {
-        assert!(matches!(
-            validate(&params(0), NAMES, &limits()),
-            Err(ValidationError::SizeOutOfRange { .. })
-        ));
-        assert!(matches!(
-            validate(&params(DEFAULT_MAX_SIZE + 1), NAMES, &limits()),
-            Err(ValidationError::SizeOutOfRange { .. })
-        ));
-    }
-
-    #[test]
-    fn size_limit_shrinks_with_available_memory() {
-        let small = Limits {
-            max_size: DEFAULT_MAX_SIZE,
-            mem_available: Some(16 * 1024 * 1024),
-        };
-        let err = validate(&params(8 * 1024 * 1024), NAMES, &small).unwrap_err();
-        assert!(err.to_string().contains("MemAvailable"), "{err}");
-        assert_eq!(validate(&params(4 * 1024 * 1024), NAMES, &small), Ok(()));
-    }
-
-    #[test]
-    fn sweeps_check_their_max_size() {
-        let mut p = params(0);
-        p.all_sizes = true;
-        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
-        p.max_size = DEFAULT_MAX_SIZE * 2;
-        assert!(validate(&p, NAMES, &limits()).is_err());
-        // Found while writing the fuzz target: a sweep up to 1 B has no sizes,
-        // and the perf workloads' buffer_len panicked on the empty sweep.
-        p.max_size = 1;
-        assert!(validate(&p, NAMES, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("max_size 1 is out of range"));
-        p.max_size = 2;
-        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
-    }
-
-    #[test]
-    fn rejects_iterations_and_durations() {
-        let mut p = params(8);
-        p.iterations = MAX_ITERATIONS + 1;
-        assert!(matches!(
-            validate(&p, NAMES, &limits()),
-            Err(ValidationError::IterationsOutOfRange { .. })
-        ));
-        p.iterations = 0;
-        assert!(matches!(
-            validate(&p, NAMES, &limits()),
-            Err(ValidationError::BadDuration { .. })
-        ));
-        p.duration_s = 2.0;
-        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
-        p.duration_s = f64::NAN;
-        assert!(validate(&p, NAMES, &limits()).is_err());
-    }
-
-    #[test]
-    fn durations_and_timeouts_are_checked_even_on_counted_runs() {
-        // Found by review: with iterations > 0 duration_s was not checked,
-        // and the bandwidth loops' Duration::from_secs_f64 panicked on these.
-        let mut p = params(8);
-        p.iterations = 5;
-        for bad in [
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-            1e20,
-            -1.0,
-            MAX_DURATION_S + 1.0,
-        ] {
-            p.duration_s = bad;
-            let err = validate(&p, NAMES, &limits()).unwrap_err();
-            assert!(matches!(err, ValidationError::BadDuration { .. }), "{bad}: {err}");
-            assert!(err.to_string().contains("[0, 86400]"), "{err}");
-        }
-        p.duration_s = MAX_DURATION_S;
-        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
-        // A session deadline is now + timeout: a timeout near u64::MAX ms
-        // would overflow the clock.
-        p.duration_s = 0.0;
-        p.timeout_ms = u64::MAX;
-        let err = validate(&p, NAMES, &limits()).unwrap_err().to_string();
-        assert!(err.contains("timeout_ms 18446744073709551615 is out of range"), "{err}");
-        p.timeout_ms = MAX_TIMEOUT_MS;
-        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
-    }
-
-    #[test]
-    fn capability_override_parses_hex_and_decimal_or_is_refused() {
-        let mut p = params(8);
-        p.capability_override = "0x7f00dead0000:0x1a2b".into();
-        assert_eq!(capability_override(&p), Some((0x7f00_dead_0000, 0x1a2b)));
-        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
-        p.capability_override = "4096:77".into();
-        assert_eq!(capability_override(&p), Some((4096, 77)));
-        for bad in ["0x1000", "zz:1", "1:0x1ffffffff", ":"] {
-            p.capability_override = bad.into();
-            let err = validate(&p, NAMES, &limits()).unwrap_err().to_string();
-            assert!(
-                err.contains("capability_override") && err.contains("ADDR:RKEY"),
-                "{bad}: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn unknown_workload_lists_the_supported_names() {
-        let mut p = params(8);
-        p.workload = "nope".into();
-        let err = validate(&p, NAMES, &limits()).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "unknown workload \"nope\"; supported: write-read, read, write-bw"
-        );
-        p.workload.clear();
-        assert_eq!(
-            validate(&p, NAMES, &limits()),
-            Err(ValidationError::Missing { field: "workload" })
-        );
-    }
-
-    #[test]
-    fn test_pattern_workloads_check_what_they_register() {
-        let names = &["mr-cache", "param-server", "inference-ring"];
-        let mut p = params(4096);
-        p.workload = "mr-cache".into();
-        assert_eq!(validate(&p, names, &limits()), Ok(()));
-        p.size = DEFAULT_MAX_SIZE / 8;
-        let err = validate(&p, names, &limits()).unwrap_err().to_string();
-        assert!(err.contains("15 x size"), "{err}");
-        let mut p = params(4096);
-        p.workload = "param-server".into();
-        p.num_qps = 3;
-        assert_eq!(validate(&p, names, &limits()), Ok(()));
-        p.size = 4097;
-        let err = validate(&p, names, &limits()).unwrap_err().to_string();
-        assert!(err.contains("multiple of 4"), "{err}");
-        p.size = DEFAULT_MAX_SIZE / 2;
-        let err = validate(&p, names, &limits()).unwrap_err().to_string();
-        assert!(err.contains("3 gradient slots"), "{err}");
-        let mut p = params(DEFAULT_MAX_SIZE / 8);
-        p.workload = "inference-ring".into();
-        assert_eq!(validate(&p, names, &limits()), Ok(()));
-        p.tx_depth = 16;
-        let err = validate(&p, names, &limits()).unwrap_err().to_string();
-        assert!(err.contains("16 slots"), "{err}");
-    }
-
-    #[test]
-    fn rejects_small_fields_out_of_range() {
-        let mut p = params(8);
-        p.gid_index = -2;
-        assert!(validate(&p, NAMES, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("gid_index"));
-        let mut p = params(8);
-        p.num_qps = 2;
-        assert!(validate(&p, NAMES, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("num_qps 2 is out of range"));
-        p.workload = "write-bw".into();
-        assert_eq!(validate(&p, NAMES, &limits()), Ok(()));
-        p.num_qps = MAX_QPS + 1;
-        assert!(validate(&p, NAMES, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("num_qps 17 is out of range"));
-        let mut p = params(8);
-        p.tx_depth = 8;
-        p.cq_moderation = 16;
-        assert!(validate(&p, NAMES, &limits())
-            .unwrap_err()
-            .to_string()
-            .contains("cq_moderation"));
-    }
-
-    #[test]
-    fn test_bulk_total_is_capped_and_falls_back_to_size_times_iterations() {
-        let mut p = params(1 << 20);
-        p.workload = "bulk-rdma".into();
-        p.total = 64 << 20;
-        assert_eq!(validate(&p, &["bulk-rdma"], &limits()), Ok(()));
-        p.total = MAX_BULK_TOTAL + 1;
-        let err = validate(&p, &["bulk-rdma"], &limits()).unwrap_err().to_string();
-        assert!(
-            err.contains("total 1073741825 B is out of range") && err.contains("1 GiB"),
-            "{err}"
-        );
-        // total 0: size x iterations.
-        p.total = 0;
-        p.iterations = 8;
-        assert_eq!(bulk_total(&p), 8 << 20);
-        assert_eq!(validate(&p, &["bulk-rdma"], &limits()), Ok(()));
-        p.iterations = u64::MAX / 2;
-        assert_eq!(bulk_total(&p), u64::MAX);
-        let small = Limits {
-            max_size: DEFAULT_MAX_SIZE,
-            mem_available: Some(64 << 20),
-        };
-        p.total = 32 << 20;
-        p.iterations = 1;
-        let err = validate(&p, &["bulk-rdma"], &small).unwrap_err().to_string();
-        assert!(err.contains("MemAvailable") && err.contains("16777216"), "{err}");
     }
 }

@@ -17,6 +17,11 @@ use std::time::Duration;
 use rdma_mummy_sys as sys;
 use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 
+/// Transport retries before a send fails with IBV_WC_RETRY_EXC_ERR (both
+/// connection modes). Not 7: rxe reads a retry count of 7 as "forever", as
+/// the spec does only for RNR retries, and a cut link would hang the run.
+pub const TRANSPORT_RETRY_COUNT: u8 = 6;
+
 /// A failed rdma_cm call, with the call and what it was doing.
 #[derive(Debug, thiserror::Error)]
 pub enum CmError {
@@ -206,10 +211,12 @@ impl EventChannel {
                 });
             }
             // Short slices so a cancelled session notices within ~100 ms.
-            super::wait_readable(self.fd(), left.min(Duration::from_millis(100))).map_err(|source| CmError::Call {
-                call: "poll",
-                context: " on the rdma_cm channel".into(),
-                source,
+            super::os::wait_readable(self.fd(), left.min(Duration::from_millis(100))).map_err(|source| {
+                CmError::Call {
+                    call: "poll",
+                    context: " on the rdma_cm channel".into(),
+                    source,
+                }
             })?;
         }
     }
@@ -352,7 +359,7 @@ impl ConnectParams<'_> {
             responder_resources: self.responder_resources,
             initiator_depth: self.initiator_depth,
             flow_control: 0,
-            retry_count: crate::verbs::TRANSPORT_RETRY_COUNT,
+            retry_count: TRANSPORT_RETRY_COUNT,
             // 7 = retry forever on RNR NAK (the receiver is only slow).
             rnr_retry_count: 7,
             srq: 0,

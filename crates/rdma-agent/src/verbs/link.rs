@@ -910,7 +910,9 @@ impl Link {
             return Ok(true);
         };
         use std::os::fd::AsRawFd;
-        if !super::wait_readable(channel.as_raw_fd(), timeout).map_err(|e| verbs_err("poll(completion channel)", e))? {
+        if !super::os::wait_readable(channel.as_raw_fd(), timeout)
+            .map_err(|e| verbs_err("poll(completion channel)", e))?
+        {
             return Ok(false);
         }
         let mut cq: *mut sys::ibv_cq = std::ptr::null_mut();

@@ -8,54 +8,13 @@
 
 pub mod cm;
 pub mod link;
+mod os;
 
-use std::os::fd::RawFd;
-use std::time::Duration;
-
-pub use cm::{CmError, CmEvent, CmEventKind, CmId, EventChannel};
+pub use cm::{CmError, CmEvent, CmEventKind, CmId, EventChannel, TRANSPORT_RETRY_COUNT};
 pub use link::{
     Access, BufId, Completion, Link, LinkConfig, LinkError, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr,
 };
-
-/// Transport retries before a send fails with IBV_WC_RETRY_EXC_ERR (both
-/// connection modes). Not 7: rxe reads a retry count of 7 as "forever", as
-/// the spec does only for RNR retries, and a cut link would hang the run.
-pub const TRANSPORT_RETRY_COUNT: u8 = 6;
-
-/// The calling thread's user and system CPU seconds (RUSAGE_THREAD).
-pub fn thread_cpu_seconds() -> (f64, f64) {
-    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_THREAD only reads the calling thread.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-    if rc != 0 {
-        return (0.0, 0.0);
-    }
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    (secs(usage.ru_utime), secs(usage.ru_stime))
-}
-
-/// Waits until `fd` is readable or `timeout` passes; `Ok(false)` on timeout.
-pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> std::io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
-    loop {
-        // SAFETY: `pfd` is one valid pollfd and we pass a count of 1.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let err = std::io::Error::last_os_error();
-            if err.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        return Ok(rc > 0);
-    }
-}
+pub use os::thread_cpu_seconds;
 
 /// The symbolic name and meaning of a work completion status, as libibverbs
 /// spells them, so failures read "IBV_WC_REM_ACCESS_ERR (remote access error)".
@@ -112,18 +71,5 @@ mod tests {
         assert_eq!(wc_status_name(10), ("IBV_WC_REM_ACCESS_ERR", "remote access error"));
         assert_eq!(wc_status_name(5).0, "IBV_WC_WR_FLUSH_ERR");
         assert_eq!(wc_status_name(999).0, "IBV_WC_UNKNOWN");
-    }
-
-    #[test]
-    fn poll_times_out_on_a_quiet_pipe() {
-        let mut fds = [0; 2];
-        // SAFETY: test-only; `fds` has room for the two descriptors pipe writes.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        assert!(!wait_readable(fds[0], Duration::from_millis(10)).unwrap());
-        // SAFETY: closing the two descriptors this test opened.
-        unsafe {
-            libc::close(fds[0]);
-            libc::close(fds[1]);
-        }
     }
 }

@@ -19,8 +19,9 @@ use crate::cpu::NodeBusy;
 use crate::metrics::{bandwidth, PeakTracker};
 use crate::session::{SessionError, Side};
 use crate::timeline::Timeline;
-use crate::validate::bulk_total;
+use crate::validate::{bulk_total, Limits, Rules, ValidationError};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
+use crate::wr_id::WrId;
 
 /// WRITEs in flight when `tx_depth` is 0.
 const DEFAULT_TX_DEPTH: u64 = 128;
@@ -76,9 +77,21 @@ pub fn verify_total(params: &agent_proto::v1::WorkloadParams, buf: &[u8], transp
     ))
 }
 
+/// A bulk transfer's total (bulk-rdma and bulk-tcp) against the node's memory.
+pub fn check_bulk_total(params: &agent_proto::v1::WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
+    limits.check_bulk_total(bulk_total(params))
+}
+
 impl Workload for BulkRdma {
     fn name(&self) -> &'static str {
         "bulk-rdma"
+    }
+
+    fn rules(&self) -> Rules {
+        Rules {
+            check: check_bulk_total,
+            ..Rules::faults(&[Fault::Corrupt])
+        }
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {
@@ -160,7 +173,7 @@ impl Workload for BulkRdma {
                 posted += 1;
             }
             let c = side.next_completion("a WRITE completion")?;
-            let (_, len) = chunk_range(OpKind::seq(c.wr_id), chunk, total);
+            let (_, len) = chunk_range(WrId::from(c.wr_id).seq(), chunk, total);
             completed += 1;
             moved += len;
             peak.add(len);

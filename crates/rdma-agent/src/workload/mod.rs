@@ -1,4 +1,9 @@
-//! Workloads: the [`Workload`] trait, the registry by name, and shared helpers.
+//! The verbs workloads: the [`Workload`] trait, one module per workload
+//! family, and helpers they share. Each workload owns its parameter rules
+//! ([`Workload::rules`]: the faults it can catch, several QPs or not, the
+//! memory it registers) and its queue depths. The registry by name, across
+//! verbs, libfabric and TCP, is [`crate::registry`]; this module must not
+//! know the other transports.
 //!
 //! A workload is called twice per side: [`Workload::prepare`] with the QP in
 //! INIT (register buffers, post receives; the server sets `side.exposed`, the
@@ -6,13 +11,14 @@
 //! [`Workload::run`] once connected (the client has `side.peer`). Clients end
 //! their run with [`Side::send_done`]; servers run until they see it.
 
-mod atomic;
+pub mod atomic;
 pub mod bulk;
-mod perf;
-mod read;
-mod send_recv;
+pub mod lanes;
+pub mod perf;
+pub mod read;
+pub mod send_recv;
 pub mod write_imm;
-mod write_read;
+pub mod write_read;
 // The patterns of docs/labs: registration caching, a parameter server, an inference ring.
 pub mod inference_ring;
 pub mod mr_cache;
@@ -22,116 +28,36 @@ use agent_proto::v1::WorkloadParams;
 
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
-use crate::validate::ValidationError;
+use crate::validate::Rules;
 
-pub use crate::session::OpKind;
+pub use crate::wr_id::OpKind;
 
 /// One kind of run, both of its sides.
 pub trait Workload: Send + Sync {
     /// The registry name ("write-read").
     fn name(&self) -> &'static str;
+    /// What this workload adds to the shared request checks.
+    fn rules(&self) -> Rules;
     /// Sets up buffers and receives (QP in INIT).
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError>;
     /// Runs this side to the end and reports.
     fn run(&self, side: &mut Side) -> Result<agent_proto::v1::SideResult, SessionError>;
-}
-
-static REGISTRY: &[&dyn Workload] = &[
-    &write_read::WriteRead,
-    &write_imm::WriteImm,
-    &send_recv::SendRecv,
-    &read::Read,
-    &atomic::Atomic,
-    &perf::Perf {
-        name: "write-bw",
-        op: perf::PerfOp::Write,
-        latency: false,
-    },
-    &perf::Perf {
-        name: "read-bw",
-        op: perf::PerfOp::Read,
-        latency: false,
-    },
-    &perf::Perf {
-        name: "send-bw",
-        op: perf::PerfOp::Send,
-        latency: false,
-    },
-    &perf::Perf {
-        name: "atomic-bw",
-        op: perf::PerfOp::Atomic,
-        latency: false,
-    },
-    &perf::Perf {
-        name: "write-lat",
-        op: perf::PerfOp::Write,
-        latency: true,
-    },
-    &perf::Perf {
-        name: "read-lat",
-        op: perf::PerfOp::Read,
-        latency: true,
-    },
-    &perf::Perf {
-        name: "send-lat",
-        op: perf::PerfOp::Send,
-        latency: true,
-    },
-    &perf::Perf {
-        name: "atomic-lat",
-        op: perf::PerfOp::Atomic,
-        latency: true,
-    },
-    &mr_cache::MrCache,
-    &param_server::ParamServer,
-    &inference_ring::InferenceRing,
-    &bulk::BulkRdma,
-];
-
-/// The names of every workload the agent runs: the verbs registry, then the
-/// libfabric ones ([`crate::fabric_session::WORKLOADS`], dispatched by the service).
-pub fn names() -> Vec<&'static str> {
-    REGISTRY
-        .iter()
-        .map(|w| w.name())
-        .chain(crate::fabric_session::WORKLOADS.iter().copied())
-        .chain(crate::tcp_session::WORKLOADS.iter().copied())
-        .collect()
-}
-
-/// The workload called `name`, or InvalidArgument-worthy error listing the supported names.
-pub fn lookup(name: &str) -> Result<&'static dyn Workload, ValidationError> {
-    REGISTRY
-        .iter()
-        .copied()
-        .find(|w| w.name() == name)
-        .ok_or_else(|| ValidationError::UnknownWorkload {
-            name: name.to_string(),
-            supported: names().join(", "),
-        })
-}
-
-/// Send/receive queue depth for a run.
-pub fn queue_depth(params: &WorkloadParams) -> u32 {
-    if params.workload == "inference-ring" {
-        // Credits bound what is in flight: a batch per slot, a credit per
-        // slot (with its send completion possibly not yet polled), and done.
-        return (2 * inference_ring::slots(params) as u32 + 2).max(16);
+    /// Send queue depth for a run.
+    fn send_queue_depth(&self, params: &WorkloadParams) -> u32 {
+        default_queue_depth(params)
     }
+    /// Receive queue depth for a run.
+    fn recv_queue_depth(&self, params: &WorkloadParams) -> u32 {
+        self.send_queue_depth(params)
+    }
+}
+
+/// The queue depth most workloads use: `tx_depth` (128 when unset), at least
+/// 16, and room for write-imm's receive per batch plus its notification and
+/// done.
+pub fn default_queue_depth(params: &WorkloadParams) -> u32 {
     let tx = if params.tx_depth == 0 { 128 } else { params.tx_depth };
-    // write-imm needs one receive per batch, plus the notification and done.
     tx.max(params.batches + 4).max(16)
-}
-
-/// Receive queue depth for a run: send-bw/send-lat servers keep up to 1024
-/// receives posted ([`perf::recv_ring`]) plus the done message.
-pub fn recv_queue_depth(params: &WorkloadParams) -> u32 {
-    let depth = queue_depth(params);
-    if matches!(params.workload.as_str(), "send-bw" | "send-lat") {
-        depth.max(1024 + 4)
-    } else {
-        depth
-    }
 }
 
 /// Iterations of a functional workload (0 → 1: functional runs are counted, not timed).
@@ -243,28 +169,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn registry_finds_each_name_and_rejects_others() {
-        for name in names() {
-            if crate::fabric_session::is_fabric(name) || crate::tcp_session::is_tcp(name) {
-                continue;
-            }
-            assert_eq!(lookup(name).unwrap().name(), name);
-        }
-        let err = lookup("bogus").err().expect("bogus is not registered").to_string();
-        assert!(
-            err.contains("write-read") && err.contains("atomic") && err.contains("fabric-write"),
-            "{err}"
-        );
-    }
-
-    #[test]
     fn queue_depth_fits_write_imm_batches() {
         let p = WorkloadParams {
             batches: 200,
             ..Default::default()
         };
-        assert!(queue_depth(&p) >= 204);
-        assert_eq!(queue_depth(&WorkloadParams::default()), 128);
+        assert!(default_queue_depth(&p) >= 204);
+        assert_eq!(default_queue_depth(&WorkloadParams::default()), 128);
         // inference-ring's depth follows its ring, not its batch count.
         let ring = WorkloadParams {
             workload: "inference-ring".into(),
@@ -272,6 +183,6 @@ mod tests {
             tx_depth: 64,
             ..Default::default()
         };
-        assert_eq!(queue_depth(&ring), 130);
+        assert_eq!(inference_ring::InferenceRing.send_queue_depth(&ring), 130);
     }
 }

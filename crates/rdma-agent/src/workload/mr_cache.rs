@@ -22,6 +22,7 @@ use super::{
 };
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
+use crate::validate::{check_footprint, Rules};
 use crate::verbs::{Access, BufId, LocalSlice, SendOp, SendWr};
 
 /// The mr-cache workload.
@@ -181,6 +182,20 @@ fn fill(side: &mut Side, buf: BufId, len: usize, p: Pattern) {
 impl Workload for MrCache {
     fn name(&self) -> &'static str {
         "mr-cache"
+    }
+
+    fn rules(&self) -> Rules {
+        Rules {
+            check: |params, limits| {
+                check_footprint(
+                    params,
+                    limits,
+                    SERVER_BUFFER_FACTOR,
+                    "mr-cache's server holds a slot per size: 15 x size",
+                )
+            },
+            ..Rules::faults(&[Fault::Corrupt])
+        }
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {

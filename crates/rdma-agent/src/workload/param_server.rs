@@ -24,7 +24,9 @@ use agent_proto::v1::{Fault, Role, SideResult};
 use super::{corrupt_byte, injects, iterations, pattern, size, verdict, OpKind, Workload};
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
+use crate::validate::{check_footprint, Rules, ValidationError};
 use crate::verbs::{Access, LocalSlice, RecvChain, SendChain, SendOp, SendWr};
+use crate::wr_id::WrId;
 
 /// The param-server workload.
 pub struct ParamServer;
@@ -68,18 +70,10 @@ pub fn apply_gradients<'a>(weights: &mut [u8], gradients: impl IntoIterator<Item
     }
 }
 
-/// wr_id sequence numbers carry the QP (worker) in their upper half.
-fn lane(qp: usize, n: u64) -> u64 {
-    ((qp as u64) << 32) | (n & 0xFFFF_FFFF)
-}
-
+/// The QP (worker) and the request's number on it, from a completion's wr_id.
 fn lane_of(wr_id: u64) -> (usize, usize) {
-    let seq = OpKind::seq(wr_id);
-    ((seq >> 32) as usize, (seq & 0xFFFF_FFFF) as usize)
-}
-
-fn kind_of(wr_id: u64) -> u8 {
-    (wr_id >> 56) as u8
+    let (qp, n) = WrId::from(wr_id).lane();
+    (qp, n as usize)
 }
 
 fn workers(side: &Side) -> usize {
@@ -100,7 +94,7 @@ fn post_receives(side: &mut Side) -> Result<Vec<RecvChain>, SessionError> {
     for qp in 0..workers(side) {
         let mut chain = side
             .link
-            .recv_chain(&[empty; RECVS_PER_QP], OpKind::Recv.wr_id(lane(qp, 0)))?;
+            .recv_chain(&[empty; RECVS_PER_QP], OpKind::Recv.wr_id_on_lane(qp, 0))?;
         for i in 0..RECVS_PER_QP {
             side.link.post_recv_one_on(qp, &mut chain, i)?;
         }
@@ -122,6 +116,25 @@ fn repost(side: &mut Side, chains: &mut [RecvChain], wr_id: u64) -> Result<(), S
 impl Workload for ParamServer {
     fn name(&self) -> &'static str {
         "param-server"
+    }
+
+    fn rules(&self) -> Rules {
+        Rules {
+            faults: &[Fault::Corrupt],
+            multi_qp: true,
+            check: |params, limits| {
+                if !params.size.is_multiple_of(VALUE_BYTES) {
+                    return Err(ValidationError::FieldOutOfRange {
+                        field: "size",
+                        value: i128::from(params.size),
+                        range: "a multiple of 4 for param-server (gradients are u32 values)",
+                    });
+                }
+                let workers = u64::from(params.num_qps.max(1));
+                let what = format!("param-server's server holds {workers} gradient slots and the weights");
+                check_footprint(params, limits, workers + 1, &what)
+            },
+        }
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {
@@ -162,7 +175,7 @@ fn serve(side: &mut Side) -> Result<SideResult, SessionError> {
     let mut notify: Vec<SendChain> = (0..n)
         .map(|k| {
             side.link.send_chain(&[SendWr {
-                wr_id: OpKind::Send.wr_id(lane(k, 0)),
+                wr_id: OpKind::Send.wr_id_on_lane(k, 0),
                 op: SendOp::SendImm {
                     local: LocalSlice {
                         buf: ctrl,
@@ -183,7 +196,7 @@ fn serve(side: &mut Side) -> Result<SideResult, SessionError> {
         let mut count = 0;
         while count < n {
             let c = side.next_completion("the workers' gradients")?;
-            if kind_of(c.wr_id) != OpKind::Recv as u8 {
+            if !WrId::from(c.wr_id).is(OpKind::Recv) {
                 continue; // a notification's send completion
             }
             if Side::is_done(&c) {
@@ -217,7 +230,7 @@ fn serve(side: &mut Side) -> Result<SideResult, SessionError> {
         apply_gradients(weights, slots.chunks_exact(len));
         for (k, chain) in notify.iter_mut().enumerate() {
             chain.set_imm(0, encode_imm(round, k));
-            chain.set_wr_id(0, OpKind::Send.wr_id(lane(k, round)));
+            chain.set_wr_id(0, OpKind::Send.wr_id_on_lane(k, round));
             side.link.post_send_on(k, chain)?;
         }
     }
@@ -226,7 +239,7 @@ fn serve(side: &mut Side) -> Result<SideResult, SessionError> {
         if Side::is_done(&c) {
             break;
         }
-        if kind_of(c.wr_id) == OpKind::Recv as u8 {
+        if WrId::from(c.wr_id).is(OpKind::Recv) {
             return Err(SessionError::Protocol(format!(
                 "a message after the last round (immediate {:?}) instead of the done notification",
                 c.has_imm.then_some(c.imm)
@@ -272,7 +285,7 @@ fn work(side: &mut Side) -> Result<SideResult, SessionError> {
         let slot_addr = side.peer.addr + (k * len) as u64;
         push.push(side.link.send_chain(&[
             SendWr {
-                wr_id: OpKind::Write.wr_id(lane(k, 0)),
+                wr_id: OpKind::Write.wr_id_on_lane(k, 0),
                 op: SendOp::Write {
                     local: LocalSlice {
                         buf: gradients,
@@ -287,7 +300,7 @@ fn work(side: &mut Side) -> Result<SideResult, SessionError> {
                 inline: false,
             },
             SendWr {
-                wr_id: OpKind::WriteImm.wr_id(lane(k, 0)),
+                wr_id: OpKind::WriteImm.wr_id_on_lane(k, 0),
                 op: SendOp::WriteImm {
                     local: LocalSlice {
                         buf: gradients,
@@ -303,7 +316,7 @@ fn work(side: &mut Side) -> Result<SideResult, SessionError> {
             },
         ])?);
         pull.push(side.link.send_chain(&[SendWr {
-            wr_id: OpKind::Read.wr_id(lane(k, 0)),
+            wr_id: OpKind::Read.wr_id_on_lane(k, 0),
             op: SendOp::Read {
                 local: LocalSlice {
                     buf: weights,
@@ -334,16 +347,16 @@ fn work(side: &mut Side) -> Result<SideResult, SessionError> {
         }
         for (k, chain) in push.iter_mut().enumerate() {
             chain.set_imm(1, encode_imm(round, k));
-            chain.set_wr_id(1, OpKind::WriteImm.wr_id(lane(k, round)));
+            chain.set_wr_id(1, OpKind::WriteImm.wr_id_on_lane(k, round));
             side.link.post_send_on(k, chain)?;
         }
         let (mut pushed, mut notified, mut pulled) = (0, vec![false; n], 0);
         while pushed < n || pulled < n {
             let c = side.next_completion("the server's notifications and the weights")?;
             let (qp, _) = lane_of(c.wr_id);
-            match kind_of(c.wr_id) {
-                k if k == OpKind::WriteImm as u8 => pushed += 1,
-                k if k == OpKind::Recv as u8 => {
+            match WrId::from(c.wr_id).kind() {
+                Some(OpKind::WriteImm) => pushed += 1,
+                Some(OpKind::Recv) => {
                     let (r, worker) = decode_imm(c.imm);
                     if !c.has_imm || r != round & 0x00FF_FFFF || worker != qp || notified[worker] {
                         return Err(SessionError::Protocol(format!(
@@ -354,10 +367,10 @@ fn work(side: &mut Side) -> Result<SideResult, SessionError> {
                     }
                     notified[worker] = true;
                     repost(side, &mut recvs, c.wr_id)?;
-                    pull[worker].set_wr_id(0, OpKind::Read.wr_id(lane(worker, round)));
+                    pull[worker].set_wr_id(0, OpKind::Read.wr_id_on_lane(worker, round));
                     side.link.post_send_on(worker, &mut pull[worker])?;
                 }
-                k if k == OpKind::Read as u8 => {
+                Some(OpKind::Read) => {
                     pulled += 1;
                     let got = &side.link.buffer(weights)[qp * len..(qp + 1) * len];
                     if got != model.as_slice() && problems.len() < 4 {
@@ -466,8 +479,8 @@ mod tests {
 
     #[test]
     fn test_lanes_carry_the_qp() {
-        let id = OpKind::Recv.wr_id(lane(5, 1));
+        let id = OpKind::Recv.wr_id_on_lane(5, 1);
         assert_eq!(lane_of(id), (5, 1));
-        assert_eq!(kind_of(id), OpKind::Recv as u8);
+        assert!(WrId::from(id).is(OpKind::Recv));
     }
 }

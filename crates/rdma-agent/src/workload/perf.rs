@@ -25,12 +25,15 @@
 
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{Fault, Role, SideResult, SizePoint};
+use agent_proto::v1::{Fault, Role, SideResult, SizePoint, WorkloadParams};
 
-use super::{corrupt_byte, injects, note_skip, pattern, read_peer_word, read_word, verdict, OpKind, Workload};
+use super::{corrupt_byte, injects, lanes, note_skip, pattern, read_peer_word, read_word, verdict, OpKind, Workload};
 use crate::metrics::{bandwidth, latency, PeakTracker};
+use crate::plan::Plan;
 use crate::session::{SessionError, Side};
+use crate::validate::{Limits, Rules, ValidationError};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
+use crate::wr_id::WrId;
 
 /// The operation a perf workload measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,8 +58,6 @@ pub struct Perf {
     pub latency: bool,
 }
 
-/// Iterations per size when neither iterations nor duration is given.
-const DEFAULT_ITERATIONS: u64 = 1000;
 /// Bytes the send-bw/send-lat server may spend on its receive ring.
 const RECV_RING_BYTES: usize = 64 << 20;
 
@@ -65,7 +66,7 @@ const RECV_RING_BYTES: usize = 64 << 20;
 /// finding no receive is an RNR NAK, and the sender then stalls for the RNR
 /// timer), within [`RECV_RING_BYTES`] for large messages; at least 8.
 pub fn recv_ring(params: &agent_proto::v1::WorkloadParams, message_len: usize) -> usize {
-    let wanted = (2 * crate::workload::queue_depth(params) as usize).clamp(64, 1024);
+    let wanted = (2 * crate::workload::default_queue_depth(params) as usize).clamp(64, 1024);
     wanted.min(RECV_RING_BYTES / message_len.max(1)).max(8)
 }
 
@@ -74,31 +75,70 @@ fn recv_slot_len(message_len: usize) -> usize {
     message_len.max(8)
 }
 
-fn sizes(side: &Side, op: PerfOp) -> Vec<u64> {
+/// The run's plan ([`Plan`], as fabric-bw/lat read theirs): an atomic's
+/// operand is always 8 bytes.
+fn plan(side: &Side, op: PerfOp) -> Plan {
+    let mut plan = Plan::of(&side.params, u64::MAX);
     if op == PerfOp::Atomic {
-        return vec![8];
+        plan.sizes = vec![8];
     }
-    if side.params.all_sizes {
-        let max = crate::validate::effective_max_size(&side.params);
-        let mut v = Vec::new();
-        let mut s = 2;
-        while s <= max {
-            v.push(s);
-            s *= 2;
-        }
-        v
-    } else {
-        vec![side.params.size.max(1)]
-    }
+    plan
+}
+
+fn sizes(side: &Side, op: PerfOp) -> Vec<u64> {
+    plan(side, op).sizes
 }
 
 fn buffer_len(side: &Side, op: PerfOp) -> usize {
-    *sizes(side, op).iter().max().expect("at least one size") as usize
+    plan(side, op).largest() as usize
+}
+
+/// write-lat's one-byte ping is all counter, which every ping rewrites:
+/// nothing to corrupt.
+fn check_write_lat(params: &WorkloadParams, _: &Limits) -> Result<(), ValidationError> {
+    if params.fault() == Fault::Corrupt && !params.all_sizes && params.size < 2 {
+        return Err(ValidationError::FieldOutOfRange {
+            field: "size",
+            value: i128::from(params.size),
+            range: ">= 2 for write-lat with fault corrupt (a 1-byte ping is only its counter)",
+        });
+    }
+    Ok(())
 }
 
 impl Workload for Perf {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn rules(&self) -> Rules {
+        let faults: &'static [Fault] = match (self.op, self.latency) {
+            (PerfOp::Write, false) | (PerfOp::Read, _) => &[Fault::Corrupt],
+            (PerfOp::Write, true) | (PerfOp::Send, _) => &[Fault::Skip, Fault::Corrupt],
+            (PerfOp::Atomic, _) => &[Fault::Skip],
+        };
+        Rules {
+            faults,
+            // send-bw is not among them: its receives would have to be posted
+            // on each QP as it reaches INIT, which the connection steps do not do.
+            multi_qp: !self.latency && self.op != PerfOp::Send,
+            check: if (self.op, self.latency) == (PerfOp::Write, true) {
+                check_write_lat
+            } else {
+                |_, _| Ok(())
+            },
+        }
+    }
+
+    /// send-bw/send-lat servers keep up to 1024 receives posted
+    /// ([`recv_ring`]) plus the done message.
+    fn recv_queue_depth(&self, params: &WorkloadParams) -> u32 {
+        let depth = self.send_queue_depth(params);
+        if self.op == PerfOp::Send {
+            depth.max(1024 + 4)
+        } else {
+            depth
+        }
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {
@@ -269,37 +309,44 @@ impl Workload for Perf {
     }
 }
 
-/// One QP's share of a bandwidth run.
-struct Lane {
-    /// Its pre-built post_list chain.
-    chain: crate::verbs::SendChain,
-    /// Requests posted, completed, and covered by a signaled request.
-    posted: u64,
-    completed: u64,
-    signaled: u64,
-    /// Posts of the chain so far (every `cq_moderation`-th is signaled).
-    posts: u64,
+/// A bandwidth client's send queues as [`lanes::run`] drives them: one
+/// pre-built post list per QP, tails built when needed.
+struct PerfQueues<'a> {
+    perf: &'a Perf,
+    side: &'a mut Side,
+    chains: Vec<crate::verbs::SendChain>,
+    local: LocalSlice,
 }
 
-/// wr_id sequence numbers of a bandwidth run: the QP's index above bit 40,
-/// the QP's own request count below, so a completion names its lane.
-const LANE_SHIFT: u32 = 40;
+impl lanes::SendQueues for PerfQueues<'_> {
+    fn post(&mut self, qp: usize, count: usize, upto: u64, signaled: bool) -> Result<(), SessionError> {
+        let kind = self.perf.kind();
+        let chain = &mut self.chains[qp];
+        if count == chain.len() {
+            chain.set_signaled(count - 1, signaled);
+            chain.set_wr_id(count - 1, kind.wr_id_on_lane(qp, upto));
+            return Ok(self.side.link.post_send_on(qp, chain)?);
+        }
+        let first = upto + 1 - count as u64;
+        let tail: Vec<SendWr> = (0..count)
+            .map(|i| {
+                let last = i + 1 == count;
+                let wr_id = kind.wr_id_on_lane(qp, first + i as u64);
+                self.perf.op_wr(self.side, self.local, wr_id, last && signaled)
+            })
+            .collect();
+        let mut tail_chain = self.side.link.send_chain(&tail)?;
+        Ok(self.side.link.post_send_on(qp, &mut tail_chain)?)
+    }
 
-fn lane_seq(qp: usize, seq: u64) -> u64 {
-    ((qp as u64) << LANE_SHIFT) | (seq & ((1 << LANE_SHIFT) - 1))
-}
-
-fn lane_of(wr_id: u64) -> (usize, u64) {
-    let seq = OpKind::seq(wr_id);
-    ((seq >> LANE_SHIFT) as usize, seq & ((1 << LANE_SHIFT) - 1))
+    fn next_completion(&mut self) -> Result<(usize, u64), SessionError> {
+        let c = self.side.next_completion("bandwidth completions")?;
+        Ok(WrId::from(c.wr_id).lane())
+    }
 }
 
 fn tx_depth(side: &Side) -> usize {
-    (if side.params.tx_depth == 0 {
-        128
-    } else {
-        side.params.tx_depth
-    }) as usize
+    Plan::of(&side.params, u64::MAX).tx_depth
 }
 
 fn post_list(side: &Side) -> usize {
@@ -317,13 +364,7 @@ fn cq_moderation(side: &Side) -> usize {
 
 /// Iterations for one size, or None when the run is timed.
 fn planned_iterations(side: &Side) -> Option<u64> {
-    if side.params.iterations > 0 {
-        Some(side.params.iterations)
-    } else if side.params.duration_s > 0.0 {
-        None
-    } else {
-        Some(DEFAULT_ITERATIONS)
-    }
+    Plan::of(&side.params, u64::MAX).iterations()
 }
 
 /// The counter carried in the last byte of write-lat's i-th message (never 0,
@@ -421,93 +462,40 @@ impl Perf {
         let wrs: Vec<SendWr> = (0..list).map(|_| self.op_wr(side, local, 0, false)).collect();
         // One lane per QP, posted round-robin; like perftest's `-q`, each QP
         // runs `iterations` operations with up to `tx_depth` outstanding.
-        let mut lanes = Vec::with_capacity(side.link.num_qps());
+        let mut chains = Vec::with_capacity(side.link.num_qps());
         for _ in 0..side.link.num_qps() {
-            lanes.push(Lane {
-                chain: side.link.send_chain(&wrs)?,
-                posted: 0,
-                completed: 0,
-                signaled: 0,
-                posts: 0,
-            });
+            chains.push(side.link.send_chain(&wrs)?);
         }
-        let planned = planned_iterations(side);
+        let schedule = lanes::Schedule {
+            depth,
+            list,
+            every,
+            planned: planned_iterations(side),
+        };
         let stop_at = Instant::now() + crate::validate::duration(&side.params);
         let mut peak = PeakTracker::new(Duration::from_millis(500));
         let start = Instant::now();
-        loop {
-            let time_up = planned.is_none() && Instant::now() >= stop_at;
-            let mut posted_any = false;
-            let mut all_done = true;
-            for (q, lane) in lanes.iter_mut().enumerate() {
-                let remaining = planned.map(|n| n.saturating_sub(lane.posted));
-                // A timed lane is finished once its last posted request is signaled.
-                let finished_posting =
-                    remaining == Some(0) || (time_up && lane.posted > 0 && lane.signaled == lane.posted);
-                if finished_posting {
-                    all_done &= lane.completed == lane.posted;
-                    continue;
-                }
-                all_done = false;
-                let in_flight = (lane.posted - lane.completed) as usize;
-                if in_flight + list <= depth && remaining.is_none_or(|r| r >= list as u64) {
-                    lane.posts += 1;
-                    // The last full post is signaled (a shorter tail, if any, waits for it).
-                    let last_post = remaining.is_some_and(|r| r < 2 * list as u64) || time_up;
-                    let signaled = lane.posts % every as u64 == 0 || last_post;
-                    lane.chain.set_signaled(list - 1, signaled);
-                    lane.chain
-                        .set_wr_id(list - 1, self.kind().wr_id(lane_seq(q, lane.posted + list as u64)));
-                    side.link.post_send_on(q, &mut lane.chain)?;
-                    lane.posted += list as u64;
-                    if signaled {
-                        lane.signaled = lane.posted;
-                    }
-                    posted_any = true;
-                } else if remaining.is_some_and(|r| r < list as u64) && in_flight == 0 {
-                    // Tail shorter than post_list: a one-off chain, signaled.
-                    let r = remaining.unwrap_or(0) as usize;
-                    let tail: Vec<SendWr> = (0..r)
-                        .map(|i| {
-                            self.op_wr(
-                                side,
-                                local,
-                                self.kind().wr_id(lane_seq(q, lane.posted + i as u64 + 1)),
-                                i + 1 == r,
-                            )
-                        })
-                        .collect();
-                    let mut tail_chain = side.link.send_chain(&tail)?;
-                    side.link.post_send_on(q, &mut tail_chain)?;
-                    lane.posted += r as u64;
-                    lane.signaled = lane.posted;
-                    posted_any = true;
-                }
-            }
-            if all_done {
-                break;
-            }
-            if posted_any {
-                continue;
-            }
-            // Every queue is full (or draining): wait for a completion. A
-            // signaled request's completion means every earlier one on its QP
-            // completed too (a QP's send queue completes in order).
-            let c = side.next_completion("bandwidth completions")?;
-            let (q, upto) = lane_of(c.wr_id);
-            let lane = lanes.get_mut(q).ok_or_else(|| {
-                SessionError::Protocol(format!("completion for QP #{q}, which this run does not have"))
-            })?;
-            peak.add(upto.saturating_sub(lane.completed) * size as u64);
-            lane.completed = lane.completed.max(upto);
-        }
+        let lane_count = chains.len();
+        let mut queues = PerfQueues {
+            perf: self,
+            side,
+            chains,
+            local,
+        };
+        let per_lane = lanes::run(
+            &mut queues,
+            lane_count,
+            &schedule,
+            || Instant::now() >= stop_at,
+            |n| peak.add(n * size as u64),
+        )?;
         let elapsed = start.elapsed();
         if self.op == PerfOp::Read {
             if let Err(m) = pattern(&side.params).verify(&side.link.buffer(buf)[..size], 0) {
                 problems.push(format!("read-bw at {size} B: {m}"));
             }
         }
-        let posted: u64 = lanes.iter().map(|l| l.posted).sum();
+        let posted: u64 = per_lane.iter().sum();
         let bytes = posted * size as u64;
         Ok(SizePoint {
             size: size as u64,
@@ -713,7 +701,7 @@ impl Perf {
                 let (mut sent, mut echoed) = (false, false);
                 while !(sent && echoed) {
                     let c = side.next_completion("the send-lat echo")?;
-                    if OpKind::name_of(c.wr_id) == "SEND" {
+                    if WrId::from(c.wr_id).is(OpKind::Send) {
                         sent = true;
                     } else {
                         echoed = true;
@@ -788,10 +776,10 @@ impl Perf {
         let client_count;
         loop {
             let c = side.next_completion("messages and the done notification")?;
-            if OpKind::name_of(c.wr_id) == "SEND" {
+            if WrId::from(c.wr_id).is(OpKind::Send) {
                 continue;
             }
-            let slot = OpKind::seq(c.wr_id) as usize;
+            let slot = WrId::from(c.wr_id).seq() as usize;
             if Side::is_done(&c) {
                 client_count = Side::done_count(&c, &side.link.buffer(rx)[slot * slot_len..]);
                 break;
@@ -876,15 +864,6 @@ impl Perf {
 mod tests {
     use super::*;
     use crate::pattern::Pattern;
-
-    #[test]
-    fn lane_sequence_numbers_round_trip_through_wr_ids() {
-        for (qp, seq) in [(0, 0), (0, 1), (3, 12345), (15, (1 << LANE_SHIFT) - 1)] {
-            let id = OpKind::Write.wr_id(lane_seq(qp, seq));
-            assert_eq!(lane_of(id), (qp, seq));
-            assert_eq!(OpKind::name_of(id), "WRITE");
-        }
-    }
 
     #[test]
     fn write_lat_counter_is_never_zero_and_wraps() {

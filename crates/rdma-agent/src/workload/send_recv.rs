@@ -10,7 +10,9 @@ use agent_proto::v1::{Fault, Role, SideResult};
 
 use super::{corrupt_byte, injects, iterations, note_skip, pattern, size, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
+use crate::validate::Rules;
 use crate::verbs::{Access, LocalSlice, SendChain, SendOp, SendWr};
+use crate::wr_id::WrId;
 
 /// The send-recv workload.
 pub struct SendRecv;
@@ -23,6 +25,10 @@ fn ring(side: &Side) -> usize {
 impl Workload for SendRecv {
     fn name(&self) -> &'static str {
         "send-recv"
+    }
+
+    fn rules(&self) -> Rules {
+        Rules::faults(&[Fault::Skip, Fault::Corrupt])
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {
@@ -97,10 +103,10 @@ fn serve(side: &mut Side) -> Result<SideResult, SessionError> {
     let mut mismatch = None;
     loop {
         let c = side.next_completion("messages and the done notification")?;
-        if OpKind::name_of(c.wr_id) == "SEND" {
+        if WrId::from(c.wr_id).is(OpKind::Send) {
             continue; // an echo went out
         }
-        let slot = OpKind::seq(c.wr_id) as usize;
+        let slot = WrId::from(c.wr_id).seq() as usize;
         if Side::is_done(&c) {
             break;
         }
@@ -224,9 +230,10 @@ fn ping_pong(side: &mut Side) -> Result<SideResult, SessionError> {
         let (mut sent, mut echoed) = (false, false);
         while !(sent && echoed) {
             let c = side.next_completion("the ping-pong echo")?;
-            match OpKind::name_of(c.wr_id) {
-                "SEND" => sent = true,
-                _ => echoed = true,
+            if WrId::from(c.wr_id).is(OpKind::Send) {
+                sent = true;
+            } else {
+                echoed = true;
             }
         }
         samples.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);

@@ -7,6 +7,7 @@ use agent_proto::v1::{Fault, Role, SideResult};
 
 use super::{corrupt_byte, injects, note_skip, pattern, size, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
+use crate::validate::{check_footprint, Rules};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
 /// The write-imm workload.
@@ -31,6 +32,21 @@ pub fn batch_count(params: &agent_proto::v1::WorkloadParams) -> u32 {
 impl Workload for WriteImm {
     fn name(&self) -> &'static str {
         "write-imm"
+    }
+
+    fn rules(&self) -> Rules {
+        Rules {
+            check: |params, limits| {
+                let batches = u64::from(batch_count(params));
+                check_footprint(
+                    params,
+                    limits,
+                    batches,
+                    &format!("write-imm's server holds all {batches} batches"),
+                )
+            },
+            ..Rules::faults(&[Fault::Skip, Fault::Corrupt])
+        }
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {

@@ -1,0 +1,262 @@
+//! rdma_cm connection setup of a verbs side. The server listens on
+//! `bind_addr:0`, and on CONNECT_REQUEST creates its QP on the device the
+//! request arrived on, takes it INIT→RTR→RTS with `rdma_init_qp_attr`, and
+//! accepts with the capability blob {addr, rkey, length} as private data.
+//! The client resolves, connects, reads the blob from CONNECT_RESPONSE, goes
+//! RTR→RTS, and establishes. A run over several QPs makes one connection
+//! per QP to the same listener.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_proto::v1::{Endpoint, Progress, SideResult};
+use sideway::ibverbs::queue_pair::QueuePairState;
+use sideway::ibverbs::AccessFlags;
+use tokio::sync::oneshot;
+
+use super::setup::{apply_corrupt_rkey, fill_local_gid, link_config, new_side, rd_atomic};
+use super::side::{ProgressSink, Side};
+use super::{blob, SessionError, SessionSpec};
+use crate::verbs::cm::ConnectParams;
+use crate::verbs::{CmError, CmEventKind, CmId, EventChannel, Link};
+use crate::workload::Workload;
+
+/// Waits for one rdma_cm event of `want`; any other event is an error naming it.
+fn wait_cm_event(
+    channel: &Arc<EventChannel>,
+    want: CmEventKind,
+    cancel: &AtomicBool,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<crate::verbs::CmEvent, SessionError> {
+    let what = format!("{want:?}");
+    loop {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SessionError::Aborted(format!("while waiting for rdma_cm {what}")));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(SessionError::Timeout {
+                what: format!("rdma_cm event {what}"),
+                after: timeout,
+            });
+        }
+        match channel.next_event(left.min(Duration::from_millis(200)), &what) {
+            Ok(ev) if ev.kind == want => return Ok(ev),
+            Ok(ev) => {
+                return Err(SessionError::Protocol(format!(
+                    "expected rdma_cm {what}, got {} (status {})",
+                    ev.name, ev.status
+                )))
+            }
+            Err(CmError::Timeout { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The server side: listen, publish the endpoint, accept, run.
+pub(crate) fn server(
+    spec: &SessionSpec,
+    workload: &'static dyn Workload,
+    cancel: &Arc<AtomicBool>,
+    deadline: Instant,
+    endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
+) -> Result<SideResult, SessionError> {
+    let ip = spec.bind_ip()?;
+    let channel = EventChannel::new()?;
+    let listen_id = channel.create_id()?;
+    listen_id.bind(SocketAddr::new(ip, 0))?;
+    // One CONNECT_REQUEST per QP; the client sends them one after another.
+    listen_id.listen(spec.params.num_qps.max(1) as i32 + 3)?;
+    let port = listen_id.local_port();
+    tracing::info!(%ip, port, "listening (rdma_cm)");
+    if let Some(tx) = endpoint_tx.take() {
+        let _ = tx.send(Ok(Endpoint {
+            address: ip.to_string(),
+            port: u32::from(port),
+            qps: Vec::new(),
+        }));
+    }
+    let request = wait_cm_event(&channel, CmEventKind::ConnectRequest, cancel, deadline, spec.timeout())?;
+    let id: CmId = request
+        .new_id
+        .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
+    let setup = (|| -> Result<Side, SessionError> {
+        let device = id.device_name()?;
+        let link = Link::open(&link_config(spec, workload, device))?;
+        let mut side = new_side(spec, link, cancel, deadline, None);
+        side.location.port = id.port_num();
+        // A client that exposes a buffer too (write-lat's ping-pong) sends its blob.
+        if !request.private_data.is_empty() {
+            if let Ok(peer) = blob::decode(&request.private_data) {
+                side.peer = peer;
+            }
+        }
+        side.link.modify_qp(&id.qp_attr(QueuePairState::Init)?, "INIT")?;
+        workload.prepare(&mut side)?;
+        side.link
+            .modify_qp(&id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
+        side.link.modify_qp(&id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
+        fill_local_gid(&mut side, ip);
+        Ok(side)
+    })();
+    let mut side = match setup {
+        Ok(side) => side,
+        Err(e) => {
+            id.reject();
+            return Err(e);
+        }
+    };
+    let exposed = side.exposed.map(|b| side.link.remote_buf(b)).unwrap_or_default();
+    let private = blob::encode(&exposed);
+    id.accept(&ConnectParams {
+        qp_num: side.link.qp_num(),
+        private_data: &private,
+        initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
+        responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
+    })?;
+    wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+    tracing::info!(qpn = side.link.qp_num(), "connection established");
+    // The other QPs of a multi-QP run: one rdma_cm connection each, to the
+    // same listener, each accepted onto the next QP of the link.
+    let mut ids = vec![id];
+    for i in 1..side.link.num_qps() {
+        let request = wait_cm_event(&channel, CmEventKind::ConnectRequest, cancel, deadline, spec.timeout())?;
+        let id: CmId = request
+            .new_id
+            .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
+        let moved = (|| -> Result<(), SessionError> {
+            side.link.modify_qp_at(i, &id.qp_attr(QueuePairState::Init)?, "INIT")?;
+            side.link
+                .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
+            side.link
+                .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
+            Ok(())
+        })();
+        if let Err(e) = moved {
+            id.reject();
+            return Err(e);
+        }
+        id.accept(&ConnectParams {
+            qp_num: side.link.qp_num_at(i),
+            private_data: &private,
+            initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
+            responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
+        })?;
+        wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+        tracing::info!(qpn = side.link.qp_num_at(i), qp = i, "connection established");
+        ids.push(id);
+    }
+    side.start_clock();
+    let result = workload.run(&mut side);
+    for id in &ids {
+        id.disconnect();
+    }
+    result
+}
+
+/// The client side: resolve, connect, read the server's blob, run.
+pub(crate) fn client(
+    spec: &SessionSpec,
+    workload: &'static dyn Workload,
+    cancel: &Arc<AtomicBool>,
+    deadline: Instant,
+    peer: &Endpoint,
+    mut sink: ProgressSink,
+) -> Result<SideResult, SessionError> {
+    let ip = spec.bind_ip()?;
+    let server_ip: IpAddr = peer
+        .address
+        .parse()
+        .map_err(|_| SessionError::Setup(format!("peer address {:?} is not an IP address", peer.address)))?;
+    let port = u16::try_from(peer.port)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| SessionError::Setup(format!("peer port {} is not a port", peer.port)))?;
+    let dst = SocketAddr::new(server_ip, port);
+    let channel = EventChannel::new()?;
+    let id = channel.create_id()?;
+    let step_timeout = Duration::from_secs(5).min(spec.timeout());
+    id.resolve_addr(Some(SocketAddr::new(ip, 0)), dst, step_timeout)?;
+    wait_cm_event(&channel, CmEventKind::AddrResolved, cancel, deadline, spec.timeout())?;
+    id.resolve_route(step_timeout)?;
+    wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
+    let device = id.device_name()?;
+    let link = Link::open(&link_config(spec, workload, device))?;
+    sink(Progress {
+        phase: "connect".into(),
+        message: format!("connecting to {dst} via {}", link.device()),
+        ..Default::default()
+    });
+    let mut side = new_side(spec, link, cancel, deadline, Some(sink));
+    side.location.port = id.port_num();
+    // Before connect, rdma_cm's INIT attributes grant no remote access; the
+    // client's QP takes the same flags as in oob mode, so a workload whose
+    // server writes back (write-lat) can. MRs still decide what is reachable.
+    let mut init = id.qp_attr(QueuePairState::Init)?;
+    init.setup_access_flags(
+        AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic,
+    );
+    side.link.modify_qp(&init, "INIT")?;
+    workload.prepare(&mut side)?;
+    // Workloads where the server writes back (write-lat) expose a client buffer.
+    let client_blob = side.exposed.map(|b| blob::encode(&side.link.remote_buf(b)));
+    id.connect(&ConnectParams {
+        qp_num: side.link.qp_num(),
+        private_data: client_blob.as_ref().map_or(&[][..], |b| &b[..]),
+        initiator_depth: rd_atomic(&side.link),
+        responder_resources: rd_atomic(&side.link),
+    })?;
+    let response = wait_cm_event(&channel, CmEventKind::ConnectResponse, cancel, deadline, spec.timeout())?;
+    side.peer = blob::decode(&response.private_data).map_err(SessionError::Protocol)?;
+    side.link
+        .modify_qp(&id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
+    side.link.modify_qp(&id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
+    id.establish()?;
+    // The other QPs of a multi-QP run, connected one after another to the
+    // same listener (the server accepts each onto its next QP).
+    let mut ids = vec![id];
+    for i in 1..side.link.num_qps() {
+        let id = channel.create_id()?;
+        id.resolve_addr(Some(SocketAddr::new(ip, 0)), dst, step_timeout)?;
+        wait_cm_event(&channel, CmEventKind::AddrResolved, cancel, deadline, spec.timeout())?;
+        id.resolve_route(step_timeout)?;
+        wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
+        side.link.modify_qp_at(i, &init, "INIT")?;
+        id.connect(&ConnectParams {
+            qp_num: side.link.qp_num_at(i),
+            private_data: &[],
+            initiator_depth: rd_atomic(&side.link),
+            responder_resources: rd_atomic(&side.link),
+        })?;
+        wait_cm_event(&channel, CmEventKind::ConnectResponse, cancel, deadline, spec.timeout())?;
+        side.link
+            .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
+        side.link
+            .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
+        id.establish()?;
+        ids.push(id);
+    }
+    fill_local_gid(&mut side, ip);
+    apply_corrupt_rkey(&mut side);
+    side.start_clock();
+    side.progress(
+        "run",
+        0,
+        0,
+        format!(
+            "connected; server buffer {:#x} rkey {:#x}",
+            side.peer.addr, side.peer.rkey
+        ),
+    );
+    let result = workload.run(&mut side);
+    for id in &ids {
+        id.disconnect();
+    }
+    // Give the DREQs a moment to leave before the ids are destroyed.
+    let _ = channel.next_event(Duration::from_millis(200), "DISCONNECTED");
+    result
+}

@@ -1,0 +1,194 @@
+//! Sessions: one side of a workload run on its own OS thread (verbs calls
+//! block and busy-poll; they stay off the async runtime). The thread owns
+//! every resource of the session, so ending the thread — finished, failed,
+//! timed out or aborted — deregisters the memory and destroys the QP.
+//!
+//! This module owns what every kind of session shares: the request
+//! ([`SessionSpec`]), the service's grip on the thread ([`SessionHandle`],
+//! [`Command`]), the thread plumbing ([`spawn_thread_session`],
+//! [`finish_side`]) and the errors ([`SessionError`]). It must not know any
+//! workload: the verbs sessions are in [`verbs`] (connection setup in [`cm`]
+//! and [`oob`], the workload's view in [`side`]), the libfabric and TCP ones
+//! in `fabric_session` and `tcp_session`.
+
+pub mod blob;
+pub mod cm;
+mod error;
+pub mod oob;
+mod setup;
+pub mod side;
+pub mod verbs;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_proto::v1::{CmMode, Endpoint, Role, SideResult, WorkloadParams};
+use tokio::sync::oneshot;
+
+pub use error::SessionError;
+pub use side::{ProgressSink, Side, DONE_IMM};
+
+/// Session timeout when params.timeout_ms is 0.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How a session thread ends, whatever kind of session it ran: logs the
+/// outcome; a failure before the endpoint was published goes to Prepare
+/// (which is still waiting for it); the outcome goes to Run/Collect.
+pub(crate) fn finish_side<T>(
+    outcome: Result<SideResult, SessionError>,
+    endpoint_tx: Option<oneshot::Sender<Result<T, SessionError>>>,
+    result_tx: oneshot::Sender<Result<SideResult, SessionError>>,
+) {
+    match &outcome {
+        Ok(r) => tracing::info!(verified = r.verified, elapsed_s = r.elapsed_s, "side finished"),
+        Err(e) => tracing::warn!(error = %e, "side failed"),
+    }
+    let outcome = match (endpoint_tx, outcome) {
+        (Some(tx), Err(e)) => {
+            let _ = tx.send(Err(e));
+            Err(SessionError::Setup("prepare failed".into()))
+        }
+        (_, outcome) => outcome,
+    };
+    let _ = result_tx.send(outcome);
+}
+
+/// Where a one-thread session publishes its endpoint; None on a client.
+pub(crate) type EndpointSender<T> = Option<oneshot::Sender<Result<T, SessionError>>>;
+
+/// Starts a session of a kind that runs on one thread of its own and has no
+/// Connect step (libfabric, TCP): builds its handle, runs `side` on a thread
+/// named `<kind>-<id>` inside `span`, and ends it with [`finish_side`]. `side`
+/// gets the abort flag, `run` (the client's peer and sink; None on a server)
+/// and the endpoint sender (None on a client, which publishes no endpoint).
+#[allow(clippy::type_complexity)]
+pub(crate) fn spawn_thread_session<T, R, F>(
+    spec: SessionSpec,
+    kind: &str,
+    span: tracing::Span,
+    run: Option<R>,
+    side: F,
+) -> Result<(SessionHandle, oneshot::Receiver<Result<T, SessionError>>), SessionError>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    F: FnOnce(&SessionSpec, Arc<AtomicBool>, Option<R>, &mut EndpointSender<T>) -> Result<SideResult, SessionError>
+        + Send
+        + 'static,
+{
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (cmd_tx, _cmd_rx) = std::sync::mpsc::channel();
+    let (endpoint_tx, endpoint_rx) = oneshot::channel();
+    let (result_tx, result_rx) = oneshot::channel();
+    let handle = SessionHandle {
+        cancel: Arc::clone(&cancel),
+        commands: cmd_tx,
+        result: Some(result_rx),
+        role: spec.role,
+        // Not oob: Connect is refused for these kinds.
+        cm: CmMode::RdmaCm,
+    };
+    let name = format!("{kind}-{}", spec.id.chars().take(8).collect::<String>());
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let _enter = span.enter();
+            let mut endpoint_tx = run.is_none().then_some(endpoint_tx);
+            let outcome = side(&spec, cancel, run, &mut endpoint_tx);
+            finish_side(outcome, endpoint_tx, result_tx);
+        })
+        .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
+    Ok((handle, endpoint_rx))
+}
+
+/// What to set up.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    /// The controller's session id.
+    pub id: String,
+    /// Workload parameters.
+    pub params: WorkloadParams,
+    /// Server or client.
+    pub role: Role,
+    /// This node's data address ("10.77.0.1", optionally with a port).
+    pub bind_addr: String,
+}
+
+impl SessionSpec {
+    /// The session timeout.
+    pub fn timeout(&self) -> Duration {
+        let base = if self.params.timeout_ms == 0 {
+            DEFAULT_TIMEOUT
+        } else {
+            Duration::from_millis(self.params.timeout_ms)
+        };
+        // Timed runs get their duration on top of the setup allowance.
+        if self.params.iterations == 0 && self.params.duration_s > 0.0 {
+            base + crate::validate::duration(&self.params)
+        } else {
+            base
+        }
+    }
+
+    /// This node's data address as an IP (a port, if given, is ignored).
+    pub fn bind_ip(&self) -> Result<IpAddr, SessionError> {
+        if let Ok(sa) = self.bind_addr.parse::<SocketAddr>() {
+            return Ok(sa.ip());
+        }
+        self.bind_addr
+            .parse::<IpAddr>()
+            .map_err(|_| SessionError::Setup(format!("bind_addr {:?} is not an IP address", self.bind_addr)))
+    }
+}
+
+/// Commands a prepared session waits for.
+pub enum Command {
+    /// Server, oob: the client's endpoint.
+    Connect(Endpoint, oneshot::Sender<Result<(), SessionError>>),
+    /// Client, oob: the server's endpoint, and where to stream progress.
+    Run(Endpoint, ProgressSink),
+}
+
+/// The service's grip on a running session thread.
+pub struct SessionHandle {
+    /// Set to abort; the thread notices within about 100 ms.
+    pub cancel: Arc<AtomicBool>,
+    /// Commands for a prepared session.
+    pub commands: std::sync::mpsc::Sender<Command>,
+    /// The side's final result.
+    pub result: Option<oneshot::Receiver<Result<SideResult, SessionError>>>,
+    /// The side's role.
+    pub role: Role,
+    /// The connection mode.
+    pub cm: CmMode,
+}
+
+impl Drop for SessionHandle {
+    fn drop(&mut self) {
+        // A forgotten session must not hold RDMA memory forever.
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timed_runs_extend_the_timeout() {
+        let mut spec = SessionSpec {
+            id: "s".into(),
+            params: WorkloadParams::default(),
+            role: Role::Server,
+            bind_addr: "10.0.0.1".into(),
+        };
+        assert_eq!(spec.timeout(), DEFAULT_TIMEOUT);
+        spec.params.duration_s = 5.0;
+        assert_eq!(spec.timeout(), DEFAULT_TIMEOUT + Duration::from_secs(5));
+        assert_eq!(spec.bind_ip().unwrap().to_string(), "10.0.0.1");
+        spec.bind_addr = "10.0.0.1:7000".into();
+        assert!(spec.bind_ip().is_ok());
+    }
+}

@@ -1,0 +1,108 @@
+//! What rdma_cm and oob setup share: the link's shape for a workload, a new
+//! [`Side`] on it, PSNs, the device's outstanding-READ limit, the source GID
+//! for the result, and the capability overrides of negative tests.
+
+use std::net::IpAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use agent_proto::v1::{CompletionMode, Role};
+
+use super::side::{Bounds, ProgressSink, Side};
+use super::SessionSpec;
+use crate::verbs::{Link, LinkConfig};
+use crate::workload::Workload;
+
+/// Outstanding READ/atomic requests per QP we ask for at most (perftest's
+/// default `--outs` is 128; rxe allows 128), capped by the device.
+const RD_ATOMIC_MAX: u8 = 128;
+/// What we ask for when the device cannot be queried.
+const RD_ATOMIC_FALLBACK: u8 = 16;
+
+/// Outstanding READ/atomic requests per QP for this link's device.
+pub(crate) fn rd_atomic(link: &Link) -> u8 {
+    match link.context().query_device() {
+        Ok(attr) => attr.max_qp_rd_atom().clamp(1, i32::from(RD_ATOMIC_MAX)) as u8,
+        Err(_) => RD_ATOMIC_FALLBACK,
+    }
+}
+
+/// The link a side of `workload` needs on `device`: queue depths from the
+/// workload, several QPs where the run asks for them.
+pub(crate) fn link_config(spec: &SessionSpec, workload: &dyn Workload, device: String) -> LinkConfig {
+    let params = &spec.params;
+    LinkConfig {
+        device,
+        max_send_wr: workload.send_queue_depth(params),
+        max_recv_wr: workload.recv_queue_depth(params),
+        max_inline: params.inline_size,
+        // Servers always get a channel: a passive server sleeps on it.
+        completion_channel: params.completion() == CompletionMode::Event || spec.role == Role::Server,
+        num_qps: params.num_qps.max(1),
+    }
+}
+
+/// A side of `spec` on `link`, its waits bounded by `deadline` and `cancel`.
+pub(crate) fn new_side(
+    spec: &SessionSpec,
+    link: Link,
+    cancel: &Arc<AtomicBool>,
+    deadline: Instant,
+    progress: Option<ProgressSink>,
+) -> Side {
+    let bounds = Bounds {
+        deadline,
+        timeout: spec.timeout(),
+        cancel: Arc::clone(cancel),
+    };
+    Side::new(link, spec.params.clone(), spec.role, bounds, progress, initial_psn())
+}
+
+/// The starting PSN of QP `i` (each QP of a side starts elsewhere in the 24-bit space).
+pub(crate) fn qp_psn(base: u32, i: usize) -> u32 {
+    base.wrapping_add((i as u32).wrapping_mul(0x0001_0001)) & 0x00FF_FFFF
+}
+
+/// A random-enough 24-bit starting PSN.
+fn initial_psn() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    (nanos ^ (std::process::id() << 8)) & 0x00FF_FFFF
+}
+
+/// A client's negative-test overrides of the peer's capability: another
+/// {addr, rkey} (`capability_override`) or a flipped rkey (`corrupt_rkey`),
+/// each recorded in the facts.
+pub(crate) fn apply_corrupt_rkey(side: &mut Side) {
+    if let Some((addr, rkey)) = crate::validate::capability_override(&side.params) {
+        side.facts.insert(
+            "capability_override".into(),
+            format!(
+                "{addr:#x}:{rkey:#x} instead of {:#x}:{:#x}",
+                side.peer.addr, side.peer.rkey
+            ),
+        );
+        side.peer.addr = addr;
+        side.peer.rkey = rkey;
+    }
+    if side.params.corrupt_rkey {
+        // rxe and mlx5 both compare the key byte: flipping it is always invalid.
+        let bad = side.peer.rkey ^ 0xFF;
+        side.facts
+            .insert("corrupt_rkey".into(), format!("{:#x} -> {bad:#x}", side.peer.rkey));
+        side.peer.rkey = bad;
+    }
+}
+
+/// Records the source GID (and its index) that rdma_cm chose for `ip` on
+/// the side's device, for the result's facts.
+pub(crate) fn fill_local_gid(side: &mut Side, ip: IpAddr) {
+    let IpAddr::V4(v4) = ip else { return };
+    let device = side.link.device().to_string();
+    if let Some(found) = crate::node_info::find_ipv4_gid(v4, Some(&device)) {
+        side.location.sgid_index = found.index as u8;
+        side.location.gid = found.gid;
+    }
+}

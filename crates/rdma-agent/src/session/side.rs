@@ -1,0 +1,371 @@
+//! What a workload sees of its side of a verbs session ([`Side`]): the
+//! link (QP, CQ, buffers), the run's parameters, the peer's buffer, the
+//! completion waits (polling or on the completion channel, bounded by the
+//! session's deadline and Abort), progress, and the client's done message.
+//! It must not set up connections (that is [`super::cm`] and [`super::oob`]).
+//!
+//! The end of a run is a SEND_WITH_IMM carrying [`DONE_IMM`] from the client,
+//! so the server knows when to verify in both modes: zero-length, or 8 bytes
+//! holding the client's operation count where the server's verdict needs it
+//! (a server of one-sided operations cannot count them itself).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_proto::v1::{CompletionMode, CpuUsage, Progress, Role, SideResult, WorkloadParams};
+
+use super::error::SessionError;
+use crate::cpu::CpuTimes;
+use crate::verbs::{
+    wc_opcode_name, wc_status_name, BufId, Completion, Link, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp,
+    SendWr,
+};
+use crate::wr_id::{OpKind, WrId};
+
+/// The immediate of the client's final "run is over" message.
+pub const DONE_IMM: u32 = 0xFFFF_FFFF;
+
+/// Receives progress events from a running side.
+pub type ProgressSink = Box<dyn FnMut(Progress) + Send>;
+
+/// The client's done messages: without and with a count, from one 8-byte buffer.
+struct DoneChains {
+    ctrl: BufId,
+    plain: SendChain,
+    counted: SendChain,
+}
+
+/// Everything a workload sees of its side of the session.
+pub struct Side {
+    /// The QP, CQ and buffers.
+    pub link: Link,
+    /// The run's parameters.
+    pub params: WorkloadParams,
+    /// Which side this is.
+    pub role: Role,
+    /// The peer's exposed buffer (client side; from private data or Run's peer).
+    pub peer: RemoteBuf,
+    /// The buffer this side exposes to its peer (server side).
+    pub exposed: Option<BufId>,
+    /// The workload's other buffers, in the order it added them.
+    pub bufs: Vec<BufId>,
+    /// The workload's receive requests.
+    pub recvs: Option<RecvChain>,
+    /// Facts for the result.
+    pub facts: BTreeMap<String, String>,
+    /// Where this side sits on its device (set by the connection setup).
+    pub(crate) location: Location,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: Arc<AtomicBool>,
+    progress: Option<ProgressSink>,
+    pending: VecDeque<Completion>,
+    passive: bool,
+    spin_polls: bool,
+    start: Instant,
+    cpu_start: CpuTimes,
+    done: Option<DoneChains>,
+}
+
+/// A side's place on its device: port, source GID and its index, and the
+/// first QP's starting PSN.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Location {
+    pub psn: u32,
+    pub gid: [u8; 16],
+    pub sgid_index: u8,
+    pub port: u8,
+}
+
+/// The limits of a side's waits: its deadline, the timeout it came from
+/// (for the message), and the Abort flag.
+pub(crate) struct Bounds {
+    pub deadline: Instant,
+    pub timeout: Duration,
+    pub cancel: Arc<AtomicBool>,
+}
+
+impl Side {
+    /// A side on `link` for a run of `params`, before the clock starts.
+    pub(crate) fn new(
+        link: Link,
+        params: WorkloadParams,
+        role: Role,
+        bounds: Bounds,
+        progress: Option<ProgressSink>,
+        psn: u32,
+    ) -> Side {
+        Side {
+            link,
+            params,
+            role,
+            peer: RemoteBuf::default(),
+            exposed: None,
+            bufs: Vec::new(),
+            recvs: None,
+            facts: BTreeMap::new(),
+            location: Location {
+                psn,
+                gid: [0; 16],
+                sgid_index: 0,
+                port: 1,
+            },
+            deadline: bounds.deadline,
+            timeout: bounds.timeout,
+            cancel: bounds.cancel,
+            progress,
+            pending: VecDeque::with_capacity(64),
+            passive: false,
+            spin_polls: false,
+            start: Instant::now(),
+            cpu_start: CpuTimes::thread_now(),
+            done: None,
+        }
+    }
+
+    /// Where progress goes from now on (an oob client learns it at Run).
+    pub(crate) fn set_progress(&mut self, sink: ProgressSink) {
+        self.progress = Some(sink);
+    }
+
+    /// Whether completions are awaited on a completion channel: when the
+    /// run asks for event mode, or when this side is passive (see
+    /// [`Side::set_passive`]) and its link has a channel (servers always do).
+    pub fn event_mode(&self) -> bool {
+        self.link.has_completion_channel() && (self.passive || self.params.completion() == CompletionMode::Event)
+    }
+
+    /// Polling waits spin without `sched_yield` between empty polls (as
+    /// perftest's bandwidth loops do) instead of yielding (the default).
+    pub fn set_spin_polls(&mut self, spin: bool) {
+        self.spin_polls = spin;
+    }
+
+    /// Marks this side passive: it does no data-path work and only waits for
+    /// a rare completion (the server of a one-sided run waits for the done
+    /// message), so it sleeps on the completion channel instead of polling,
+    /// as perftest's server sleeps on its socket.
+    pub fn set_passive(&mut self, passive: bool) {
+        self.passive = passive;
+    }
+
+    /// Restarts the clock and CPU counters (after connection setup).
+    pub fn start_clock(&mut self) {
+        self.start = Instant::now();
+        self.cpu_start = CpuTimes::thread_now();
+    }
+
+    /// Time since [`Side::start_clock`].
+    pub fn elapsed(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// CPU used since [`Side::start_clock`].
+    pub fn cpu(&self) -> CpuUsage {
+        let spent = CpuTimes::thread_now().since(&self.cpu_start);
+        CpuUsage {
+            user_s: spent.user_s,
+            system_s: spent.system_s,
+        }
+    }
+
+    /// Reports progress to the controller (Run's stream), if anyone listens.
+    pub fn progress(&mut self, phase: &str, bytes: u64, ops: u64, message: impl Into<String>) {
+        let elapsed_s = self.start.elapsed().as_secs_f64();
+        if let Some(sink) = self.progress.as_mut() {
+            sink(Progress {
+                phase: phase.to_string(),
+                bytes,
+                ops,
+                elapsed_s,
+                message: message.into(),
+            });
+        }
+    }
+
+    /// Fails if the session was aborted or ran out of time.
+    pub fn check_alive(&self, what: &str) -> Result<(), SessionError> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err(SessionError::Aborted(format!("while waiting for {what}")));
+        }
+        if Instant::now() >= self.deadline {
+            return Err(SessionError::Timeout {
+                what: what.to_string(),
+                after: self.timeout,
+            });
+        }
+        Ok(())
+    }
+
+    /// The next successful completion; an error completion fails the session
+    /// with its status named. `what` names the wait for the timeout message.
+    pub fn next_completion(&mut self, what: &str) -> Result<Completion, SessionError> {
+        let mut scratch = [Completion::default(); 16];
+        let mut spins: u32 = 0;
+        let mut armed = false;
+        loop {
+            if let Some(c) = self.pending.pop_front() {
+                if c.status != 0 {
+                    let (status, meaning) = wc_status_name(c.status);
+                    let op = match WrId::from(c.wr_id).kind() {
+                        Some(kind) => kind.name(),
+                        None => wc_opcode_name(c.opcode),
+                    };
+                    return Err(SessionError::Completion {
+                        op,
+                        status,
+                        meaning,
+                        wr_id: c.wr_id,
+                        vendor_err: c.vendor_err,
+                    });
+                }
+                return Ok(c);
+            }
+            let n = self.link.poll(&mut scratch)?;
+            if n > 0 {
+                self.pending.extend(scratch[..n].iter().copied());
+                continue;
+            }
+            if self.event_mode() {
+                self.check_alive(what)?;
+                if !armed {
+                    // Arm, then poll once more: a completion that arrived
+                    // before the arming raises no event.
+                    self.link.arm_cq()?;
+                    armed = true;
+                    continue;
+                }
+                let left = self.deadline.saturating_duration_since(Instant::now());
+                self.link.wait_cq_event(left.min(Duration::from_millis(100)))?;
+                armed = false;
+                continue;
+            }
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(64) {
+                self.check_alive(what)?;
+            }
+            if self.spin_polls {
+                std::hint::spin_loop();
+            } else {
+                // One vCPU under emulation: let rxe's kernel work run.
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// The next completion if one is ready (never waits); an error
+    /// completion fails the session like [`Side::next_completion`].
+    pub fn try_completion(&mut self) -> Result<Option<Completion>, SessionError> {
+        if self.pending.is_empty() {
+            let mut scratch = [Completion::default(); 16];
+            let n = self.link.poll(&mut scratch)?;
+            self.pending.extend(scratch[..n].iter().copied());
+        }
+        if self.pending.is_empty() {
+            return Ok(None);
+        }
+        self.next_completion("a ready completion").map(Some)
+    }
+
+    /// Client: tells the server the run is over, and waits until it was delivered.
+    pub fn send_done(&mut self) -> Result<(), SessionError> {
+        self.post_done(None)
+    }
+
+    /// Client: as [`Side::send_done`], the message carrying `count`, the
+    /// operations this side did (8 bytes, little-endian), so that the
+    /// server's verdict compares it with what it saw. The server's receive
+    /// for it must hold 8 bytes.
+    pub fn send_done_counting(&mut self, count: u64) -> Result<(), SessionError> {
+        self.post_done(Some(count))
+    }
+
+    fn post_done(&mut self, count: Option<u64>) -> Result<(), SessionError> {
+        if self.done.is_none() {
+            let ctrl = self.link.add_buffer(8, crate::verbs::Access::Local)?;
+            let chain = |len| {
+                self.link.send_chain(&[SendWr {
+                    wr_id: OpKind::Done.wr_id(0),
+                    op: SendOp::SendImm {
+                        local: LocalSlice {
+                            buf: ctrl,
+                            offset: 0,
+                            len,
+                        },
+                        imm: DONE_IMM,
+                    },
+                    signaled: true,
+                    inline: false,
+                }])
+            };
+            self.done = Some(DoneChains {
+                ctrl,
+                plain: chain(0)?,
+                counted: chain(8)?,
+            });
+        }
+        let mut done = self.done.take().expect("built above");
+        let chain = match count {
+            Some(n) => {
+                self.link.buffer_mut(done.ctrl).copy_from_slice(&n.to_le_bytes());
+                &mut done.counted
+            }
+            None => &mut done.plain,
+        };
+        let posted = self.link.post_send(chain);
+        self.done = Some(done);
+        posted?;
+        loop {
+            let c = self.next_completion("the done notification's completion")?;
+            if c.wr_id == OpKind::Done.wr_id(0) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The count a done message carried ([`Side::send_done_counting`]), read
+    /// from the bytes its receive landed in; None for a plain done.
+    pub fn done_count(c: &Completion, received: &[u8]) -> Option<u64> {
+        (c.byte_len == 8 && received.len() >= 8).then(|| u64::from_le_bytes(received[..8].try_into().expect("8 bytes")))
+    }
+
+    /// Whether a completion is the client's done notification.
+    pub fn is_done(c: &Completion) -> bool {
+        c.has_imm && c.imm == DONE_IMM && c.opcode == 128
+    }
+
+    /// A result with the common fields (role, elapsed, cpu, facts) filled in.
+    pub fn base_result(&self) -> SideResult {
+        let mut facts = self.facts.clone();
+        facts.insert("device".into(), self.link.device().to_string());
+        facts.insert("qpn".into(), self.link.qp_num().to_string());
+        if self.link.num_qps() > 1 {
+            let qpns: Vec<String> = (0..self.link.num_qps())
+                .map(|i| self.link.qp_num_at(i).to_string())
+                .collect();
+            facts.insert("qpns".into(), qpns.join(","));
+        }
+        facts.insert("gid".into(), std::net::Ipv6Addr::from(self.location.gid).to_string());
+        facts.insert("gid_index".into(), self.location.sgid_index.to_string());
+        facts.insert("port".into(), self.location.port.to_string());
+        if let Some(id) = self.exposed {
+            let rb = self.link.remote_buf(id);
+            facts.insert("mr_addr".into(), format!("{:#x}", rb.addr));
+            facts.insert("mr_rkey".into(), format!("{:#x}", rb.rkey));
+            facts.insert("mr_length".into(), rb.len.to_string());
+        }
+        if self.role == Role::Client {
+            facts.insert("peer_addr".into(), format!("{:#x}", self.peer.addr));
+            facts.insert("peer_rkey".into(), format!("{:#x}", self.peer.rkey));
+        }
+        SideResult {
+            role: self.role as i32,
+            elapsed_s: self.elapsed().as_secs_f64(),
+            cpu: Some(self.cpu()),
+            facts: facts.into_iter().collect(),
+            ..Default::default()
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The verbs sessions: a thread per side that sets up the connection
+//! ([`super::cm`] or [`super::oob`], per `params.cm`) and runs the workload
+//! it was given on it.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use agent_proto::v1::{CmMode, Endpoint, Role, SideResult};
+use tokio::sync::oneshot;
+
+use super::side::ProgressSink;
+use super::{cm, finish_side, oob, Command, SessionError, SessionHandle, SessionSpec};
+use crate::workload::Workload;
+
+/// Starts a session thread: Prepare (either role), or a rdma_cm client's Run
+/// (`run` carries the server endpoint and progress sink). The returned
+/// receiver yields this side's endpoint once it is ready.
+pub fn spawn(
+    spec: SessionSpec,
+    workload: &'static dyn Workload,
+    run: Option<(Endpoint, ProgressSink)>,
+) -> Result<(SessionHandle, oneshot::Receiver<Result<Endpoint, SessionError>>), SessionError> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
+    let (endpoint_tx, endpoint_rx) = oneshot::channel();
+    let (result_tx, result_rx) = oneshot::channel();
+    let handle = SessionHandle {
+        cancel: Arc::clone(&cancel),
+        commands: cmd_tx,
+        result: Some(result_rx),
+        role: spec.role,
+        cm: spec.params.cm(),
+    };
+    let name = format!("session-{}", spec.id.chars().take(8).collect::<String>());
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(move || {
+            let span =
+                tracing::info_span!("session", id = %spec.id, role = ?spec.role, workload = %spec.params.workload);
+            let _enter = span.enter();
+            // A rdma_cm client's Run publishes no endpoint; its errors go to the result.
+            let mut endpoint_tx = if run.is_some() { None } else { Some(endpoint_tx) };
+            let outcome = run_side(&spec, workload, &cancel, cmd_rx, &mut endpoint_tx, run);
+            finish_side(outcome, endpoint_tx, result_tx);
+        })
+        .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
+    Ok((handle, endpoint_rx))
+}
+
+fn run_side(
+    spec: &SessionSpec,
+    workload: &'static dyn Workload,
+    cancel: &Arc<AtomicBool>,
+    cmd_rx: std::sync::mpsc::Receiver<Command>,
+    endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
+    run: Option<(Endpoint, ProgressSink)>,
+) -> Result<SideResult, SessionError> {
+    let deadline = Instant::now() + spec.timeout();
+    match (spec.params.cm(), spec.role) {
+        (CmMode::RdmaCm, Role::Server) => cm::server(spec, workload, cancel, deadline, endpoint_tx),
+        (CmMode::RdmaCm, Role::Client) => {
+            let (peer, sink) = run.ok_or_else(|| {
+                SessionError::Setup("rdma_cm clients are not prepared: call Run with the server endpoint".into())
+            })?;
+            cm::client(spec, workload, cancel, deadline, &peer, sink)
+        }
+        (CmMode::Oob, role) => oob::side(spec, role, workload, cancel, deadline, cmd_rx, endpoint_tx),
+    }
+}
