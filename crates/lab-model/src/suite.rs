@@ -39,7 +39,7 @@ use crate::endpoint::Endpoint;
 use crate::problem::Problem;
 use crate::workloads::is_fabric;
 use crate::yaml::de::ErrorKind;
-use crate::yaml::tree::{render_path, Pos};
+use crate::yaml::tree::{render_path, Pos, Seg};
 use crate::yaml::{describe, syntax_problem, want_words, ReadError};
 
 /// Seconds one step may run when it does not say.
@@ -765,7 +765,11 @@ impl Suite {
                 Err(invalid(e.pos, p.message, p.fix))
             }
             Err(ReadError::Model(e)) => {
-                let (message, fix) = read_problem(e.kind);
+                let leaf = match e.path.last() {
+                    Some(Seg::Key(key)) => Some(key.as_str()),
+                    _ => None,
+                };
+                let (message, fix) = read_problem(e.kind.clone(), leaf);
                 let field = render_path(&e.path);
                 let message = if field.is_empty() {
                     message
@@ -953,7 +957,8 @@ impl Suite {
 }
 
 /// What to tell about a reading error of a suite, from its kind.
-fn read_problem(kind: ErrorKind) -> (String, String) {
+/// `leaf` is the key the value is under, if any.
+fn read_problem(kind: ErrorKind, leaf: Option<&str>) -> (String, String) {
     let shape = "a suite is `steps:` followed by a list of steps like `- workload: write-read` or `- exec: COMMAND` (see docs/cmd/ci.md)";
     match kind {
         ErrorKind::Problem(p) => (p.message, p.fix),
@@ -971,8 +976,12 @@ fn read_problem(kind: ErrorKind) -> (String, String) {
             format!("keep one `{key}:` line and remove the other"),
         ),
         ErrorKind::WrongType { want, found } => {
-            let (must, _) = want_words(&want);
-            (format!("must be {must}, found {}", describe(&found)), shape.into())
+            let (must, example) = want_words(&want);
+            let fix = match leaf {
+                Some(key) => format!("write it like `{key}: {example}` (see docs/cmd/ci.md)"),
+                None => shape.into(),
+            };
+            (format!("must be {must}, found {}", describe(&found)), fix)
         }
         ErrorKind::UnknownVariant { variant, expected } => {
             let hint = crate::problem::did_you_mean(&variant, expected)

@@ -64,13 +64,21 @@ pub(crate) fn syntax_problem(kind: &Syntax) -> Problem {
             "put the value in double quotes, or remove the character",
         ),
         Syntax::UnclosedQuote => Problem::new("a quoted value that never ends", "close the quote on the same line"),
+        Syntax::UnclosedBracket => Problem::new(
+            "a `[` or `{` that is never closed",
+            "close it with `]` or `}`, or write the list or mapping in block style (one item per line)",
+        ),
+        Syntax::UnknownAnchor => Problem::new(
+            "an alias (`*name`) names no anchor (`&name`) defined before it",
+            "define the anchor first (`key: &name value`), or write the value out",
+        ),
         Syntax::Tab => Problem::new(
             "a tab character is used for indentation; YAML allows only spaces there",
             "replace the tabs at the start of the line with spaces (2 per level); set your editor to insert spaces for .yaml files",
         ),
         Syntax::SeveralDocuments => Problem::new(
             "the file holds more than one YAML document (`---` separators)",
-            "keep one document: put every lab in the one `labs:` list and remove the extra `---`",
+            "keep one document: move what follows the extra `---` into the first, and remove the `---`",
         ),
         Syntax::TooDeep => Problem::new(
             format!("lists and mappings are nested more than {MAX_DEPTH} deep"),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::problem::{did_you_mean, Problem};
 use crate::yaml::de::{Error as ReadError, ErrorKind, Found, Want};
-use crate::yaml::tree::{render_path, Seg, SyntaxError};
+use crate::yaml::tree::{render_path, Seg, Syntax, SyntaxError};
 use crate::yaml::{syntax_problem, want_words};
 
 /// Everything that can be wrong with a labs file. Each variant's `Display`
@@ -277,8 +277,13 @@ fn part_name(part: Part) -> &'static str {
     }
 }
 
-fn unknown_field(part: Part, field: &str) -> Problem {
-    let fields = fields_of(part);
+/// `expected` (serde's list of the mapping's fields) serves the parts that
+/// have no list here.
+fn unknown_field(part: Part, field: &str, expected: &'static [&'static str]) -> Problem {
+    let fields = match fields_of(part) {
+        [] => expected,
+        fields => fields,
+    };
     let list = fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
     let message = format!("unknown field `{field}` in {}", part_name(part));
     if let Some(m) = did_you_mean(field, fields) {
@@ -424,7 +429,13 @@ impl Located {
             line: e.pos.line,
             column: e.pos.column,
             field: String::new(),
-            problem: syntax_problem(&e.kind),
+            problem: match e.kind {
+                Syntax::SeveralDocuments => Problem::new(
+                    "the file holds more than one YAML document (`---` separators)",
+                    "keep one document: put every lab in the one `labs:` list and remove the extra `---`",
+                ),
+                ref kind => syntax_problem(kind),
+            },
         }
     }
 
@@ -434,7 +445,7 @@ impl Located {
         let segs = &e.path;
         let problem = match e.kind {
             ErrorKind::Problem(p) => p,
-            ErrorKind::UnknownField { field, .. } => unknown_field(part_of(segs), &field),
+            ErrorKind::UnknownField { field, expected } => unknown_field(part_of(segs), &field, expected),
             ErrorKind::MissingField(field) => missing_field(part_of(segs), field),
             ErrorKind::DuplicateKey(key) => {
                 // The path ends with the key; the part is its mapping's.

@@ -164,3 +164,44 @@ fn test_shipped_example_suites_fit_a_two_node_lab() {
     }
     assert!(checked > 0, "no example suite in {}", dir.display());
 }
+
+#[test]
+fn test_reading_errors_are_located_and_worded_from_their_kind() {
+    let at = |text: &str| suite(text).unwrap_err().to_string();
+    assert_eq!(
+        at("steps:\n  - workload: read\n    cm: foo\n"),
+        "suite.yaml:3:9: steps[0].cm: unknown value `foo`; supported: rdma_cm, oob\n  fix: write `oob`"
+    );
+    assert_eq!(
+        at("steps:\n  - pair: {server: a, client: b, port: 70000}\n"),
+        "suite.yaml:2:40: steps[0].pair.port: must be a whole number from 0 to 65535, found the number 70000\n  fix: write it like `port: 10` (see docs/cmd/ci.md)"
+    );
+    assert_eq!(
+        at("steps:\n  - exec: \"ls\n"),
+        "suite.yaml:2:11: a quoted value that never ends\n  fix: close the quote on the same line"
+    );
+    let e = at("steps: []\n---\nsteps: []\n");
+    assert!(
+        e.starts_with("suite.yaml:2:1: the file holds more than one YAML document"),
+        "{e}"
+    );
+    assert_eq!(
+        at("steps:\n  - exec: ls\n    exec: ls\n"),
+        "suite.yaml:3:5: steps[0].exec: `exec` is given twice\n  fix: keep one `exec:` line and remove the other"
+    );
+    let e = at("workloads:\n  - workload: write-read\n    sise: 3\n");
+    assert!(
+        e.starts_with("suite.yaml:3:5: workloads[0]: unknown field `sise`; expected one of `name`,")
+            && e.ends_with("fix: rename `sise` to `size`"),
+        "{e}"
+    );
+    let e = at("");
+    assert!(
+        e.starts_with("suite.yaml:1:1: `steps` is missing\n  fix: add `steps:`"),
+        "{e}"
+    );
+    assert_eq!(
+        at("steps:\n  - exec: {rn: ls}\n"),
+        "suite.yaml:2:12: steps[0].exec: unknown field `rn`; expected one of `nodes`, `run`\n  fix: rename `rn` to `run`"
+    );
+}

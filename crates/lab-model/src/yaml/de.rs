@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, IntoDeserializer, Visitor};
+use serde::de::{self, DeserializeSeed, Visitor};
 
 use super::tree::{Node, Pos, Resolved, Seg, Value};
 use crate::problem::Problem;
@@ -179,15 +179,14 @@ impl de::Error for Error {
     }
 }
 
-/// Reads `T` from `root` (`None`: an empty document, read as null).
+/// Reads `T` from `root` (`None`: a document with no content, read as
+/// null).
 pub(crate) fn from_node<'de, T: de::Deserialize<'de>>(root: Option<&Node>) -> Result<T, Error> {
-    match root {
-        Some(node) => T::deserialize(De { node, path: Vec::new() }),
-        None => T::deserialize(().into_deserializer()).map_err(|e: Error| Error {
-            pos: Some(Pos { line: 1, column: 1 }),
-            ..e
-        }),
-    }
+    let empty = Node::empty_document();
+    T::deserialize(De {
+        node: root.unwrap_or(&empty),
+        path: Vec::new(),
+    })
 }
 
 /// A node and its path.

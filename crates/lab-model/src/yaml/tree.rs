@@ -173,6 +173,18 @@ pub(crate) struct Node {
 }
 
 impl Node {
+    /// The value of a document with no content: null, at its start.
+    pub(crate) fn empty_document() -> Node {
+        Node {
+            pos: Pos { line: 1, column: 1 },
+            value: Value::Scalar(Scalar {
+                text: String::new(),
+                plain: true,
+            }),
+            size: 1,
+        }
+    }
+
     /// The scalar text of a key, for looking it up and for messages.
     pub(crate) fn key_text(&self) -> Option<&str> {
         match &self.value {
@@ -218,6 +230,10 @@ pub(crate) enum Syntax {
     ReservedCharacter(char),
     /// A quoted value that never ends; reported where it starts.
     UnclosedQuote,
+    /// A `[` or `{` that is never closed.
+    UnclosedBracket,
+    /// An alias (`*name`) with no anchor (`&name`) before it.
+    UnknownAnchor,
     /// A tab in indentation.
     Tab,
     /// More than one document (`---`).
@@ -260,6 +276,10 @@ impl From<&ErrorKind> for Syntax {
             ErrorKind::SimpleKeyExpected => Syntax::KeyWithoutColon,
             ErrorKind::UnexpectedCharacter { character } => Syntax::ReservedCharacter(*character),
             ErrorKind::UnclosedQuotedScalar => Syntax::UnclosedQuote,
+            ErrorKind::UnclosedFlowCollection { .. }
+            | ErrorKind::UnexpectedEofFlowSequence
+            | ErrorKind::UnexpectedEofFlowMapping => Syntax::UnclosedBracket,
+            ErrorKind::UnknownAnchor => Syntax::UnknownAnchor,
             ErrorKind::TabInIndentation | ErrorKind::TabInBlockIndentation => Syntax::Tab,
             ErrorKind::RecursionLimitExceeded => Syntax::TooDeep,
             ErrorKind::MultipleDocumentsUnsupported => Syntax::SeveralDocuments,
