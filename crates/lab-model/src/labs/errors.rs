@@ -132,6 +132,9 @@ pub(super) struct Located {
     pub(super) problem: Problem,
 }
 
+// Checks before parsing: an empty file, control characters and tabs get a
+// message of their own, before the parser would word them generically.
+
 fn is_blank_or_comment(line: &str) -> bool {
     let t = line.trim();
     t.is_empty() || t.starts_with('#') || t == "---" || t == "..."
@@ -194,6 +197,8 @@ pub(super) fn precheck(text: &str) -> Option<Located> {
     }
     None
 }
+
+// The wording of reading errors, by the part of the file they are in.
 
 /// Fields of each part of the file, for suggestions.
 const DOC_FIELDS: &[&str] = &["labs"];
