@@ -11,7 +11,9 @@
 //!
 //! # Layout
 //! - [`labs`] (re-exported at the root): labs.yaml types, loading, and the
-//!   checks of a whole document, located in the text afterwards.
+//!   checks of a whole document, located through the parsed tree.
+//! - `yaml`: the one YAML reader of both files: a tree of nodes that keep
+//!   their positions, and a serde deserializer over it with typed errors.
 //! - the values inside it, each with its own checks: memory sizes
 //!   ([`MemorySize`]), IPv4 networks ([`Ipv4Network`]), defaults and bounds
 //!   (`DEFAULT_*`, `*_RANGE`); private modules check single scalars while
@@ -34,6 +36,7 @@ mod scalar;
 pub mod size;
 pub mod suite;
 pub mod workloads;
+mod yaml;
 
 pub use labs::*;
 pub use limits::*;

@@ -6,9 +6,9 @@
 use serde::de;
 
 /// A problem found by a check: what, and how to fix it. Travels through
-/// serde as a custom error message, framed by control characters so it can
-/// be told apart from serde's own messages and from the path serde_yaml_ng
-/// puts in front.
+/// serde as a custom error message, framed by control characters so our
+/// reader (`crate::yaml::de`) can tell it, whole, from other messages and
+/// take it back as a `Problem`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Problem {
     pub(crate) message: String,
@@ -35,14 +35,14 @@ impl Problem {
             self.message, self.fix
         ))
     }
-}
 
-/// Splits a serde message carrying one of our problems into (field path,
-/// message, fix); `None` for serde's own messages.
-pub(crate) fn unframe(raw: &str) -> Option<(String, String, String)> {
-    let (s, m, e) = (raw.find(FRAME_START)?, raw.find(FRAME_SPLIT)?, raw.find(FRAME_END)?);
-    let field = raw[..s].trim_end_matches(": ").trim_end_matches('.').to_string();
-    Some((field, raw[s + 1..m].to_string(), raw[m + 1..e].to_string()))
+    /// The problem a framed message carries (the message `into_de` made,
+    /// as a deserializer's `custom` receives it); `None` for any other.
+    pub(crate) fn from_frame(raw: &str) -> Option<Problem> {
+        let body = raw.strip_prefix(FRAME_START)?.strip_suffix(FRAME_END)?;
+        let (message, fix) = body.split_once(FRAME_SPLIT)?;
+        Some(Problem::new(message, fix))
+    }
 }
 
 /// Common other words for our fields.

@@ -38,6 +38,9 @@ use serde::{Deserialize, Serialize};
 use crate::endpoint::Endpoint;
 use crate::problem::Problem;
 use crate::workloads::is_fabric;
+use crate::yaml::de::ErrorKind;
+use crate::yaml::tree::{render_path, Pos, Seg};
+use crate::yaml::{describe, syntax_problem, want_words, ReadError};
 
 /// Seconds one step may run when it does not say.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
@@ -748,27 +751,34 @@ impl Suite {
 
     /// Parses a suite; `path` is used in messages.
     pub fn parse(path: &Path, text: &str) -> Result<Suite, SuiteError> {
-        serde_yaml_ng::from_str(text).map_err(|e| {
-            let (line, column) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
-            let raw = e.to_string();
-            let (message, fix) = match crate::problem::unframe(&raw) {
-                Some((field, message, fix)) if field.is_empty() => (message, fix),
-                Some((field, message, fix)) => (format!("{field}: {message}"), fix),
-                None => (
-                    // serde_yaml_ng appends " at line L column C"; the position is in front already.
-                    raw.split(" at line ").next().unwrap_or(&raw).to_string(),
-                    "a suite is `steps:` followed by a list of steps like `- workload: write-read` or `- exec: COMMAND` (see docs/cmd/ci.md)"
-                        .into(),
-                ),
-            };
-            SuiteError::Invalid {
-                path: path.to_path_buf(),
-                line,
-                column,
-                message,
-                fix,
+        let invalid = |pos: Pos, message: String, fix: String| SuiteError::Invalid {
+            path: path.to_path_buf(),
+            line: pos.line,
+            column: pos.column,
+            message,
+            fix,
+        };
+        match crate::yaml::read::<Suite>(text) {
+            Ok((suite, _)) => Ok(suite),
+            Err(ReadError::Syntax(e)) => {
+                let p = syntax_problem(&e.kind);
+                Err(invalid(e.pos, p.message, p.fix))
             }
-        })
+            Err(ReadError::Model(e)) => {
+                let leaf = match e.path.last() {
+                    Some(Seg::Key(key)) => Some(key.as_str()),
+                    _ => None,
+                };
+                let (message, fix) = read_problem(e.kind.clone(), leaf);
+                let field = render_path(&e.path);
+                let message = if field.is_empty() {
+                    message
+                } else {
+                    format!("{field}: {message}")
+                };
+                Err(invalid(e.pos.unwrap_or(Pos { line: 1, column: 1 }), message, fix))
+            }
+        }
     }
 
     /// Checks the suite against the lab it will run on (its name and its
@@ -946,170 +956,45 @@ impl Suite {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::labs::{LabSpec, LabsFile};
-
-    fn lab() -> LabSpec {
-        let text = "labs:\n  - name: t\n    nodes:\n      - name: server\n      - name: client\n";
-        LabsFile::parse(Path::new("labs.yaml"), text).unwrap().labs[0].clone()
-    }
-
-    fn suite(text: &str) -> Result<Suite, SuiteError> {
-        Suite::parse(Path::new("suite.yaml"), text)
-    }
-
-    fn check(text: &str) -> Result<(), String> {
-        let suite = suite(text).map_err(|e| e.to_string())?;
-        lab().check_suite(&suite, "suite.yaml").map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn test_bad_suite_files_name_line_and_problem() {
-        let e = suite("workloads:\n  - workload: write-raed\n").unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "suite.yaml:2:15: workloads[0].workload: unknown workload `write-raed`\n  fix: write `write-read`"
-        );
-        let e = suite("workloads:\n  - workload: write-read\n    sise: 3\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("suite.yaml:3:") && e.contains("unknown field `sise`"),
-            "{e}"
-        );
-        let e = suite("- write-read\n").unwrap_err().to_string();
-        assert!(e.contains("fix: a suite is `steps:`"), "{e}");
-    }
-
-    #[test]
-    fn test_suite_must_fit_the_lab() {
-        assert_eq!(
-            check("workloads:\n  - workload: write-read\n  - workload: send-recv\n"),
-            Ok(())
-        );
-        let e = check("steps: []\n").unwrap_err();
-        assert!(e.contains("no steps"), "{e}");
-        let e = check("workloads:\n  - workload: read\n  - workload: read\n").unwrap_err();
-        assert!(e.contains("steps[1]") && e.contains("`read` is used"), "{e}");
-        let e = check("workloads:\n  - workload: read\n    client: c9\n").unwrap_err();
-        assert!(
-            e.contains("client `c9` is not a node") && e.contains("server, client"),
-            "{e}"
-        );
-        let e = check("workloads:\n  - workload: read\n    client: server\n").unwrap_err();
-        assert!(e.contains("both `server`"), "{e}");
-        let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
-        assert!(e.contains("fabric-*"), "{e}");
-    }
-
-    #[test]
-    fn test_step_kinds_and_their_shorthands_parse() {
-        let s = suite(
-            "steps:
-  - copy: {from: build/app, to: '@all:/usr/local/bin/'}
-    setup: true
-  - exec: ibv_devinfo -d {self.dev}
-  - exec: {nodes: client, run: [sh, -c, 'echo a; echo b']}
-    timeout: 30
-  - pair:
-      server: ibv_rc_pingpong -d {self.dev} -g {self.gid_index}
-      client: {node: client, run: 'ibv_rc_pingpong {server.addr}'}
-      port: 18515
-  - collect: {from: ['@all:/tmp/a.log', 'server:/tmp/b'], to: logs, optional: true}
-",
-        )
-        .unwrap();
-        lab().check_suite(&s, "suite.yaml").unwrap();
-        let names: Vec<String> = s.steps.iter().map(SuiteStep::name).collect();
-        assert_eq!(
-            names,
-            [
-                "copy app",
-                "exec ibv_devinfo",
-                "exec sh",
-                "pair ibv_rc_pingpong",
-                "collect a.log"
-            ]
-        );
-        assert!(s.steps[0].setup);
-        assert_eq!(
-            s.steps[1].exec.as_ref().unwrap(),
-            &ExecStep {
-                nodes: NodeSet::All,
-                run: CommandSpec::Line("ibv_devinfo -d {self.dev}".into())
-            }
-        );
-        let exec = s.steps[2].exec.as_ref().unwrap();
-        assert_eq!(exec.nodes, NodeSet::Some(vec!["client".into()]));
-        assert_eq!(exec.run.words(), ["sh", "-c", "echo a; echo b"]);
-        assert_eq!(s.steps[2].timeout(), std::time::Duration::from_secs(30));
-        let pair = s.steps[3].pair.as_ref().unwrap();
-        assert_eq!((pair.server_node(), pair.client_node()), ("server", "client"));
-        assert_eq!(pair.port, Some(18515));
-        assert_eq!(pair.server_exit, ServerExit::Zero);
-        assert_eq!(s.steps[4].collect.as_ref().unwrap().from.len(), 2);
-    }
-
-    #[test]
-    fn test_bad_steps_say_which_and_how_to_fix() {
-        let at = |text: &str| suite(text).unwrap_err().to_string();
-        let e = at("steps:\n  - exec: ''\n");
-        assert!(
-            e.starts_with("suite.yaml:2:") && e.contains("the command is empty"),
-            "{e}"
-        );
-        let e = at("steps:\n  - exec: {nodes: client, rn: ls}\n");
-        assert!(
-            e.starts_with("suite.yaml:2:") && e.contains("unknown field `rn`"),
-            "{e}"
-        );
-        let e = at("steps:\n  - pair:\n      server: a\n      client: b\n      ready: 'listen(ing'\n");
-        assert!(
-            e.starts_with("suite.yaml:5:") && e.contains("`ready` is not a regular expression"),
-            "{e}"
-        );
-        let e = at("steps:\n  - exec: {nodes: [], run: ls}\n");
-        assert!(e.contains("`nodes` is an empty list"), "{e}");
-
-        let e = check("steps:\n  - {}\n").unwrap_err();
-        assert!(e.contains("says nothing to do") && e.contains("`exec:`"), "{e}");
-        let e = check("steps:\n  - exec: ls\n    workload: read\n").unwrap_err();
-        assert!(e.contains("both `workload` and `exec`"), "{e}");
-        let e = check("steps:\n  - exec: ls\n    size: 4\n").unwrap_err();
-        assert!(e.contains("`size` applies to workload steps, not to `exec`"), "{e}");
-        let e = check("steps:\n  - exec: {nodes: [server, c9], run: ls}\n").unwrap_err();
-        assert!(e.contains("exec node `c9` is not a node of lab `t`"), "{e}");
-        let e = check("steps:\n  - pair: {server: a, client: b}\n").unwrap_err();
-        assert!(
-            e.contains("does not say when its server is ready") && e.contains("port: N"),
-            "{e}"
-        );
-        let e = check("steps:\n  - pair: {server: {node: s9, run: a}, client: b, port: 1}\n").unwrap_err();
-        assert!(e.contains("pair.server's node `s9`"), "{e}");
-        let e = check("steps:\n  - copy: {from: 'server:/etc/x', to: '@all:/tmp/'}\n").unwrap_err();
-        assert!(e.contains("use `collect:`"), "{e}");
-        let e = check("steps:\n  - copy: {from: x, to: /tmp/x}\n").unwrap_err();
-        assert!(e.contains("is not on a node"), "{e}");
-        let e = check("steps:\n  - collect: {from: '@all:/x', to: ../up}\n").unwrap_err();
-        assert!(e.contains("leaves the artifacts directory"), "{e}");
-        let e = check("steps:\n  - exec: ls\n  - exec: ls -l\n").unwrap_err();
-        assert!(e.contains("`exec ls` is used by an earlier step"), "{e}");
-    }
-
-    #[test]
-    fn test_shipped_example_suites_fit_a_two_node_lab() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ci-examples");
-        let mut checked = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.to_string_lossy().ends_with(".suite.yaml") {
-                let suite = Suite::load(&path).unwrap_or_else(|e| panic!("{e}"));
-                lab().check_suite(&suite, &path.display().to_string()).unwrap();
-                checked += 1;
-            }
+/// What to tell about a reading error of a suite, from its kind.
+/// `leaf` is the key the value is under, if any.
+fn read_problem(kind: ErrorKind, leaf: Option<&str>) -> (String, String) {
+    let shape = "a suite is `steps:` followed by a list of steps like `- workload: write-read` or `- exec: COMMAND` (see docs/cmd/ci.md)";
+    match kind {
+        ErrorKind::Problem(p) => (p.message, p.fix),
+        ErrorKind::UnknownField { field, expected } => {
+            let list = expected.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
+            let fix = match crate::problem::did_you_mean(&field, expected) {
+                Some(m) => format!("rename `{field}` to `{m}`"),
+                None => format!("remove `{field}`; the fields here are {list}"),
+            };
+            (format!("unknown field `{field}`; expected one of {list}"), fix)
         }
-        assert!(checked > 0, "no example suite in {}", dir.display());
+        ErrorKind::MissingField(field) => (format!("`{field}` is missing"), format!("add `{field}:`; {shape}")),
+        ErrorKind::DuplicateKey(key) => (
+            format!("`{key}` is given twice"),
+            format!("keep one `{key}:` line and remove the other"),
+        ),
+        ErrorKind::WrongType { want, found } => {
+            let (must, example) = want_words(&want);
+            let fix = match leaf {
+                Some(key) => format!("write it like `{key}: {example}` (see docs/cmd/ci.md)"),
+                None => shape.into(),
+            };
+            (format!("must be {must}, found {}", describe(&found)), fix)
+        }
+        ErrorKind::UnknownVariant { variant, expected } => {
+            let hint = crate::problem::did_you_mean(&variant, expected)
+                .map(|m| format!("write `{m}`"))
+                .unwrap_or_else(|| format!("use one of: {}", expected.join(", ")));
+            (
+                format!("unknown value `{variant}`; supported: {}", expected.join(", ")),
+                hint,
+            )
+        }
+        ErrorKind::Other(message) => (message, shape.into()),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,9 @@
 //! Tests of the labs.yaml model: a table of malformed files with the exact
 //! error each must give, and the behaviour of good files.
 
+use std::path::Path;
+
+use super::errors::NODE_FIELDS;
 use super::*;
 
 /// A lab `a` with one node `x`, plus `line` inside that node (line 5,
@@ -245,11 +248,7 @@ fn test_malformed_files_give_located_messages_with_fixes() {
         if !shown.starts_with(&format!("labs.yaml:{line}:{column}: ")) || !shown.contains("\n  fix: ") {
             wrong.push("display is not `labs.yaml:LINE:COL: ...\\n  fix: ...`".into());
         }
-        if shown.contains(FRAME_START)
-            || shown.contains(FRAME_END)
-            || shown.contains(LOCATE_MARK)
-            || shown.contains(" at line ")
-        {
+        if shown.contains(FRAME_START) || shown.contains(FRAME_END) || shown.contains(" at line ") {
             wrong.push("display leaks internal markers".into());
         }
         if !wrong.is_empty() {
@@ -742,4 +741,45 @@ fn test_ci_section_is_a_suite() {
     assert_eq!(e.position(), Some((10, 21)), "{e}");
     assert!(e.message().contains("unknown workload `write-bq`"), "{e}");
     assert_eq!(e.fix(), "write `write-bw`");
+}
+
+/// Errors the reader finds itself (not serde's derived code): duplicate
+/// keys in any mapping, nesting and alias limits, unclosed brackets and
+/// unknown anchors, each at its place.
+#[test]
+fn test_reader_errors_are_located() {
+    let at = |text: &str| {
+        let e = LabsFile::parse(Path::new("labs.yaml"), text).unwrap_err();
+        (e.position().unwrap(), e.to_string())
+    };
+    let (pos, e) = at("labs:\n  - name: a\n    nodes: [{name: a, name: b}]\n");
+    assert_eq!(pos, (3, 23), "{e}");
+    assert!(
+        e.contains("labs[0].nodes[0].name: `name` is given twice in a node"),
+        "{e}"
+    );
+    let (pos, e) = at("labs:\n  - name: a\n    nodes:\n      - name: x\nlabs: []\n");
+    assert_eq!(pos, (5, 1), "{e}");
+    assert!(e.contains("`labs` is given twice in the top level"), "{e}");
+    let (pos, e) = at(&format!("labs: {}", "[".repeat(100)));
+    assert_eq!(pos.0, 1, "{e}");
+    assert!(e.contains("nested more than 64 deep"), "{e}");
+    let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n";
+    let (pos, e) = at(bomb);
+    assert_eq!(pos.0, 5, "{e}");
+    assert!(e.contains("aliases (`*name`) repeat too many values"), "{e}");
+    let (pos, e) = at("labs: [a\n");
+    assert_eq!(pos, (1, 7), "{e}");
+    assert!(e.contains("a `[` or `{` that is never closed"), "{e}");
+    let (pos, e) = at("labs:\n  - name: a\n    nodes:\n      - name: x\n  - *nope\n");
+    assert_eq!(pos, (5, 5), "{e}");
+    assert!(e.contains("names no anchor"), "{e}");
+    // serde's own list of fields serves the parts without a list here.
+    let (pos, e) = at("labs:\n  - name: a\n    nodes:\n      - name: x\n    ci:\n      stepz: []\n");
+    assert_eq!(pos, (6, 7), "{e}");
+    assert!(e.contains("did you mean `steps`?"), "{e}");
+    // A tag that makes a number text is read as text.
+    let (pos, e) = at("labs:\n  - name: a\n    nodes:\n      - name: x\n        cpus: !!str 2\n");
+    assert_eq!(pos, (5, 21), "{e}");
+    assert!(e.contains("found the text \"2\""), "{e}");
 }
