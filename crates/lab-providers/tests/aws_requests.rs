@@ -277,7 +277,13 @@ fn instances_in(
 }
 
 fn client(rules: &[Rule]) -> Client {
-    mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter())
+    // The mock's test defaults stop the clock, and the SDK's waiters time
+    // out by that clock: give them the wall clock (a default config's).
+    let wall_clock = aws_sdk_ec2::Config::builder().build().time_source();
+    mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter(), |mut conf| {
+        conf.set_time_source(wall_clock.clone());
+        conf
+    })
 }
 
 fn tag<'a>(tags: &'a [Tag], key: &str) -> Option<&'a str> {

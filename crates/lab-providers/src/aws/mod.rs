@@ -1065,14 +1065,10 @@ impl Ec2<'_> {
                 if let Some(bad) = failed(&found) {
                     return Err(bad);
                 }
-                let pending: Vec<_> = wanted
+                let pending: Vec<_> = found
                     .iter()
-                    .filter(|id| {
-                        !found
-                            .iter()
-                            .any(|i| &i.id == *id && i.state == InstanceStateName::Running)
-                    })
-                    .map(|id| format!("{} ({id})", node_of(ids, id)))
+                    .filter(|i| i.state != InstanceStateName::Running)
+                    .map(|i| format!("{} ({})", node_of(ids, &i.id), i.id))
                     .collect();
                 Err(AwsError::Timeout {
                     what: format!("instances to run: {}", pending.join(", ")),
