@@ -36,7 +36,7 @@ use aws_sdk_ec2::operation::run_instances::{RunInstancesInput, RunInstancesOutpu
 use aws_sdk_ec2::operation::terminate_instances::{TerminateInstancesInput, TerminateInstancesOutput};
 use aws_sdk_ec2::types::{
     EfaInfo, Instance, InstanceState, InstanceStateName, InstanceTypeInfo, NetworkInfo, PlacementGroup,
-    PlacementStrategy, Region, Reservation, ResourceType, SecurityGroup, Subnet, Tag,
+    PlacementStrategy, Region, Reservation, ResourceType, SecurityGroup, StateReason, Subnet, Tag,
 };
 use aws_sdk_ec2::Client;
 use aws_smithy_mocks::{mock, mock_client, Rule, RuleMode};
@@ -228,32 +228,7 @@ fn account(efa_supported: bool, run_instances: Option<Rule>) -> Account {
                 .build()
         })
     }));
-    let seen = launched.clone();
-    rules.push(mock!(Client::describe_instances).then_compute_output(move |_| {
-        let reservations = seen
-            .lock()
-            .unwrap()
-            .iter()
-            .enumerate()
-            .map(|(n, req)| {
-                let tags: Vec<Tag> = req.tag_specifications()[0].tags().to_vec();
-                Reservation::builder()
-                    .instances(
-                        Instance::builder()
-                            .instance_id(format!("i-{:04}", n + 1))
-                            .state(InstanceState::builder().name(InstanceStateName::Running).build())
-                            .private_ip_address(format!("172.31.16.{}", 10 + n))
-                            .public_ip_address(format!("198.51.100.{}", 10 + n))
-                            .set_tags(Some(tags))
-                            .build(),
-                    )
-                    .build()
-            })
-            .collect::<Vec<_>>();
-        DescribeInstancesOutput::builder()
-            .set_reservations(Some(reservations))
-            .build()
-    }));
+    rules.push(instances_in(&launched, InstanceStateName::Running, None));
     Account {
         rules,
         launched,
@@ -265,8 +240,50 @@ fn account(efa_supported: bool, run_instances: Option<Rule>) -> Account {
     }
 }
 
+/// DescribeInstances: every instance launched so far, in `state` (with
+/// `reason` as its state reason).
+fn instances_in(
+    launched: &Arc<Mutex<Vec<RunInstancesInput>>>,
+    state: InstanceStateName,
+    reason: Option<&'static str>,
+) -> Rule {
+    let seen = launched.clone();
+    mock!(Client::describe_instances).then_compute_output(move |_| {
+        let reservations = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(n, req)| {
+                let tags: Vec<Tag> = req.tag_specifications()[0].tags().to_vec();
+                Reservation::builder()
+                    .instances(
+                        Instance::builder()
+                            .instance_id(format!("i-{:04}", n + 1))
+                            .state(InstanceState::builder().name(state.clone()).build())
+                            .set_state_reason(reason.map(|r| StateReason::builder().message(r).build()))
+                            .private_ip_address(format!("172.31.16.{}", 10 + n))
+                            .public_ip_address(format!("198.51.100.{}", 10 + n))
+                            .set_tags(Some(tags))
+                            .build(),
+                    )
+                    .build()
+            })
+            .collect::<Vec<_>>();
+        DescribeInstancesOutput::builder()
+            .set_reservations(Some(reservations))
+            .build()
+    })
+}
+
 fn client(rules: &[Rule]) -> Client {
-    mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter())
+    // The mock's test defaults stop the clock, and the SDK's waiters time
+    // out by that clock: give them the wall clock (a default config's).
+    let wall_clock = aws_sdk_ec2::Config::builder().build().time_source();
+    mock_client!(aws_sdk_ec2, RuleMode::MatchAny, rules.iter(), |mut conf| {
+        conf.set_time_source(wall_clock.clone());
+        conf
+    })
 }
 
 fn tag<'a>(tags: &'a [Tag], key: &str) -> Option<&'a str> {
@@ -531,4 +548,82 @@ async fn test_delete_of_an_efa_lab_retries_the_security_group_and_removes_the_pl
     );
     assert_eq!(placement_deleted.lock().unwrap()[0].group_name(), Some("labctl-hpc"));
     std::fs::remove_dir_all(base).unwrap();
+}
+
+/// `up` of a lab whose instances EC2 reports in `state`; the create error.
+async fn create_with_instances_in(
+    state: InstanceStateName,
+    reason: Option<&'static str>,
+    waits: Waits,
+) -> ProviderError {
+    let base = temp_dir();
+    let (spec, dir) = efa_lab(&base);
+    let mut account = account(true, None);
+    // Rules match in order: this DescribeInstances answers before the account's.
+    account.rules.insert(0, instances_in(&account.launched, state, reason));
+    let provider = AwsProvider::with_client(client(&account.rules), spec.aws.clone(), spec.fabric).with_waits(waits);
+    let mut state = LabState::new("hpc", "aws", "efa");
+    let err = provider
+        .create(
+            &spec,
+            &spec.resolve_nodes(),
+            &dir,
+            &mut state,
+            &common::node_keys(&spec),
+            &Silent,
+        )
+        .await
+        .unwrap_err();
+    std::fs::remove_dir_all(base).unwrap();
+    err
+}
+
+#[tokio::test]
+async fn test_an_instance_that_terminates_while_starting_fails_up_with_its_node_and_reason() {
+    let err = create_with_instances_in(
+        InstanceStateName::Terminated,
+        Some("Server.InsufficientInstanceCapacity: Insufficient capacity."),
+        fast(),
+    )
+    .await;
+    match &err {
+        ProviderError::Aws(AwsError::InstanceFailed {
+            node,
+            instance,
+            state,
+            reason,
+        }) => {
+            assert_eq!((node.as_str(), instance.as_str()), ("server", "i-0001"));
+            assert_eq!(state, "terminated");
+            assert_eq!(reason, "Server.InsufficientInstanceCapacity: Insufficient capacity.");
+        }
+        other => panic!("expected InstanceFailed, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn test_instances_that_never_run_time_out_naming_the_pending_nodes_and_the_wait() {
+    let waits = Waits {
+        running: Duration::from_secs(1),
+        ..fast()
+    };
+    let started = std::time::Instant::now();
+    let err = create_with_instances_in(InstanceStateName::Pending, None, waits).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "waited {:?} for a 1 s wait",
+        started.elapsed()
+    );
+    match &err {
+        ProviderError::Aws(AwsError::Timeout { what, waited_s }) => {
+            assert_eq!(what, "instances to run: server (i-0001), client (i-0002)");
+            assert!(*waited_s >= 1, "{err}");
+        }
+        other => panic!("expected Timeout, got {other}"),
+    }
+    assert!(
+        err.to_string()
+            .starts_with("timed out after 1 s waiting for instances to run"),
+        "{err}"
+    );
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use agent_proto::auth::AgentSecret;
 use agent_proto::v1::agent_client::AgentClient;
 use agent_proto::v1::HealthRequest;
+use backon::{ConstantBuilder, Retryable};
 use hyper_util::rt::TokioIo;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
@@ -128,23 +129,25 @@ pub async fn wait_healthy(
 ) -> Result<String, AgentError> {
     let node = ssh.node().to_string();
     let started = Instant::now();
-    loop {
-        let last = match connect(ssh.clone(), port, secret).await {
-            Ok(mut client) => match call(&node, "Health", deadline::HEALTH, client.health(HealthRequest {})).await {
-                Ok(reply) => return Ok(reply.version),
-                Err(e) => e.to_string(),
-            },
-            Err(e) => e.to_string(),
-        };
-        if started.elapsed() > wait {
-            return Err(AgentError::NotHealthy {
-                node,
-                waited_s: started.elapsed().as_secs(),
-                last,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let attempt = || async {
+        let mut client = connect(ssh.clone(), port, secret).await.map_err(|e| e.to_string())?;
+        call(&node, "Health", deadline::HEALTH, client.health(HealthRequest {}))
+            .await
+            .map(|reply| reply.version)
+            .map_err(|e| e.to_string())
+    };
+    let backoff = ConstantBuilder::new()
+        .with_delay(Duration::from_millis(300))
+        .without_max_times();
+    attempt
+        .retry(backoff)
+        .when(|_| started.elapsed() <= wait)
+        .await
+        .map_err(|last| AgentError::NotHealthy {
+            node: node.clone(),
+            waited_s: started.elapsed().as_secs(),
+            last,
+        })
 }
 
 /// An error and its sources on one line.

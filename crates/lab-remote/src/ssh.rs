@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use backon::{ExponentialBuilder, Retryable};
 use russh::client::{self, Handle};
 use russh::keys::PublicKeyOrCertificate;
 use russh::keys::{Algorithm, HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
@@ -376,30 +377,43 @@ impl SshSession {
     where
         F: std::future::Future<Output = Result<(), E>>,
     {
+        // Neither a changed host key nor a refused key gets better by waiting.
+        let final_error = |e: &SshError| {
+            matches!(
+                e,
+                SshError::HostKeyChanged { .. } | SshError::AuthRejected { .. } | SshError::NoPinnedKey { .. }
+            )
+        };
         let started = Instant::now();
-        let mut delay = Duration::from_millis(250);
-        loop {
-            still_alive().await.map_err(ConnectFailure::NodeDied)?;
-            let attempt_timeout =
-                Duration::from_secs(20).min(wait.saturating_sub(started.elapsed()).max(Duration::from_secs(1)));
-            let last = match Self::connect(target, key.clone(), pinned.clone(), attempt_timeout).await {
-                Ok(session) => return Ok(session),
-                Err(
-                    e
-                    @ (SshError::HostKeyChanged { .. } | SshError::AuthRejected { .. } | SshError::NoPinnedKey { .. }),
-                ) => return Err(ConnectFailure::Ssh(e)),
-                Err(e) => e.to_string(),
-            };
-            if started.elapsed() >= wait {
-                return Err(ConnectFailure::Ssh(SshError::Timeout {
-                    node: target.node.clone(),
-                    addr: target.addr(),
-                    waited_s: started.elapsed().as_secs(),
-                    last,
-                }));
+        let attempt = || {
+            let alive = still_alive();
+            let (key, pinned) = (key.clone(), pinned.clone());
+            async move {
+                alive.await.map_err(ConnectFailure::NodeDied)?;
+                let attempt_timeout =
+                    Duration::from_secs(20).min(wait.saturating_sub(started.elapsed()).max(Duration::from_secs(1)));
+                Self::connect(target, key, pinned, attempt_timeout)
+                    .await
+                    .map_err(ConnectFailure::Ssh)
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(2));
+        };
+        let backoff = ExponentialBuilder::new()
+            .with_min_delay(Duration::from_millis(250))
+            .with_factor(2.0)
+            .with_max_delay(Duration::from_secs(2))
+            .without_max_times();
+        let result = attempt
+            .retry(backoff)
+            .when(|e| matches!(e, ConnectFailure::Ssh(e) if !final_error(e)) && started.elapsed() < wait)
+            .await;
+        match result {
+            Err(ConnectFailure::Ssh(last)) if !final_error(&last) => Err(ConnectFailure::Ssh(SshError::Timeout {
+                node: target.node.clone(),
+                addr: target.addr(),
+                waited_s: started.elapsed().as_secs(),
+                last: last.to_string(),
+            })),
+            other => other,
         }
     }
 

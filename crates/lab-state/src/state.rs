@@ -11,6 +11,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use backon::{BlockingRetryable, ConstantBuilder};
 use serde::{Deserialize, Serialize};
 
 /// Version of the `state.json` layout.
@@ -216,51 +217,71 @@ impl LabDir {
     pub fn lock(&self, wait: Duration) -> Result<LabLock, StateError> {
         let path = self.root.join("lock");
         let started = Instant::now();
-        let mut told = false;
-        loop {
-            self.create()?;
-            let mut file = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(io_err(&path))?;
+        // The lock file waited on stays open between attempts: it is only
+        // reopened once a lock on it turned out to be on a removed file.
+        let mut open: Option<File> = None;
+        let attempt = || -> Result<LabLock, LockAttempt> {
             loop {
+                if open.is_none() {
+                    self.create()?;
+                    let file = OpenOptions::new()
+                        .create(true)
+                        .truncate(false)
+                        .read(true)
+                        .write(true)
+                        .open(&path)
+                        .map_err(io_err(&path))?;
+                    open = Some(file);
+                }
+                let file = open.as_mut().expect("opened above");
                 match file.try_lock() {
-                    Ok(()) => break,
-                    Err(fs::TryLockError::WouldBlock) => {}
-                    Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e)),
+                    Ok(()) => {}
+                    Err(fs::TryLockError::WouldBlock) => {
+                        let holder = fs::read_to_string(&path)
+                            .ok()
+                            .map(|s| s.trim().to_string())
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or_else(|| "unknown".into());
+                        return Err(LockAttempt::Held { holder });
+                    }
+                    Err(fs::TryLockError::Error(e)) => return Err(io_err(&path)(e).into()),
                 }
-                let holder = fs::read_to_string(&path)
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .unwrap_or_else(|| "unknown".into());
-                if started.elapsed() >= wait {
-                    return Err(StateError::Busy {
-                        lab: self.lab.clone(),
-                        holder,
-                        waited_s: started.elapsed().as_secs(),
-                    });
+                let mut file = open.take().expect("the file just locked");
+                // `remove()` unlinks the lock file with the lab, possibly while
+                // this process waited on it. A newcomer then locks a new file at
+                // the same path, so holding the old one excludes nobody: take
+                // the lock only if the file locked is still the one at `path`.
+                if is_same_file(&file, &path) {
+                    file.set_len(0).map_err(io_err(&path))?;
+                    write!(file, "{}", std::process::id()).map_err(io_err(&path))?;
+                    return Ok(LabLock { _file: file });
                 }
-                if !told {
+                tracing::debug!(lab = %self.lab, "the lock file was replaced while waiting; locking the new one");
+            }
+        };
+        let mut told = false;
+        let result = attempt
+            .retry(
+                ConstantBuilder::new()
+                    .with_delay(Duration::from_millis(200))
+                    .without_max_times(),
+            )
+            .when(|e| matches!(e, LockAttempt::Held { .. }) && started.elapsed() < wait)
+            .notify(|e, _| {
+                if let (LockAttempt::Held { holder }, false) = (e, told) {
                     tracing::info!(lab = %self.lab, holder = %holder, "waiting for another labctl working on this lab");
                     told = true;
                 }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            // `remove()` unlinks the lock file with the lab, possibly while
-            // this process waited on it. A newcomer then locks a new file at
-            // the same path, so holding the old one excludes nobody: take
-            // the lock only if the file locked is still the one at `path`.
-            if is_same_file(&file, &path) {
-                file.set_len(0).map_err(io_err(&path))?;
-                write!(file, "{}", std::process::id()).map_err(io_err(&path))?;
-                return Ok(LabLock { _file: file });
-            }
-            tracing::debug!(lab = %self.lab, "the lock file was replaced while waiting; locking the new one");
-        }
+            })
+            .call();
+        result.map_err(|e| match e {
+            LockAttempt::Held { holder } => StateError::Busy {
+                lab: self.lab.clone(),
+                holder,
+                waited_s: started.elapsed().as_secs(),
+            },
+            LockAttempt::Failed(e) => e,
+        })
     }
 
     /// Removes the whole directory (after `down`).
@@ -270,6 +291,20 @@ impl LabDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io_err(&self.root)(e)),
         }
+    }
+}
+
+/// Why one attempt at the lab's lock did not take it.
+enum LockAttempt {
+    /// Another process holds it (its pid, from the lock file).
+    Held { holder: String },
+    /// Anything else; not retried.
+    Failed(StateError),
+}
+
+impl From<StateError> for LockAttempt {
+    fn from(e: StateError) -> Self {
+        LockAttempt::Failed(e)
     }
 }
 

@@ -118,6 +118,14 @@ pub enum AwsError {
         /// EC2's state reason.
         reason: String,
     },
+    /// An instance labctl terminated was started or stopped instead.
+    #[error("EC2 instance {instance} is {state} instead of terminating (something else started or stopped it)\n  fix: wait until it has stopped, then run `labctl down` again")]
+    NotTerminating {
+        /// The instance id.
+        instance: String,
+        /// Its state.
+        state: String,
+    },
     /// Something did not happen in time.
     #[error("timed out after {waited_s} s waiting for {what}")]
     Timeout {

@@ -19,12 +19,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use aws_sdk_ec2::client::Waiters;
+use aws_sdk_ec2::operation::describe_instances::{DescribeInstancesError, DescribeInstancesOutput};
 use aws_sdk_ec2::primitives::Blob;
 use aws_sdk_ec2::types::{
     Filter, InstanceNetworkInterfaceSpecification, InstanceStateName, InstanceType, IpPermission, IpRange, Placement,
     PlacementStrategy, ResourceType, Tag, TagSpecification, UserIdGroupPair,
 };
 use aws_sdk_ec2::Client;
+use aws_smithy_runtime_api::client::waiters::error::WaiterError;
+use backon::{ConstantBuilder, Retryable};
 use serde::{Deserialize, Serialize};
 
 pub use self::error::AwsError;
@@ -329,6 +333,32 @@ struct Ec2Instance {
     private_ip: Option<String>,
 }
 
+impl Ec2Instance {
+    /// The instances of one DescribeInstances answer.
+    fn all_of(page: &DescribeInstancesOutput) -> Vec<Ec2Instance> {
+        page.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|instance| Ec2Instance {
+                id: instance.instance_id().unwrap_or_default().to_string(),
+                node: tag_value(instance.tags(), TAG_NODE).map(str::to_string),
+                state: instance
+                    .state()
+                    .and_then(|s| s.name())
+                    .cloned()
+                    .unwrap_or(InstanceStateName::Pending),
+                reason: instance
+                    .state_reason()
+                    .and_then(|r| r.message())
+                    .unwrap_or("no reason given")
+                    .to_string(),
+                public_ip: instance.public_ip_address().map(str::to_string),
+                private_ip: instance.private_ip_address().map(str::to_string),
+            })
+            .collect()
+    }
+}
+
 fn live(state: &InstanceStateName) -> bool {
     !matches!(state, InstanceStateName::Terminated | InstanceStateName::ShuttingDown)
 }
@@ -373,24 +403,7 @@ impl Ec2<'_> {
             .send();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| self.ctx.err("DescribeInstances", &format!("lab `{}`", self.ctx.lab), e))?;
-            for instance in page.reservations().iter().flat_map(|r| r.instances()) {
-                out.push(Ec2Instance {
-                    id: instance.instance_id().unwrap_or_default().to_string(),
-                    node: tag_value(instance.tags(), TAG_NODE).map(str::to_string),
-                    state: instance
-                        .state()
-                        .and_then(|s| s.name())
-                        .cloned()
-                        .unwrap_or(InstanceStateName::Pending),
-                    reason: instance
-                        .state_reason()
-                        .and_then(|r| r.message())
-                        .unwrap_or("no reason given")
-                        .to_string(),
-                    public_ip: instance.public_ip_address().map(str::to_string),
-                    private_ip: instance.private_ip_address().map(str::to_string),
-                });
-            }
+            out.extend(Ec2Instance::all_of(&page));
         }
         Ok(out)
     }
@@ -592,45 +605,75 @@ impl Ec2<'_> {
 
     /// Runs `call` until it succeeds, the resource is gone, or it fails with
     /// anything but DependencyViolation (or that outlasts the teardown wait).
-    async fn retry_dependency<F, Fut>(&self, operation: &str, id: &str, mut call: F) -> Result<(), AwsError>
+    async fn retry_dependency<F, Fut>(&self, operation: &str, id: &str, call: F) -> Result<(), AwsError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<(), AwsError>>,
     {
         let started = Instant::now();
-        loop {
-            match call().await {
-                Ok(()) => return Ok(()),
-                Err(e) if e.is_not_found() => return Ok(()),
-                Err(e) if e.code() == Some("DependencyViolation") && started.elapsed() < self.waits.teardown => {
-                    tracing::debug!(%operation, %id, "still in use; retrying");
-                    tokio::time::sleep(self.waits.poll).await;
-                }
-                Err(e) => return Err(e),
-            }
+        let result = call
+            .retry(ConstantBuilder::new().with_delay(self.waits.poll).without_max_times())
+            .when(|e| e.code() == Some("DependencyViolation") && started.elapsed() < self.waits.teardown)
+            .notify(|_, _| tracing::debug!(%operation, %id, "still in use; retrying"))
+            .await;
+        match result {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => other,
         }
     }
 
+    /// Waits (EC2's InstanceTerminated waiter) until every instance of
+    /// `ids` is terminated.
     async fn wait_terminated(&self, ids: &[String]) -> Result<(), AwsError> {
-        let started = Instant::now();
-        loop {
-            let left: Vec<_> = self
-                .describe(ids)
-                .await?
+        let waited = self
+            .client
+            .wait_until_instance_terminated()
+            .set_instance_ids(Some(ids.to_vec()))
+            .wait(self.waits.teardown)
+            .await;
+        let left = |found: Vec<Ec2Instance>| -> Vec<Ec2Instance> {
+            found
                 .into_iter()
                 .filter(|i| i.state != InstanceStateName::Terminated)
-                .map(|i| i.id)
-                .collect();
-            if left.is_empty() {
-                return Ok(());
-            }
-            if started.elapsed() >= self.waits.teardown {
-                return Err(AwsError::Timeout {
+                .collect()
+        };
+        match waited {
+            Ok(_) => Ok(()),
+            Err(WaiterError::ExceededMaxWait(e)) => {
+                // The waiter keeps no answer: ask once more to name what is left.
+                let left: Vec<_> = left(self.describe(ids).await?).into_iter().map(|i| i.id).collect();
+                if left.is_empty() {
+                    return Ok(());
+                }
+                Err(AwsError::Timeout {
                     what: format!("instances {} to terminate", left.join(", ")),
-                    waited_s: started.elapsed().as_secs(),
-                });
+                    waited_s: e.elapsed().as_secs(),
+                })
             }
-            tokio::time::sleep(self.waits.poll).await;
+            // Pending or stopping: someone else started or stopped it.
+            Err(WaiterError::FailureState(f)) => {
+                let found = f.final_poll().as_result().map(Ec2Instance::all_of).unwrap_or_default();
+                let bad = left(found).into_iter().next();
+                Err(AwsError::NotTerminating {
+                    instance: bad.as_ref().map_or_else(|| ids.join(", "), |i| i.id.clone()),
+                    state: bad.map_or_else(|| "not terminated".into(), |i| i.state.as_str().to_string()),
+                })
+            }
+            Err(e) => Err(self.waiter_failed(&ids.join(", "), e)),
+        }
+    }
+
+    /// A waiter's DescribeInstances call that failed, or a waiter that
+    /// could not start.
+    fn waiter_failed(&self, ids: &str, e: WaiterError<DescribeInstancesOutput, DescribeInstancesError>) -> AwsError {
+        match e {
+            WaiterError::OperationFailed(e) => self.ctx.err("DescribeInstances", ids, e.into_error()),
+            other => AwsError::Api {
+                operation: "DescribeInstances",
+                resource: ids.to_string(),
+                code: "unknown".into(),
+                message: aws_sdk_ec2::error::DisplayErrorContext(&other).to_string(),
+            },
         }
     }
 }
@@ -988,36 +1031,51 @@ impl Ec2<'_> {
     /// that stops or terminates instead.
     async fn wait_running(&self, ids: &BTreeMap<String, String>) -> Result<Vec<Ec2Instance>, AwsError> {
         let wanted: Vec<String> = ids.values().cloned().collect();
-        let started = Instant::now();
-        loop {
-            let found = self.describe(&wanted).await?;
-            if let Some(bad) = found
+        let waited = self
+            .client
+            .wait_until_instance_running()
+            .set_instance_ids(Some(wanted.clone()))
+            .wait(self.waits.running)
+            .await;
+        let failed = |found: &[Ec2Instance]| {
+            found
                 .iter()
                 .find(|i| !matches!(i.state, InstanceStateName::Pending | InstanceStateName::Running))
-            {
-                return Err(AwsError::InstanceFailed {
+                .map(|bad| AwsError::InstanceFailed {
                     node: node_of(ids, &bad.id),
                     instance: bad.id.clone(),
                     state: bad.state.as_str().to_string(),
                     reason: bad.reason.clone(),
-                });
+                })
+        };
+        match waited {
+            Ok(done) => Ok(done.as_result().map(Ec2Instance::all_of).unwrap_or_default()),
+            // Shutting down, terminated or stopping.
+            Err(WaiterError::FailureState(f)) => {
+                let found = f.final_poll().as_result().map(Ec2Instance::all_of).unwrap_or_default();
+                Err(failed(&found).unwrap_or_else(|| AwsError::Timeout {
+                    what: format!("instances to run: {}", wanted.join(", ")),
+                    waited_s: 0,
+                }))
             }
-            let running = found.iter().filter(|i| i.state == InstanceStateName::Running).count();
-            if running == wanted.len() {
-                return Ok(found);
-            }
-            if started.elapsed() >= self.waits.running {
+            Err(WaiterError::ExceededMaxWait(e)) => {
+                // The waiter keeps no answer: ask once more to name what is
+                // not running (or stopped, which the waiter does not fail on).
+                let found = self.describe(&wanted).await?;
+                if let Some(bad) = failed(&found) {
+                    return Err(bad);
+                }
                 let pending: Vec<_> = found
                     .iter()
                     .filter(|i| i.state != InstanceStateName::Running)
                     .map(|i| format!("{} ({})", node_of(ids, &i.id), i.id))
                     .collect();
-                return Err(AwsError::Timeout {
+                Err(AwsError::Timeout {
                     what: format!("instances to run: {}", pending.join(", ")),
-                    waited_s: started.elapsed().as_secs(),
-                });
+                    waited_s: e.elapsed().as_secs(),
+                })
             }
-            tokio::time::sleep(self.waits.poll).await;
+            Err(e) => Err(self.waiter_failed(&wanted.join(", "), e)),
         }
     }
 }

@@ -19,6 +19,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use backon::{ConstantBuilder, Retryable};
 use nix::sys::signal::Signal;
 
 use self::process::StartedProcess;
@@ -429,47 +430,66 @@ async fn start_supervisor(dir: &LabDir) -> Result<SupervisorReport, ProviderErro
         )?;
     }
     let report_path = dir.root().join(REPORT_FILE);
+    let limit = Duration::from_secs(20);
     let started = Instant::now();
-    loop {
-        if let Ok(bytes) = fs::read(&report_path) {
-            if let Some(report) = serde_json::from_slice::<SupervisorReport>(&bytes)
-                .ok()
-                .filter(|r| r.complete)
-            {
-                // Reaped by init once labctl exits; never waited on here.
-                drop(child);
-                return Ok(report);
-            }
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(ProviderError::Io {
-                context: "the lab supervisor".into(),
-                source: std::io::Error::other(format!("exited early ({status}): {}", file_tail(&log_path, 10))),
-            });
-        }
-        if started.elapsed() > Duration::from_secs(20) {
+    let poll = || {
+        let outcome = match fs::read(&report_path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<SupervisorReport>(&bytes).ok())
+            .filter(|r| r.complete)
+        {
+            Some(report) => Ok(report),
+            None => match child.try_wait() {
+                Ok(Some(status)) => Err(Some(ProviderError::Io {
+                    context: "the lab supervisor".into(),
+                    source: std::io::Error::other(format!("exited early ({status}): {}", file_tail(&log_path, 10))),
+                })),
+                // Not yet.
+                _ => Err(None),
+            },
+        };
+        std::future::ready(outcome)
+    };
+    let outcome = poll
+        .retry(
+            ConstantBuilder::new()
+                .with_delay(Duration::from_millis(50))
+                .without_max_times(),
+        )
+        .when(|e| e.is_none() && started.elapsed() <= limit)
+        .await;
+    match outcome {
+        // Reaped by init once labctl exits; never waited on here.
+        Ok(report) => Ok(report),
+        Err(Some(e)) => Err(e),
+        Err(None) => {
             let _ = child.kill();
-            return Err(ProviderError::Io {
+            Err(ProviderError::Io {
                 context: "the lab supervisor".into(),
                 source: std::io::Error::other(format!("did not report within 20 s: {}", file_tail(&log_path, 10))),
-            });
+            })
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// Waits until none of `processes` runs; false on timeout.
 async fn wait_gone(processes: &[StartedProcess], timeout: Duration) -> bool {
     let started = Instant::now();
-    loop {
-        if !processes.iter().any(|p| p.is_running()) {
-            return true;
-        }
-        if started.elapsed() > timeout {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let gone = || {
+        std::future::ready(if processes.iter().any(|p| p.is_running()) {
+            Err(())
+        } else {
+            Ok(())
+        })
+    };
+    gone.retry(
+        ConstantBuilder::new()
+            .with_delay(Duration::from_millis(50))
+            .without_max_times(),
+    )
+    .when(|_| started.elapsed() <= timeout)
+    .await
+    .is_ok()
 }
 
 #[cfg(test)]

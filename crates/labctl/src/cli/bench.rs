@@ -11,6 +11,7 @@ use lab_core::bench::{run_bench, BenchEvent, BenchOptions};
 use lab_results::bench::{all_ok, BenchRecord, Stats, Suite};
 
 use super::global::{open_lab, GlobalArgs};
+use super::table::{Align, Table};
 
 /// Which pairs to run.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -169,9 +170,22 @@ pub(crate) fn print_table(r: &BenchRecord) {
             "bench orchestration on scratch labs like `{}`, {} rounds (image cache {})",
             r.lab, r.rounds, o.image_cache
         );
-        println!("  {:<10} {:>5}  {:>26}", "step", "nodes", "seconds min / median / max");
+        let mut table = Table::new(
+            "  ",
+            &[
+                ("step", Align::Left),
+                ("nodes", Align::Right),
+                ("seconds min / median / max", Align::Right),
+            ],
+        );
         for s in &o.steps {
-            println!("  {:<10} {:>5}  {:>26}", s.step, s.nodes, mmm(&s.seconds));
+            table.row([s.step.to_string(), s.nodes.to_string(), mmm(&s.seconds)]);
+        }
+        // Each step's row, then its errors beneath it.
+        let lines = table.lines();
+        println!("{}", lines[0]);
+        for (s, row) in o.steps.iter().zip(&lines[1..]) {
+            println!("{row}");
             for e in &s.errors {
                 println!("    {}", e.replace('\n', "\n      "));
             }
@@ -194,18 +208,20 @@ pub(crate) fn print_table(r: &BenchRecord) {
         r.rounds,
         r.perftest_version
     );
-    println!(
-        "  {:<10} {:<13} {:<7} {:>30} {:>30} {:>7} {:>8} {:>6} {:>12} {:>12}",
-        "workload",
-        "reference",
-        "unit",
-        "perftest min / median / max",
-        "ours min / median / max",
-        "ratio",
-        "target",
-        "met",
-        "cpu s/GiB pt",
-        "cpu s/GiB us"
+    let mut table = Table::new(
+        "  ",
+        &[
+            ("workload", Align::Left),
+            ("reference", Align::Left),
+            ("unit", Align::Left),
+            ("perftest min / median / max", Align::Right),
+            ("ours min / median / max", Align::Right),
+            ("ratio", Align::Right),
+            ("target", Align::Right),
+            ("met", Align::Right),
+            ("cpu s/GiB pt", Align::Right),
+            ("cpu s/GiB us", Align::Right),
+        ],
     );
     for p in &r.pairs {
         let target = match p.spec.target {
@@ -218,32 +234,36 @@ pub(crate) fn print_table(r: &BenchRecord) {
             Some(false) => "NO",
             None => "-",
         };
-        println!(
-            "  {:<10} {:<13} {:<7} {:>30} {:>30} {:>7} {:>8} {:>6} {:>12} {:>12}",
-            p.spec.workload,
-            p.spec.tool,
-            p.unit,
+        table.row([
+            p.spec.workload.to_string(),
+            p.spec.tool.to_string(),
+            p.unit.to_string(),
             mmm(&p.reference.stats),
             mmm(&p.ours.stats),
             p.ratio.map_or("-".into(), |x| format!("{x:.3}")),
             target,
-            met,
+            met.to_string(),
             num(p.reference.cpu_total_s_per_gib.median),
             num(p.ours.cpu_total_s_per_gib.median),
-        );
+        ]);
     }
+    table.print();
     println!("  ratio = ours median / perftest median; bandwidth and Mpps: higher is better, latency (t_typical, RTT/2 for write-lat): lower is better");
     println!("  cpu = user + system seconds of both sides per GiB moved (median); perftest's is its whole process, ours the timed run");
+    let mut rss_table = Table::headless(
+        "  ",
+        &[Align::Left, Align::Left, Align::Right, Align::Left, Align::Left],
+    );
     for rss in &r.agent_rss {
-        println!(
-            "  agent RSS idle ({}) {:<8} {:>6.1} MB  target <= {:.0} MB  {}",
-            rss.when,
-            rss.node,
-            rss.rss_bytes as f64 / 1e6,
-            rss.target_bytes as f64 / 1e6,
-            if rss.holds { "holds" } else { "EXCEEDED" }
-        );
+        rss_table.row([
+            format!("agent RSS idle ({})", rss.when),
+            rss.node.clone(),
+            format!("{:.1} MB", rss.rss_bytes as f64 / 1e6),
+            format!("target <= {:.0} MB", rss.target_bytes as f64 / 1e6),
+            (if rss.holds { "holds" } else { "EXCEEDED" }).to_string(),
+        ]);
     }
+    rss_table.print();
     for p in &r.pairs {
         for (tool, s) in p
             .reference

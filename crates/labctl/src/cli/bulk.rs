@@ -11,6 +11,7 @@ use lab_core::run::{BULK_DEFAULT_CHUNK, BULK_DEFAULT_TOTAL};
 use lab_results::bulk::{BulkRecord, BulkSide};
 
 use super::global::{open_lab, GlobalArgs};
+use super::table::{Align, Table};
 
 /// Options of `bulk`.
 #[derive(Debug, ClapArgs)]
@@ -112,18 +113,16 @@ fn print_record(r: &BulkRecord) {
         "bulk on lab `{}`: {} B in {} B chunks, {} -> {} (seed {})",
         r.lab, r.total, r.chunk, r.rdma.client.node, r.rdma.server.node, r.seed
     );
-    println!("  {:<26} {:>22} {:>22}", "", "RDMA WRITE", "TCP");
-    let row = |what: &str, f: &dyn Fn(&BulkSide) -> String| {
+    let mut table = Table::new(
+        "  ",
+        &[("", Align::Left), ("RDMA WRITE", Align::Right), ("TCP", Align::Right)],
+    );
+    let mut row = |what: &str, f: &dyn Fn(&BulkSide) -> String| {
         for (side, pick) in [
             ("client", (&r.rdma.client, &r.tcp.client)),
             ("server", (&r.rdma.server, &r.tcp.server)),
         ] {
-            println!(
-                "  {:<26} {:>22} {:>22}",
-                format!("{what} ({side})"),
-                f(pick.0),
-                f(pick.1)
-            );
+            table.row([format!("{what} ({side})"), f(pick.0), f(pick.1)]);
         }
     };
     row("elapsed s", &|s| format!("{:.3}", s.elapsed_s));
@@ -142,12 +141,8 @@ fn print_record(r: &BulkRecord) {
         s.node_cpu_busy_s.map_or("-".to_string(), |v| format!("{v:.3}"))
     });
     let verdict = |ok: bool| if ok { "yes" } else { "NO" };
-    println!(
-        "  {:<26} {:>22} {:>22}",
-        "verified (server)",
-        verdict(r.rdma.verified),
-        verdict(r.tcp.verified)
-    );
+    table.row(["verified (server)", verdict(r.rdma.verified), verdict(r.tcp.verified)]);
+    table.print();
     for leg in [&r.rdma, &r.tcp] {
         println!("  {:<10} {}", leg.transport, leg.verify_detail);
     }

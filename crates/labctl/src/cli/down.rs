@@ -12,6 +12,7 @@ use lab_model::ProviderKind;
 use lab_providers::aws;
 
 use super::global::{lock_wait, open_lab, GlobalArgs};
+use super::table::{Align, Table};
 
 /// Options of `down`.
 #[derive(Debug, ClapArgs)]
@@ -88,23 +89,30 @@ async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
         println!("no leaked labctl resources of {owner} in {}", regions.join(", "));
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "{:<14} {:<20} {:<17} {:<17} {:<24} CREATED",
-        "REGION", "LAB", "LAB ID", "KIND", "ID"
+    let mut table = Table::new(
+        "",
+        &[
+            ("REGION", Align::Left),
+            ("LAB", Align::Left),
+            ("LAB ID", Align::Left),
+            ("KIND", Align::Left),
+            ("ID", Align::Left),
+            ("CREATED", Align::Left),
+        ],
     );
     for scan in &scans {
         for l in &scan.leftovers {
-            println!(
-                "{:<14} {:<20} {:<17} {:<17} {:<24} {}",
-                scan.region,
-                l.lab,
+            table.row([
+                scan.region.as_str(),
+                l.lab.as_str(),
                 l.lab_id.as_deref().unwrap_or("-"),
                 l.kind,
-                l.id,
-                l.created
-            );
+                l.id.as_str(),
+                l.created.as_str(),
+            ]);
         }
     }
+    table.print();
     if !yes {
         if !std::io::stdin().is_terminal() {
             println!("{total} leaked resources; re-run with --yes to delete them");

@@ -16,6 +16,7 @@ mod run;
 mod schema;
 mod ssh;
 mod status;
+mod table;
 mod up;
 
 use std::path::PathBuf;

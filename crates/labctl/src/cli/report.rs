@@ -14,6 +14,7 @@ use lab_results::report::{
 use lab_results::run::RunRecord;
 
 use super::global::{open_lab, GlobalArgs};
+use super::table::{Align, Table};
 
 /// Options of `report`.
 #[derive(Debug, ClapArgs)]
@@ -119,22 +120,30 @@ pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitC
             if rows.is_empty() {
                 return Ok(ExitCode::SUCCESS);
             }
-            println!(
-                "  {:<16}  {:<5}  {:<20}  {:<12}  {:<36}  {:<8}  headline",
-                "id", "kind", "started", "workload", "params", "verified"
+            let mut table = Table::new(
+                "  ",
+                &[
+                    ("id", Align::Left),
+                    ("kind", Align::Left),
+                    ("started", Align::Left),
+                    ("workload", Align::Left),
+                    ("params", Align::Left),
+                    ("verified", Align::Left),
+                    ("headline", Align::Left),
+                ],
             );
             for r in &rows {
-                println!(
-                    "  {:<16}  {:<5}  {:<20}  {:<12}  {:<36}  {:<8}  {}",
-                    r.id,
+                table.row([
+                    r.id.as_str(),
                     r.kind,
-                    r.started_at,
-                    r.workload,
-                    r.params,
+                    r.started_at.as_str(),
+                    r.workload.as_str(),
+                    r.params.as_str(),
                     if r.verified { "yes" } else { "NO" },
-                    r.headline
-                );
+                    r.headline.as_str(),
+                ]);
             }
+            table.print();
         }
         ReportCommand::Show { id, json } => {
             let s = find(id)?;
@@ -237,27 +246,35 @@ fn print_comparison(c: &Comparison) {
     );
     if !c.param_differences.is_empty() {
         println!("  warning: parameters differ, so the numbers may not be comparable:");
+        let mut differences = Table::headless("    ", &[Align::Left, Align::Left]);
         for d in &c.param_differences {
-            println!("    {:<24} {} -> {}", d.name, d.old, d.new);
+            differences.row([d.name.clone(), format!("{} -> {}", d.old, d.new)]);
         }
+        differences.print();
     }
-    let width = c.metrics.iter().map(|m| m.metric.len()).max().unwrap_or(6).max(6);
-    println!(
-        "  {:<width$}  {:<6}  {:>14}  {:>14}  {:>9}  verdict",
-        "metric", "unit", "old", "new", "change"
+    let mut table = Table::new(
+        "  ",
+        &[
+            ("metric", Align::Left),
+            ("unit", Align::Left),
+            ("old", Align::Right),
+            ("new", Align::Right),
+            ("change", Align::Right),
+            ("verdict", Align::Left),
+        ],
     );
     for m in &c.metrics {
         let change = m.change_pct.map_or("-".into(), |p| format!("{p:+.1}%"));
-        println!(
-            "  {:<width$}  {:<6}  {:>14}  {:>14}  {:>9}  {}",
-            m.metric,
-            m.unit,
+        table.row([
+            m.metric.clone(),
+            m.unit.clone(),
             value(m.old),
             value(m.new),
             change,
-            m.verdict
-        );
+            m.verdict.to_string(),
+        ]);
     }
+    table.print();
     let count = |v: Verdict| c.metrics.iter().filter(|m| m.verdict == v).count();
     println!(
         "  {} better, {} worse, {} same, {} not comparable (bandwidth and rates: higher is better; latency, CPU, time: lower)",

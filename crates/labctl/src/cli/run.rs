@@ -12,6 +12,7 @@ use lab_model::workloads::WORKLOADS;
 use lab_results::run::RunRecord;
 
 use super::global::{open_lab, GlobalArgs};
+use super::table::{Align, Table};
 
 /// A fault to inject (`--inject-fault`).
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -281,16 +282,28 @@ pub(crate) fn print_record(r: &RunRecord) {
         per_gib(r.cpu.client.per_gib_s)
     );
     if !r.sweep.is_empty() {
-        println!(
-            "  {:>10} {:>8} {:>12} {:>12} {:>10} {:>12}",
-            "size", "iters", "avg MiB/s", "peak MiB/s", "Mpps", "typical us"
+        let mut table = Table::new(
+            "  ",
+            &[
+                ("size", Align::Right),
+                ("iters", Align::Right),
+                ("avg MiB/s", Align::Right),
+                ("peak MiB/s", Align::Right),
+                ("Mpps", Align::Right),
+                ("typical us", Align::Right),
+            ],
         );
         for s in &r.sweep {
-            println!(
-                "  {:>10} {:>8} {:>12.2} {:>12.2} {:>10.6} {:>12.1}",
-                s.size, s.iterations, s.bw_avg_mib_s, s.bw_peak_mib_s, s.msg_rate_mpps, s.lat_us.typical
-            );
+            table.row([
+                s.size.to_string(),
+                s.iterations.to_string(),
+                format!("{:.2}", s.bw_avg_mib_s),
+                format!("{:.2}", s.bw_peak_mib_s),
+                format!("{:.6}", s.msg_rate_mpps),
+                format!("{:.1}", s.lat_us.typical),
+            ]);
         }
+        table.print();
     }
     if let Some(m) = &r.mr_cache {
         let sizes: Vec<String> = m.sizes.iter().map(u64::to_string).collect();

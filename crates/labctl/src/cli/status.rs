@@ -7,6 +7,7 @@ use lab_core::status::LabStatus;
 use lab_providers::Liveness;
 
 use super::global::{open_lab, GlobalArgs};
+use super::table::{Align, Table};
 
 /// Options of `status`.
 #[derive(Debug, ClapArgs)]
@@ -38,12 +39,17 @@ pub async fn run(args: &GlobalArgs, status: &StatusArgs) -> anyhow::Result<ExitC
 
 /// The human view of a status report.
 pub fn print_table(s: &LabStatus) {
+    for line in table_lines(s) {
+        println!("{line}");
+    }
+}
+
+fn table_lines(s: &LabStatus) -> Vec<String> {
     let Some(phase) = s.phase else {
-        println!("lab `{}` ({} / {}): not up", s.lab, s.provider, s.fabric);
-        return;
+        return vec![format!("lab `{}` ({} / {}): not up", s.lab, s.provider, s.fabric)];
     };
     let accel = s.provider_state.get("accel").and_then(|a| a.as_str()).unwrap_or("-");
-    println!(
+    let mut out = vec![format!(
         "lab `{}`  provider {}  fabric {}  accel {}  phase {:?}  since {}",
         s.lab,
         s.provider,
@@ -51,10 +57,19 @@ pub fn print_table(s: &LabStatus) {
         accel,
         phase,
         s.created_at.as_deref().unwrap_or("-")
-    );
-    println!(
-        "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} {:<5} GID",
-        "NODE", "VM", "SSH", "DATA", "AGENT", "RDMA", "MTU"
+    )];
+    let mut table = Table::new(
+        "",
+        &[
+            ("NODE", Align::Left),
+            ("VM", Align::Left),
+            ("SSH", Align::Left),
+            ("DATA", Align::Left),
+            ("AGENT", Align::Left),
+            ("RDMA", Align::Left),
+            ("MTU", Align::Left),
+            ("GID", Align::Left),
+        ],
     );
     for n in &s.nodes {
         let vm = match &n.vm {
@@ -72,23 +87,98 @@ pub fn print_table(s: &LabStatus) {
             .as_ref()
             .and_then(|f| f.gid_index)
             .map_or("-".to_string(), |i| i.to_string());
-        println!(
-            "{:<10} {:<8} {:<16} {:<16} {:<8} {:<22} {:<5} {}",
-            n.name, vm, n.ssh, n.data_addr, agent, rdma, mtu, gid
-        );
+        table.row([
+            n.name.clone(),
+            vm.to_string(),
+            n.ssh.to_string(),
+            n.data_addr.to_string(),
+            agent,
+            rdma,
+            mtu,
+            gid,
+        ]);
+    }
+    // Each node's row, then its notes beneath it, under the VM column.
+    let lines = table.lines();
+    let under = " ".repeat(lines[0].find("VM").unwrap_or(0));
+    out.push(lines[0].clone());
+    for (n, row) in s.nodes.iter().zip(&lines[1..]) {
+        out.push(row.clone());
         if let Some(netem) = &n.impairment {
             let nic = n.rdma.first().map_or("data NIC", |r| r.netdev.as_str());
-            println!(
-                "           impaired: netem {netem} on {nic} (`labctl impair {} --clear` removes it)",
+            out.push(format!(
+                "{under}impaired: netem {netem} on {nic} (`labctl impair {} --clear` removes it)",
                 n.name
-            );
+            ));
         }
         if let Some(e) = &n.error {
-            println!("           ! {e}");
+            out.push(format!("{under}! {e}"));
         }
     }
+    out
 }
 
 fn short_state(state: &str) -> &str {
     state.strip_prefix("PORT_").unwrap_or(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lab_core::status::NodeStatus;
+
+    fn node(name: &str, error: Option<&str>) -> NodeStatus {
+        NodeStatus {
+            name: name.into(),
+            vm: Liveness::Running,
+            ssh: "127.0.0.1:40022".into(),
+            data_addr: "10.77.0.1/24".into(),
+            ssh_ok: true,
+            agent: None,
+            rdma: Vec::new(),
+            error: error.map(str::to_string),
+            impairment: None,
+            facts: None,
+        }
+    }
+
+    /// Issue 16: a 31-character node name used to run into the VM column.
+    #[test]
+    fn test_a_31_character_node_name_keeps_every_column_aligned() {
+        let long = "a-node-name-of-31-characters-xy";
+        assert_eq!(long.len(), 31);
+        let status = LabStatus {
+            schema: 1,
+            lab: "lab-with-a-name-of-31-character".into(),
+            provider: "qemu".into(),
+            fabric: "rxe".into(),
+            phase: Some(lab_state::Phase::Ready),
+            created_at: Some("2026-11-25T05:00:00Z".into()),
+            provider_state: serde_json::json!({"accel": "tcg"}),
+            state_dir: "/tmp/x".into(),
+            facts: None,
+            nodes: vec![node(long, None), node("client", Some("SSH did not answer"))],
+        };
+        let lines = table_lines(&status);
+        let (header, rows) = (&lines[1], [&lines[2], &lines[3]]);
+        // Each header word starts its column: every row has a cell there,
+        // preceded by at least two spaces.
+        let starts: Vec<usize> = ["VM", "SSH", "DATA", "AGENT", "RDMA", "MTU", "GID"]
+            .iter()
+            .map(|h| header.find(&format!("  {h}")).expect(h) + 2)
+            .collect();
+        assert_eq!(starts[0], long.len() + 2, "{lines:#?}");
+        for row in rows {
+            for &at in &starts {
+                assert_eq!(&row[at - 2..at], "  ", "{lines:#?}");
+                assert_ne!(&row[at..at + 1], " ", "{lines:#?}");
+            }
+        }
+        assert!(
+            lines[2].starts_with(&format!("{long}  running  127.0.0.1:40022  10.77.0.1/24  -")),
+            "{lines:#?}"
+        );
+        // The error sits under the VM column, below its node's row.
+        assert_eq!(lines[4], format!("{}! SSH did not answer", " ".repeat(starts[0])));
+    }
 }
