@@ -62,6 +62,24 @@ const EFA_LAB: &str = "labs:
       - name: client
 ";
 
+/// `create` of every node of `spec` with the lab's keys, as `up` calls it.
+async fn create(
+    provider: &AwsProvider,
+    spec: &LabSpec,
+    dir: &LabDir,
+    state: &mut LabState,
+) -> Result<(), ProviderError> {
+    provider
+        .create(
+            spec,
+            &spec.resolve_nodes(),
+            dir,
+            state,
+            &common::node_keys(spec),
+            &Silent,
+        )
+        .await
+}
 fn fast() -> Waits {
     Waits {
         poll: Duration::from_millis(10),
@@ -298,17 +316,7 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
     let provider = AwsProvider::with_client(client(&account.rules), spec.aws.clone(), spec.fabric).with_waits(fast());
     provider.preflight(&spec, &spec.resolve_nodes()).await.unwrap();
     let mut state = LabState::new("hpc", "aws", "efa");
-    provider
-        .create(
-            &spec,
-            &spec.resolve_nodes(),
-            &dir,
-            &mut state,
-            &common::node_keys(&spec),
-            &Silent,
-        )
-        .await
-        .unwrap();
+    create(&provider, &spec, &dir, &mut state).await.unwrap();
 
     // The key pair is the lab's own public key.
     let keys = account.keys.lock().unwrap();
@@ -439,17 +447,7 @@ async fn test_quota_refusal_is_explained_and_what_was_made_is_recorded() {
     let account = account(true, Some(refused));
     let provider = AwsProvider::with_client(client(&account.rules), spec.aws.clone(), spec.fabric).with_waits(fast());
     let mut state = LabState::new("hpc", "aws", "efa");
-    let err = provider
-        .create(
-            &spec,
-            &spec.resolve_nodes(),
-            &dir,
-            &mut state,
-            &common::node_keys(&spec),
-            &Silent,
-        )
-        .await
-        .unwrap_err();
+    let err = create(&provider, &spec, &dir, &mut state).await.unwrap_err();
     assert!(matches!(err, ProviderError::Aws(AwsError::Quota { .. })), "{err}");
     let text = err.to_string();
     assert!(
@@ -563,17 +561,7 @@ async fn create_with_instances_in(
     account.rules.insert(0, instances_in(&account.launched, state, reason));
     let provider = AwsProvider::with_client(client(&account.rules), spec.aws.clone(), spec.fabric).with_waits(waits);
     let mut state = LabState::new("hpc", "aws", "efa");
-    let err = provider
-        .create(
-            &spec,
-            &spec.resolve_nodes(),
-            &dir,
-            &mut state,
-            &common::node_keys(&spec),
-            &Silent,
-        )
-        .await
-        .unwrap_err();
+    let err = create(&provider, &spec, &dir, &mut state).await.unwrap_err();
     std::fs::remove_dir_all(base).unwrap();
     err
 }

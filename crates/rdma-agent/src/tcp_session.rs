@@ -20,8 +20,6 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_proto::v1::{CmMode, CpuUsage, Endpoint, Fault, Progress, Role, SideResult, WorkloadParams};
@@ -29,7 +27,8 @@ use tokio::sync::oneshot;
 
 use crate::cpu::{CpuTimes, NodeBusy};
 use crate::metrics::{bandwidth, PeakTracker};
-use crate::session::{ProgressSink, SessionError, SessionHandle, SessionSpec};
+use crate::session::bounds::Bounds;
+use crate::session::{peer_socket_addr, ProgressSink, SessionError, SessionHandle, SessionSpec};
 use crate::timeline::Timeline;
 use crate::validate::{bulk_total, Limits, Rules, ValidationError};
 use crate::workload::bulk::{bulk_facts, check_bulk_total, chunk, chunk_range, verify_total};
@@ -81,7 +80,7 @@ pub fn spawn(
     let span = tracing::info_span!(parent: None, "session", id = %spec.id, role = ?spec.role,
         workload = %spec.params.workload);
     crate::session::spawn_thread_session(spec, "tcp", span, run, |spec, cancel, run, endpoint_tx| {
-        let alive = Alive {
+        let alive = Bounds {
             cancel,
             deadline: Instant::now() + spec.timeout(),
             timeout: spec.timeout(),
@@ -91,28 +90,6 @@ pub fn spawn(
             Some((peer, sink)) => client(spec, &alive, &peer, sink),
         }
     })
-}
-
-/// Abort and the deadline, checked between socket calls.
-struct Alive {
-    cancel: Arc<AtomicBool>,
-    deadline: Instant,
-    timeout: Duration,
-}
-
-impl Alive {
-    fn check(&self, what: &str) -> Result<(), SessionError> {
-        if self.cancel.load(Ordering::Relaxed) {
-            return Err(SessionError::Aborted(format!("while waiting for {what}")));
-        }
-        if Instant::now() >= self.deadline {
-            return Err(SessionError::Timeout {
-                what: what.to_string(),
-                after: self.timeout,
-            });
-        }
-        Ok(())
-    }
 }
 
 /// A socket call that only timed out (its POLL), as opposed to failed.
@@ -180,7 +157,7 @@ impl Clock {
 
 fn serve(
     spec: &SessionSpec,
-    alive: &Alive,
+    alive: &Bounds,
     endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
 ) -> Result<SideResult, SessionError> {
     let ip = bind_ip(&spec.bind_addr)?;
@@ -253,19 +230,11 @@ fn serve(
 
 fn client(
     spec: &SessionSpec,
-    alive: &Alive,
+    alive: &Bounds,
     peer: &Endpoint,
     mut sink: ProgressSink,
 ) -> Result<SideResult, SessionError> {
-    let server_ip: IpAddr = peer
-        .address
-        .parse()
-        .map_err(|_| SessionError::Setup(format!("peer address {:?} is not an IP address", peer.address)))?;
-    let port = u16::try_from(peer.port)
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| SessionError::Setup(format!("peer port {} is not a port", peer.port)))?;
-    let dst = SocketAddr::new(server_ip, port);
+    let dst = peer_socket_addr(peer)?;
     let total = bulk_total(&spec.params);
     let chunk = chunk(&spec.params);
     let mut src = allocate(total)?;
@@ -275,7 +244,7 @@ fn client(
         src[total as usize / 2] ^= 0xFF;
     }
     alive.check("connecting")?;
-    let connect_timeout = Duration::from_secs(5).min(alive.deadline.saturating_duration_since(Instant::now()));
+    let connect_timeout = Duration::from_secs(5).min(alive.left());
     let mut stream = TcpStream::connect_timeout(&dst, connect_timeout.max(Duration::from_millis(1)))
         .map_err(|e| SessionError::Setup(format!("connecting to the bulk-tcp server {dst}: {e}")))?;
     let setup = |e: std::io::Error| SessionError::Setup(format!("the connection to {dst}: {e}"));

@@ -6,7 +6,7 @@
 //! RTR→RTS, and establishes. A run over several QPs makes one connection
 //! per QP to the same listener.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 
 use super::setup::{apply_corrupt_rkey, fill_local_gid, link_config, new_side, rd_atomic};
 use super::side::{ProgressSink, Side};
-use super::{blob, SessionError, SessionSpec};
+use super::{blob, peer_socket_addr, SessionError, SessionSpec};
 use crate::verbs::cm::ConnectParams;
 use crate::verbs::{CmError, CmEventKind, CmId, EventChannel, Link};
 use crate::workload::Workload;
@@ -168,15 +168,7 @@ pub(crate) fn client(
     mut sink: ProgressSink,
 ) -> Result<SideResult, SessionError> {
     let ip = spec.bind_ip()?;
-    let server_ip: IpAddr = peer
-        .address
-        .parse()
-        .map_err(|_| SessionError::Setup(format!("peer address {:?} is not an IP address", peer.address)))?;
-    let port = u16::try_from(peer.port)
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| SessionError::Setup(format!("peer port {} is not a port", peer.port)))?;
-    let dst = SocketAddr::new(server_ip, port);
+    let dst = peer_socket_addr(peer)?;
     let channel = EventChannel::new()?;
     let id = channel.create_id()?;
     let step_timeout = Duration::from_secs(5).min(spec.timeout());

@@ -12,6 +12,7 @@
 //! in `fabric_session` and `tcp_session`.
 
 pub mod blob;
+pub(crate) mod bounds;
 pub mod cm;
 mod error;
 pub mod oob;
@@ -78,18 +79,10 @@ where
         + Send
         + 'static,
 {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let (cmd_tx, _cmd_rx) = std::sync::mpsc::channel();
+    // Not oob: Connect is refused for these kinds.
+    let (handle, ends) = SessionHandle::new(spec.role, CmMode::RdmaCm);
+    let (cancel, result_tx) = (ends.cancel, ends.result);
     let (endpoint_tx, endpoint_rx) = oneshot::channel();
-    let (result_tx, result_rx) = oneshot::channel();
-    let handle = SessionHandle {
-        cancel: Arc::clone(&cancel),
-        commands: cmd_tx,
-        result: Some(result_rx),
-        role: spec.role,
-        // Not oob: Connect is refused for these kinds.
-        cm: CmMode::RdmaCm,
-    };
     let name = format!("{kind}-{}", spec.id.chars().take(8).collect::<String>());
     std::thread::Builder::new()
         .name(name)
@@ -143,6 +136,19 @@ impl SessionSpec {
     }
 }
 
+/// The server's address and port in a peer endpoint (rdma_cm and TCP sessions).
+pub(crate) fn peer_socket_addr(peer: &Endpoint) -> Result<SocketAddr, SessionError> {
+    let ip: IpAddr = peer
+        .address
+        .parse()
+        .map_err(|_| SessionError::Setup(format!("peer address {:?} is not an IP address", peer.address)))?;
+    let port = u16::try_from(peer.port)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| SessionError::Setup(format!("peer port {} is not a port", peer.port)))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
 /// Commands a prepared session waits for.
 pub enum Command {
     /// Server, oob: the client's endpoint.
@@ -163,6 +169,39 @@ pub struct SessionHandle {
     pub role: Role,
     /// The connection mode.
     pub cm: CmMode,
+}
+
+/// The session thread's ends of a new [`SessionHandle`].
+pub(crate) struct ThreadEnds {
+    /// Set by Abort (and when the handle is dropped).
+    pub cancel: Arc<AtomicBool>,
+    /// Commands for a prepared session.
+    pub commands: std::sync::mpsc::Receiver<Command>,
+    /// Where the side's final result goes.
+    pub result: oneshot::Sender<Result<SideResult, SessionError>>,
+}
+
+impl SessionHandle {
+    /// A handle for a session of `role` connected in mode `cm`, and the
+    /// thread's ends of it.
+    pub(crate) fn new(role: Role, cm: CmMode) -> (SessionHandle, ThreadEnds) {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
+        let (result_tx, result_rx) = oneshot::channel();
+        let handle = SessionHandle {
+            cancel: Arc::clone(&cancel),
+            commands: cmd_tx,
+            result: Some(result_rx),
+            role,
+            cm,
+        };
+        let ends = ThreadEnds {
+            cancel,
+            commands: cmd_rx,
+            result: result_tx,
+        };
+        (handle, ends)
+    }
 }
 
 impl Drop for SessionHandle {

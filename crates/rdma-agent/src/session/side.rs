@@ -10,12 +10,11 @@
 //! (a server of one-sided operations cannot count them itself).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_proto::v1::{CompletionMode, CpuUsage, Progress, Role, SideResult, WorkloadParams};
 
+pub(crate) use super::bounds::Bounds;
 use super::error::SessionError;
 use crate::cpu::CpuTimes;
 use crate::verbs::{
@@ -57,9 +56,7 @@ pub struct Side {
     pub facts: BTreeMap<String, String>,
     /// Where this side sits on its device (set by the connection setup).
     pub(crate) location: Location,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: Arc<AtomicBool>,
+    bounds: Bounds,
     progress: Option<ProgressSink>,
     pending: VecDeque<Completion>,
     passive: bool,
@@ -77,14 +74,6 @@ pub(crate) struct Location {
     pub gid: [u8; 16],
     pub sgid_index: u8,
     pub port: u8,
-}
-
-/// The limits of a side's waits: its deadline, the timeout it came from
-/// (for the message), and the Abort flag.
-pub(crate) struct Bounds {
-    pub deadline: Instant,
-    pub timeout: Duration,
-    pub cancel: Arc<AtomicBool>,
 }
 
 impl Side {
@@ -112,9 +101,7 @@ impl Side {
                 sgid_index: 0,
                 port: 1,
             },
-            deadline: bounds.deadline,
-            timeout: bounds.timeout,
-            cancel: bounds.cancel,
+            bounds,
             progress,
             pending: VecDeque::with_capacity(64),
             passive: false,
@@ -187,16 +174,7 @@ impl Side {
 
     /// Fails if the session was aborted or ran out of time.
     pub fn check_alive(&self, what: &str) -> Result<(), SessionError> {
-        if self.cancel.load(Ordering::Relaxed) {
-            return Err(SessionError::Aborted(format!("while waiting for {what}")));
-        }
-        if Instant::now() >= self.deadline {
-            return Err(SessionError::Timeout {
-                what: what.to_string(),
-                after: self.timeout,
-            });
-        }
-        Ok(())
+        self.bounds.check(what)
     }
 
     /// The next successful completion; an error completion fails the session
@@ -237,7 +215,7 @@ impl Side {
                     armed = true;
                     continue;
                 }
-                let left = self.deadline.saturating_duration_since(Instant::now());
+                let left = self.bounds.left();
                 self.link.wait_cq_event(left.min(Duration::from_millis(100)))?;
                 armed = false;
                 continue;

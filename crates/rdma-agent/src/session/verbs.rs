@@ -21,17 +21,9 @@ pub fn spawn(
     workload: &'static dyn Workload,
     run: Option<(Endpoint, ProgressSink)>,
 ) -> Result<(SessionHandle, oneshot::Receiver<Result<Endpoint, SessionError>>), SessionError> {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
+    let (handle, ends) = SessionHandle::new(spec.role, spec.params.cm());
+    let (cancel, cmd_rx, result_tx) = (ends.cancel, ends.commands, ends.result);
     let (endpoint_tx, endpoint_rx) = oneshot::channel();
-    let (result_tx, result_rx) = oneshot::channel();
-    let handle = SessionHandle {
-        cancel: Arc::clone(&cancel),
-        commands: cmd_tx,
-        result: Some(result_rx),
-        role: spec.role,
-        cm: spec.params.cm(),
-    };
     let name = format!("session-{}", spec.id.chars().take(8).collect::<String>());
     std::thread::Builder::new()
         .name(name)
