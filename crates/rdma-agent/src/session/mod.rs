@@ -54,6 +54,9 @@ pub(crate) fn finish_side<T>(
         (_, outcome) => outcome,
     };
     let _ = result_tx.send(outcome);
+    // The session's memory was freed with its resources: give it back, so
+    // that an idle agent's RSS is its own and not its last run's.
+    crate::verbs::release_free_memory();
 }
 
 /// Where a one-thread session publishes its endpoint; None on a client.

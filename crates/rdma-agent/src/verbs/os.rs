@@ -1,6 +1,6 @@
-//! The two small libc calls the verbs layer needs besides libibverbs and
-//! librdmacm: `poll` on a completion or event channel's fd, and
-//! `getrusage(RUSAGE_THREAD)`.
+//! The small libc calls the agent needs besides libibverbs and librdmacm:
+//! `poll` on a completion or event channel's fd, `getrusage(RUSAGE_THREAD)`,
+//! and `malloc_trim`.
 
 use std::os::fd::RawFd;
 use std::time::Duration;
@@ -37,6 +37,18 @@ pub(crate) fn wait_readable(fd: RawFd, timeout: Duration) -> std::io::Result<boo
             return Err(err);
         }
         return Ok(rc > 0);
+    }
+}
+
+/// Hands the allocator's free memory back to the kernel (glibc's
+/// `malloc_trim`, which walks every arena). A session's buffers are freed
+/// when its thread ends, but glibc keeps freed chunks of a thread's arena for
+/// reuse, so an idle agent could hold a past run's hundreds of MB.
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim takes no pointers and only walks the allocator's
+    // own free lists; it is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
