@@ -269,28 +269,31 @@ fn fields_of(part: Part) -> &'static [&'static str] {
     }
 }
 
-fn part_name(part: Part) -> &'static str {
+/// How the message names the part a field is in: by what it is where the
+/// part has a name, otherwise by its path (`labs[0].multipass`).
+fn part_name(part: Part, segs: &[Seg]) -> String {
     match part {
-        Part::Document => "the top level",
-        Part::Labs => "labs",
-        Part::Lab => "a lab",
-        Part::Defaults => "defaults",
-        Part::Aws => "aws",
-        Part::Nodes => "nodes",
-        Part::Node => "a node",
-        Part::Other => "this place",
+        Part::Document => "the top level".into(),
+        Part::Labs => "labs".into(),
+        Part::Lab => "a lab".into(),
+        Part::Defaults => "defaults".into(),
+        Part::Aws => "aws".into(),
+        Part::Nodes => "nodes".into(),
+        Part::Node => "a node".into(),
+        Part::Other => format!("`{}`", render_path(segs)),
     }
 }
 
 /// `expected` (serde's list of the mapping's fields) serves the parts that
 /// have no list here.
-fn unknown_field(part: Part, field: &str, expected: &'static [&'static str]) -> Problem {
+fn unknown_field(segs: &[Seg], field: &str, expected: &'static [&'static str]) -> Problem {
+    let part = part_of(segs);
     let fields = match fields_of(part) {
         [] => expected,
         fields => fields,
     };
     let list = fields.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
-    let message = format!("unknown field `{field}` in {}", part_name(part));
+    let message = format!("unknown field `{field}` in {}", part_name(part, segs));
     if let Some(m) = did_you_mean(field, fields) {
         return Problem::new(
             format!("{message}; did you mean `{m}`?"),
@@ -321,8 +324,8 @@ fn unknown_field(part: Part, field: &str, expected: &'static [&'static str]) -> 
     Problem::new(format!("{message}; expected one of {list}"), fix)
 }
 
-fn missing_field(part: Part, field: &str) -> Problem {
-    match (part, field) {
+fn missing_field(segs: &[Seg], field: &str) -> Problem {
+    match (part_of(segs), field) {
         (Part::Document, "labs") => Problem::new(
             "the file has no `labs:` key",
             format!("start the file with `labs:` followed by a list of labs, e.g.:{MINIMAL_EXAMPLE}"),
@@ -340,7 +343,7 @@ fn missing_field(part: Part, field: &str) -> Problem {
             "add `name: NAME` to the node; it becomes the hostname",
         ),
         (part, field) => Problem::new(
-            format!("`{field}` is missing in {}", part_name(part)),
+            format!("`{field}` is missing in {}", part_name(part, segs)),
             format!("add `{field}:`"),
         ),
     }
@@ -450,13 +453,13 @@ impl Located {
         let segs = &e.path;
         let problem = match e.kind {
             ErrorKind::Problem(p) => p,
-            ErrorKind::UnknownField { field, expected } => unknown_field(part_of(segs), &field, expected),
-            ErrorKind::MissingField(field) => missing_field(part_of(segs), field),
+            ErrorKind::UnknownField { field, expected } => unknown_field(segs, &field, expected),
+            ErrorKind::MissingField(field) => missing_field(segs, field),
             ErrorKind::DuplicateKey(key) => {
                 // The path ends with the key; the part is its mapping's.
-                let part = part_of(&segs[..segs.len().saturating_sub(1)]);
+                let mapping = &segs[..segs.len().saturating_sub(1)];
                 Problem::new(
-                    format!("`{key}` is given twice in {}", part_name(part)),
+                    format!("`{key}` is given twice in {}", part_name(part_of(mapping), mapping)),
                     format!("keep one `{key}:` line and remove the other"),
                 )
             }

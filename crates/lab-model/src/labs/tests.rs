@@ -181,6 +181,7 @@ fn malformed_cases() -> Vec<Case> {
         case("package is a number", lab_with("packages: [7]"), 3, 16, "a package name must be text, found the number 7", "like `gcc`"),
         case("package empty item", lab_with("packages:\n      -\n      - gcc"), 4, 8, "a package name is empty", "remove the empty list item"),
         case("packages not a list", lab_with("packages: gcc make"), 3, 15, "packages must be a list of package names, found the text \"gcc make\"", "`packages: [gcc, make]`"),
+        case("field typo in a part without a name of its own", lab_with("provider: multipass\n    multipass:\n      imag: 24.04"), 5, 7, "unknown field `imag` in `labs[0].multipass`; did you mean `image`?", "rename `imag` to `image`"),
         case("packages typo", lab_with("pakages: [gcc]"), 3, 5, "unknown field `pakages` in a lab; did you mean `packages`?", "rename `pakages` to `packages`"),
         case("node_ssh not a boolean", lab_with("node_ssh: yes"), 3, 15, "node_ssh must be true or false, found the text \"yes\"", "node_ssh: true"),
         // --- aws -----------------------------------------------------------
