@@ -265,6 +265,14 @@ fn test_lat_family_reports_latency_percentiles(lab: &Labctl) -> Result<(), Faile
                 && f("p999") <= f("max"),
             || format!("{workload}: percentiles out of order: {l}"),
         )?;
+        // perftest's figures leave out the 2 largest samples; every
+        // sample's are beside them, so their maximum is the true one.
+        let all = &l["all_samples"];
+        let a = |k: &str| all[k].as_f64().unwrap_or(-1.0);
+        check(
+            a("median") >= f("min") && a("p999") <= a("max") && a("max") >= f("max") && a("avg") > 0.0,
+            || format!("{workload}: all_samples missing or inconsistent with the perftest figures: {l}"),
+        )?;
     }
     Ok(())
 }

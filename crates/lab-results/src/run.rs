@@ -107,10 +107,36 @@ impl ParamsRecord {
 pub struct LatencyRecord {
     /// Minimum.
     pub min: f64,
+    /// perftest's t_max: the largest sample after its 2 largest are dropped
+    /// (its pick, so the second largest of all).
+    pub max: f64,
+    /// perftest's t_typical: the median of the samples kept.
+    pub typical: f64,
+    /// Mean of the samples kept.
+    pub avg: f64,
+    /// Standard deviation as perftest computes it (each deviation truncated
+    /// to whole µs).
+    pub stdev: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Samples taken (the figures above leave out the 2 largest, as perftest does).
+    pub samples: u64,
+    /// Every sample's figures, none dropped (records before 2026-11-25 lack them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_samples: Option<AllSamplesRecord>,
+}
+
+/// Latency figures over every sample, µs: the true maximum, mean and
+/// standard deviation, nearest-rank median and percentiles.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct AllSamplesRecord {
     /// Maximum.
     pub max: f64,
-    /// Median (perftest's t_typical).
-    pub typical: f64,
+    /// Median.
+    pub median: f64,
     /// Mean.
     pub avg: f64,
     /// Standard deviation.
@@ -119,8 +145,6 @@ pub struct LatencyRecord {
     pub p99: f64,
     /// 99.9th percentile.
     pub p999: f64,
-    /// Samples behind the figures.
-    pub samples: u64,
 }
 
 /// CPU time of one side.
@@ -372,6 +396,14 @@ pub fn latency(l: Option<&agent_proto::v1::Latency>) -> LatencyRecord {
         p99: l.p99_us,
         p999: l.p999_us,
         samples: l.samples,
+        all_samples: l.all_samples.map(|a| AllSamplesRecord {
+            max: a.max_us,
+            median: a.median_us,
+            avg: a.avg_us,
+            stdev: a.stdev_us,
+            p99: a.p99_us,
+            p999: a.p999_us,
+        }),
     })
     .unwrap_or_default()
 }

@@ -1,11 +1,12 @@
 //! Bandwidth and latency math, following perftest's conventions so numbers
 //! compare with `ib_write_bw`/`ib_write_lat`: MiB/s = bytes / 2^20 / s,
-//! Gb/s = bits / 1e9 / s, message rate in Mpps; latency in microseconds with
-//! "typical" being the median.
+//! Gb/s = bits / 1e9 / s, message rate in Mpps; latency in microseconds,
+//! computed from the samples as perftest's report line is (its median,
+//! tail dropping and picks), with every sample's figures beside them.
 
 use std::time::Duration;
 
-use agent_proto::v1::{Bandwidth, Latency};
+use agent_proto::v1::{Bandwidth, Latency, LatencyAllSamples};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -69,30 +70,66 @@ impl PeakTracker {
     }
 }
 
-/// Latency statistics of one-way or round-trip samples, in microseconds.
-/// `samples_us` is sorted in place.
+/// How many of the largest samples perftest leaves out of its latency
+/// figures (`LAT_MEASURE_TAIL` in perftest_parameters.c).
+pub const PERFTEST_DROPPED_TAIL: usize = 2;
+
+/// Latency statistics of one-way or round-trip samples, in microseconds,
+/// computed as perftest's `print_report_lat` does (see the `Latency`
+/// message), plus every sample's figures in `all_samples`. `samples_us` is
+/// sorted in place.
 pub fn latency(samples_us: &mut [f64]) -> Latency {
     let n = samples_us.len();
     if n == 0 {
         return Latency::default();
     }
     samples_us.sort_by(|a, b| a.total_cmp(b));
-    let avg = samples_us.iter().sum::<f64>() / n as f64;
-    let variance = samples_us.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n as f64;
+    let sorted = &*samples_us;
+    // perftest has no rule for fewer than three samples; keep at least one.
+    let kept_count = n.saturating_sub(PERFTEST_DROPPED_TAIL).max(1);
+    let kept = &sorted[..kept_count];
+    // perftest indexes past the kept samples for t_max and the 99.9th
+    // percentile (into the dropped tail); the same picks, clamped to the end.
+    let pick = |i: usize| sorted[i.min(n - 1)];
+    let avg = mean(kept);
+    let truncated_variance = kept.iter().map(|s| ((avg - s).trunc()).powi(2)).sum::<f64>() / kept_count as f64;
+    let all_avg = mean(sorted);
     Latency {
-        min_us: samples_us[0],
-        max_us: samples_us[n - 1],
-        typical_us: percentile_sorted(samples_us, 50.0),
+        min_us: sorted[0],
+        max_us: pick(kept_count),
+        typical_us: perftest_median(kept),
         avg_us: avg,
-        stdev_us: variance.sqrt(),
-        p99_us: percentile_sorted(samples_us, 99.0),
-        p999_us: percentile_sorted(samples_us, 99.9),
+        stdev_us: truncated_variance.sqrt(),
+        p99_us: pick((kept_count as f64 * 0.99).ceil() as usize),
+        p999_us: pick((kept_count as f64 * 0.999).ceil() as usize),
         samples: n as u64,
+        all_samples: Some(LatencyAllSamples {
+            max_us: sorted[n - 1],
+            median_us: percentile_sorted(sorted, 50.0),
+            avg_us: all_avg,
+            stdev_us: (sorted.iter().map(|s| (s - all_avg).powi(2)).sum::<f64>() / n as f64).sqrt(),
+            p99_us: percentile_sorted(sorted, 99.0),
+            p999_us: percentile_sorted(sorted, 99.9),
+        }),
     }
 }
 
-/// Nearest-rank percentile of sorted samples (perftest picks an element, it
-/// does not interpolate).
+fn mean(samples: &[f64]) -> f64 {
+    samples.iter().sum::<f64>() / samples.len() as f64
+}
+
+/// perftest's `get_median`: the middle sample of an odd count, the mean of
+/// the middle two of an even one.
+fn perftest_median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n.is_multiple_of(2) {
+        (sorted[n / 2] + sorted[n / 2 - 1]) / 2.0
+    } else {
+        sorted[n / 2]
+    }
+}
+
+/// Nearest-rank percentile of sorted samples.
 pub fn percentile_sorted(sorted: &[f64], pct: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -132,19 +169,77 @@ mod tests {
     }
 
     #[test]
-    fn latency_statistics() {
+    fn latency_statistics_drop_the_tail_like_perftest() {
         let mut samples: Vec<f64> = (1..=1000).map(f64::from).collect();
         samples.reverse();
         let lat = latency(&mut samples);
+        // 998 samples kept (999 and 1000 dropped): median of an even count.
         assert_eq!(lat.min_us, 1.0);
-        assert_eq!(lat.max_us, 1000.0);
-        assert_eq!(lat.typical_us, 500.0);
-        assert!((lat.avg_us - 500.5).abs() < 1e-9);
-        assert_eq!(lat.p99_us, 990.0);
-        assert_eq!(lat.p999_us, 999.0);
+        assert_eq!(lat.typical_us, 499.5);
+        assert!((lat.avg_us - 499.5).abs() < 1e-9);
+        // perftest's picks: sorted[998], sorted[ceil(998 * 0.99)], sorted[ceil(998 * 0.999)].
+        assert_eq!((lat.max_us, lat.p99_us, lat.p999_us), (999.0, 990.0, 999.0));
         assert_eq!(lat.samples, 1000);
+        let all = lat.all_samples.unwrap();
+        assert_eq!(
+            (all.max_us, all.median_us, all.p99_us, all.p999_us),
+            (1000.0, 500.0, 990.0, 999.0)
+        );
+        assert!((all.avg_us - 500.5).abs() < 1e-9);
         // Population stdev of 1..=n is sqrt((n^2 - 1) / 12).
-        assert!((lat.stdev_us - ((1000.0f64 * 1000.0 - 1.0) / 12.0).sqrt()).abs() < 1e-6);
+        assert!((all.stdev_us - ((1000.0f64 * 1000.0 - 1.0) / 12.0).sqrt()).abs() < 1e-6);
+    }
+
+    /// perftest's `-U` output: the samples (`i, value` lines) and the
+    /// figures of its report line.
+    fn recorded(text: &str) -> (Vec<f64>, Vec<f64>) {
+        let samples = text
+            .lines()
+            .filter_map(|l| l.split_once(", "))
+            .filter(|(i, _)| i.parse::<u32>().is_ok())
+            .map(|(_, v)| v.parse().unwrap())
+            .collect();
+        let report = text
+            .lines()
+            .rfind(|l| l.split_whitespace().count() == 9 && l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .unwrap();
+        let figures = report.split_whitespace().skip(2).map(|f| f.parse().unwrap()).collect();
+        (samples, figures)
+    }
+
+    #[test]
+    fn latency_figures_equal_perftests_from_the_same_samples() {
+        for (tool, text) in [
+            (
+                "ib_write_lat",
+                include_str!("../fixtures/perftest/ib_write_lat.client.U.txt"),
+            ),
+            (
+                "ib_read_lat",
+                include_str!("../fixtures/perftest/ib_read_lat.client.U.txt"),
+            ),
+        ] {
+            let (mut samples, printed) = recorded(text);
+            assert_eq!(samples.len(), 199, "{tool}: -n 200 gives 199 samples");
+            let lat = latency(&mut samples);
+            let ours = [
+                lat.min_us,
+                lat.max_us,
+                lat.typical_us,
+                lat.avg_us,
+                lat.stdev_us,
+                lat.p99_us,
+                lat.p999_us,
+            ];
+            let names = ["t_min", "t_max", "t_typical", "t_avg", "t_stdev", "99%", "99.9%"];
+            for ((name, ours), theirs) in names.iter().zip(ours).zip(&printed) {
+                // -U prints samples with 6 significant digits, the report 2 decimals.
+                assert!(
+                    (ours - theirs).abs() <= 0.01 + 1e-5 * theirs.abs(),
+                    "{tool} {name}: ours {ours}, perftest printed {theirs}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -270,6 +270,14 @@ pub(crate) fn print_record(r: &RunRecord) {
             "  latency us  min {:.1}  typical {:.1}  avg {:.1}  max {:.1}  stdev {:.1}  p99 {:.1}  p99.9 {:.1}  ({} samples)",
             l.min, l.typical, l.avg, l.max, l.stdev, l.p99, l.p999, l.samples
         );
+        // The line above is perftest's (its 2 largest samples dropped);
+        // the true worst case is what a learner looks for in a tail.
+        if let Some(all) = &l.all_samples {
+            println!(
+                "              every sample: median {:.1}  avg {:.1}  max {:.1}  stdev {:.1}  p99 {:.1}  p99.9 {:.1}",
+                all.median, all.avg, all.max, all.stdev, all.p99, all.p999
+            );
+        }
     }
     let per_gib = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2} s/GiB"));
     println!(
