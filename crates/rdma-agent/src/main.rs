@@ -45,6 +45,8 @@ fn main() -> anyhow::Result<ExitCode> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         return Ok(runtime.block_on(probe(addr, &args.secret_file)));
     }
+    // Before any thread, so an idle agent gives back what a session used.
+    rdma_agent::verbs::keep_large_allocations_unpooled();
     // Read before serving: an agent without its lab's secret must not start.
     let secret = AgentSecret::read_file(&args.secret_file)?;
     // libfabric reads FI_UNIVERSE_SIZE when it initialises (a session thread's first

@@ -14,7 +14,7 @@ pub use cm::{CmError, CmEvent, CmEventKind, CmId, EventChannel, TRANSPORT_RETRY_
 pub use link::{
     Access, BufId, Completion, Link, LinkConfig, LinkError, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr,
 };
-pub use os::{release_free_memory, thread_cpu_seconds};
+pub use os::{keep_large_allocations_unpooled, release_free_memory, thread_cpu_seconds};
 
 /// The symbolic name and meaning of a work completion status, as libibverbs
 /// spells them, so failures read "IBV_WC_REM_ACCESS_ERR (remote access error)".
