@@ -393,6 +393,30 @@ graph "e2e" {
     }
 
     #[test]
+    fn test_svg_lays_out_one_node_and_sixteen() {
+        // labs.yaml allows 1 to 16 nodes: layout-rs draws both ends.
+        for count in [1, 16] {
+            let mut t = live();
+            let template = t.nodes[0].clone();
+            t.nodes = (0..count)
+                .map(|i| TopologyNode {
+                    name: format!("node-{i}"),
+                    data_addr: format!("10.77.0.{}/24", i + 1),
+                    ..template.clone()
+                })
+                .collect();
+            let svg = to_svg(&t).unwrap();
+            let doc = roxmltree::Document::parse(&svg).expect("well-formed SVG");
+            let names = doc
+                .descendants()
+                .filter(|n| n.has_tag_name("tspan"))
+                .filter(|n| n.text().is_some_and(|t| t.starts_with("node-")))
+                .count();
+            assert_eq!(names, count);
+        }
+    }
+
+    #[test]
     fn test_short_gid_and_labels() {
         assert_eq!(short_gid("0000:0000:0000:0000:0000:ffff:0a4d:0001"), "::ffff:10.77.0.1");
         assert_eq!(
