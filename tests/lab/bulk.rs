@@ -191,6 +191,23 @@ fn check_plots(record: &Value, dir: &Path) -> Result<(), Failed> {
             format!("throughput legend lacks {series:?}: {legend:?}")
         })?;
     }
+    // Issue 17: the time axis said `0.15000000000000002`. Its ticks are now
+    // short numbers with a unit (s, ms or µs), evenly spaced.
+    let ticks: Vec<(f64, &str)> = legend
+        .iter()
+        .filter_map(|t| {
+            let (number, unit) = t.split_once(' ')?;
+            ["s", "ms", "µs"]
+                .contains(&unit)
+                .then_some((number.parse().ok()?, number))
+        })
+        .collect();
+    check(ticks.len() >= 3, || format!("no time ticks among {legend:?}"))?;
+    let step = ticks[1].0 - ticks[0].0;
+    check(
+        ticks.iter().all(|t| t.1.len() <= 5) && ticks.windows(2).all(|w| ((w[1].0 - w[0].0) - step).abs() < 1e-9),
+        || format!("time ticks not short or not even: {ticks:?}"),
+    )?;
     Ok(())
 }
 

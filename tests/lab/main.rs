@@ -22,6 +22,7 @@ mod ci;
 mod facts;
 mod faults;
 mod files;
+mod graph;
 mod impair;
 mod lifecycle;
 mod packages;
@@ -57,11 +58,14 @@ fn main() -> ExitCode {
     }
 
     let mut total = Totals::default();
-    total.add(&libtest_mimic::run(&args, bad_input::trials(&lab)));
+    let mut before_up = bad_input::trials(&lab);
+    before_up.extend(graph::planned_trials(&lab));
+    total.add(&libtest_mimic::run(&args, before_up));
 
     let mut lab_trials = lifecycle::trials(&lab);
     lab_trials.extend(files::trials(&lab));
     lab_trials.extend(facts::trials(&lab));
+    lab_trials.extend(graph::trials(&lab));
     lab_trials.extend(security::trials(&lab));
     lab_trials.extend(verbs_example::trials(&lab));
     lab_trials.extend(workloads::trials(&lab));

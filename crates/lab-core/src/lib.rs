@@ -14,6 +14,8 @@
 //! # Layout
 //! - [`lab`]: a lab from labs.yaml and its state: `up`, `exec`, `down`.
 //! - [`status`]: what a lab looks like now, read from its machines.
+//! - [`graph`]: the lab's topology model for `labctl graph`, from the status
+//!   (or from labs.yaml alone when the lab is not up).
 //! - [`exec`]: one command on several nodes at once.
 //! - [`copy`]: files between this machine and nodes (`labctl cp`).
 //! - [`facts`]: the lab facts every node gets (`lab.env`, hostfile, `/etc/hosts`)
@@ -35,6 +37,7 @@ pub mod ci;
 pub mod copy;
 pub mod exec;
 pub mod facts;
+pub mod graph;
 pub mod impair;
 pub mod lab;
 pub mod params;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::plot::{self, BarChart, LineChart, PlotError, Series, XScale};
+use crate::plot::{self, Bar, BarChart, LineChart, PlotError, Series, Stroke, XScale};
 use crate::run::{RunRecord, SideRecord};
 
 /// Version of the bulk record (`--json`).
@@ -342,33 +342,48 @@ pub const RATE_TITLE: &str = "RDMA WRITE vs TCP: average throughput";
 /// Title of the CPU chart.
 pub const CPU_TITLE: &str = "CPU seconds per GiB moved (agent session thread)";
 
-/// Writes `throughput`, `rdma-vs-tcp` and `cpu-per-gib`, each as PNG and SVG.
+/// Writes `throughput`, `rdma-vs-tcp` and `cpu-per-gib`, each as PNG and
+/// SVG. Each transport keeps its colour ([`plot::Transport`]) in all three;
+/// in the throughput chart the sender's line is solid, the receiver's dashed.
 pub fn write_plots(r: &BulkRecord, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
-    let label = |name: &str| TRANSPORTS.iter().find(|t| t.name == name).map_or("?", |t| t.label);
+    let of = |name: &str| TRANSPORTS.iter().find(|t| t.name == name);
     let series = timelines(&r.runs)
         .into_iter()
         .map(|(transport, side_name, timeline)| Series {
-            label: format!("{} ({side_name})", label(transport)),
+            label: format!("{} ({side_name})", of(transport).map_or("?", |t| t.label)),
             points: rates(timeline),
+            transport: of(transport).map(|t| plot::Transport::of_workload(t.workload)),
+            stroke: if side_name == "client" {
+                Stroke::Solid
+            } else {
+                Stroke::Dashed
+            },
         })
         .collect();
     let mut paths = plot::write_line_chart(
         &LineChart {
             title: throughput_title(r),
-            x_label: "seconds since connected".into(),
-            y_label: "MiB/s".into(),
-            x_scale: XScale::Linear,
+            x_label: "time since connected".into(),
+            y_label: "throughput".into(),
+            y_unit: "MiB/s".into(),
+            x_scale: XScale::Seconds,
             series,
         },
         &dir.join("throughput"),
     )?;
+    let bar = |label: &str, value: f64, leg: &BulkLeg| Bar {
+        label: label.into(),
+        value,
+        transport: Some(plot::Transport::of_workload(&leg.workload)),
+    };
     paths.extend(plot::write_bar_chart(
         &BarChart {
             title: RATE_TITLE.into(),
-            y_label: "MiB/s (sender, until the receiver has every byte)".into(),
+            y_label: "sender's throughput, until the receiver has every byte".into(),
+            y_unit: "MiB/s".into(),
             bars: vec![
-                ("RDMA WRITE".into(), r.rdma.client.mib_s),
-                ("TCP".into(), r.tcp.client.mib_s),
+                bar("RDMA WRITE", r.rdma.client.mib_s, &r.rdma),
+                bar("TCP", r.tcp.client.mib_s, &r.tcp),
             ],
         },
         &dir.join("rdma-vs-tcp"),
@@ -376,12 +391,13 @@ pub fn write_plots(r: &BulkRecord, dir: &Path) -> Result<Vec<PathBuf>, PlotError
     paths.extend(plot::write_bar_chart(
         &BarChart {
             title: CPU_TITLE.into(),
-            y_label: "CPU s / GiB".into(),
+            y_label: "CPU seconds per GiB".into(),
+            y_unit: "s/GiB".into(),
             bars: vec![
-                ("RDMA server".into(), r.rdma.server.cpu_s_per_gib),
-                ("TCP server".into(), r.tcp.server.cpu_s_per_gib),
-                ("RDMA client".into(), r.rdma.client.cpu_s_per_gib),
-                ("TCP client".into(), r.tcp.client.cpu_s_per_gib),
+                bar("RDMA server", r.rdma.server.cpu_s_per_gib, &r.rdma),
+                bar("TCP server", r.tcp.server.cpu_s_per_gib, &r.tcp),
+                bar("RDMA client", r.rdma.client.cpu_s_per_gib, &r.rdma),
+                bar("TCP client", r.tcp.client.cpu_s_per_gib, &r.tcp),
             ],
         },
         &dir.join("cpu-per-gib"),
@@ -504,6 +520,95 @@ mod tests {
         assert_eq!(lines[2], "rdma,client,1.000000,4194304,4.000");
         assert_eq!(lines[4], "tcp,client,0.500000,4194304,12.000");
         assert!(lines[6].starts_with("tcp,server,0.500000,4194304,"));
+    }
+
+    /// Issue 17 item 6: the three bulk charts of a 0.42 s transfer have
+    /// time ticks in short milliseconds (once `0.15000000000000002`), and
+    /// RDMA and TCP keep one colour each across all three.
+    #[test]
+    fn test_bulk_charts_label_ticks_in_short_units_and_colour_by_transport() {
+        let mib = 1u64 << 20;
+        // Samples every 0.05 s, the times summed as a timeline's are.
+        let timeline = |rate: u64, offset: f64| -> Vec<TimelineSample> {
+            let mut t = offset;
+            (1..=8u64)
+                .map(|i| {
+                    t += 0.05;
+                    sample(t, i * rate * mib / 20)
+                })
+                .collect()
+        };
+        let run = |workload: &str, client: Vec<TimelineSample>, server: Vec<TimelineSample>| {
+            let mut r = RunRecord {
+                workload: workload.into(),
+                ..Default::default()
+            };
+            r.client.timeline = client;
+            r.server.timeline = server;
+            r
+        };
+        let record = BulkRecord {
+            schema: BULK_SCHEMA,
+            lab: "lab".into(),
+            total: 4 << 20,
+            chunk: 256 << 10,
+            seed: 1,
+            verified: true,
+            rdma: leg_of("rdma", 0.42, 0.01),
+            tcp: leg_of("tcp", 0.30, 0.2),
+            reading: String::new(),
+            csv: None,
+            summary_csv: None,
+            plots: vec![],
+            runs: vec![
+                run("bulk-rdma", timeline(10, 0.02), vec![]),
+                run("bulk-tcp", timeline(14, 0.0), timeline(13, 0.0)),
+            ],
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "labctl-bulk-plot-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        let paths = write_plots(&record, &dir).unwrap();
+        assert_eq!(paths.len(), 6);
+
+        let texts = crate::plot::tests::svg_text_at(&dir.join("throughput.svg"));
+        let x_ticks: Vec<&str> = texts
+            .iter()
+            .filter(|t| t.0.ends_with(" ms") || t.0.ends_with(" s"))
+            .map(|t| t.0.as_str())
+            .collect();
+        assert_eq!(
+            x_ticks,
+            ["50 ms", "100 ms", "150 ms", "200 ms", "250 ms", "300 ms", "350 ms", "400 ms"],
+            "{texts:?}"
+        );
+        for svg in ["throughput.svg", "rdma-vs-tcp.svg", "cpu-per-gib.svg"] {
+            let texts = crate::plot::tests::svg_text_at(&dir.join(svg));
+            let numbers: Vec<&str> = texts
+                .iter()
+                .map(|t| t.0.as_str())
+                .filter(|t| t.starts_with(|c: char| c.is_ascii_digit()))
+                .collect();
+            // Every number on a chart is short: no float noise.
+            assert!(numbers.iter().all(|t| t.len() <= 12), "{svg}: {numbers:?}");
+            assert!(
+                texts.iter().any(|t| t.0.ends_with(" MiB/s") || t.0.ends_with(" s/GiB")),
+                "{svg}: no y tick with its unit in {texts:?}"
+            );
+        }
+
+        let (rdma, tcp) = (plot::Transport::Rdma.hex(), plot::Transport::Tcp.hex());
+        let lines = crate::plot::tests::svg_colors(&dir.join("throughput.svg"), "polyline", "stroke");
+        assert!(lines.contains(&rdma) && lines.contains(&tcp), "{lines:?}");
+        assert!(lines.iter().all(|c| *c == rdma || *c == tcp), "{lines:?}");
+        let rate = crate::plot::tests::svg_colors(&dir.join("rdma-vs-tcp.svg"), "rect", "fill");
+        assert_eq!(rate, [rdma.clone(), tcp.clone()]);
+        // Issue 17: RDMA's two bars were blue and green, TCP's red and orange.
+        let cpu = crate::plot::tests::svg_colors(&dir.join("cpu-per-gib.svg"), "rect", "fill");
+        assert_eq!(cpu, [rdma.clone(), tcp.clone(), rdma, tcp]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

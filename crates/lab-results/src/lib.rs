@@ -4,7 +4,9 @@
 //! bulk comparison's ([`bulk`]) and a CI run's ([`ci`], with its JUnit XML),
 //! the conversions from the agents' replies into them, and everything that
 //! only reads them: [`report`] (list, show, compare, CSV, sweep plots) and
-//! the [`plot`] module that draws charts as PNG and SVG.
+//! the [`plot`] module that draws charts as PNG and SVG; and [`topology`],
+//! a lab's nodes, data network, RDMA devices and agents drawn as Mermaid,
+//! DOT or SVG (`labctl graph`).
 //!
 //! It must not run anything: no SSH, no agent calls, no provider. Records
 //! come in as values or files and go out as text, JSON, CSV and pictures.
@@ -15,7 +17,10 @@
 //! - [`bulk`]: the bulk record, its CSVs and charts.
 //! - [`ci`]: the CI report and its JUnit XML.
 //! - [`report`]: saved records loaded back, compared, exported, plotted.
-//! - [`plot`]: line and bar charts (plotters, embedded font).
+//! - [`plot`]: line and bar charts (plotters, embedded font); one tick
+//!   formatter and one colour per transport for every chart.
+//! - [`topology`]: the lab's topology model and its Mermaid, DOT and SVG
+//!   (layout-rs) renderings.
 #![warn(missing_docs)]
 
 pub mod bench;
@@ -24,3 +29,4 @@ pub mod ci;
 pub mod plot;
 pub mod report;
 pub mod run;
+pub mod topology;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::bench::{all_ok, BenchRecord, PairRecord};
-use crate::plot::{bytes_label, write_line_chart, LineChart, PlotError, Series, XScale};
+use crate::plot::{bytes_label, write_line_chart, LineChart, PlotError, Series, Stroke, Transport, XScale};
 use crate::run::RunRecord;
 
 /// The default `--threshold` of `compare`: changes smaller than this, in
@@ -1005,15 +1005,25 @@ pub fn plot_sweeps(runs: &[&RunRecord], dir: &Path) -> Result<Vec<PathBuf>, Repo
         [one] => format!(" ({})", label(one)),
         _ => String::new(),
     };
+    // Each run in its transport's colour; a second run of the same
+    // transport dashed, a third solid again (the legend tells them apart).
     let series = |y: fn(&crate::run::SweepPoint) -> Option<f64>| -> Vec<Series> {
+        let mut seen: Vec<Transport> = Vec::new();
         runs.iter()
-            .map(|r| Series {
-                label: label(r),
-                points: r
-                    .sweep
-                    .iter()
-                    .filter_map(|p| y(p).map(|v| (p.size as f64, v)))
-                    .collect(),
+            .map(|r| {
+                let transport = Transport::of_workload(&r.workload);
+                let before = seen.iter().filter(|t| **t == transport).count();
+                seen.push(transport);
+                Series {
+                    label: label(r),
+                    points: r
+                        .sweep
+                        .iter()
+                        .filter_map(|p| y(p).map(|v| (p.size as f64, v)))
+                        .collect(),
+                    transport: Some(transport),
+                    stroke: if before % 2 == 0 { Stroke::Solid } else { Stroke::Dashed },
+                }
             })
             .filter(|s| !s.points.is_empty())
             .collect()
@@ -1024,7 +1034,8 @@ pub fn plot_sweeps(runs: &[&RunRecord], dir: &Path) -> Result<Vec<PathBuf>, Repo
             LineChart {
                 title: format!("bandwidth vs message size{of}"),
                 x_label: "message size".into(),
-                y_label: "average bandwidth, MiB/s".into(),
+                y_label: "average bandwidth".into(),
+                y_unit: "MiB/s".into(),
                 x_scale: XScale::Log2Bytes,
                 series: series(|p| positive(p.bw_avg_mib_s)),
             },
@@ -1034,7 +1045,8 @@ pub fn plot_sweeps(runs: &[&RunRecord], dir: &Path) -> Result<Vec<PathBuf>, Repo
             LineChart {
                 title: format!("latency vs message size{of}"),
                 x_label: "message size".into(),
-                y_label: "typical latency, us".into(),
+                y_label: "typical latency".into(),
+                y_unit: "µs".into(),
                 x_scale: XScale::Log2Bytes,
                 series: series(|p| (p.lat_us.samples > 0).then_some(p.lat_us.typical)),
             },

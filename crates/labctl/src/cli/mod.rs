@@ -9,6 +9,7 @@ mod cp;
 mod down;
 mod exec;
 mod global;
+mod graph;
 mod impair;
 mod init;
 mod report;
@@ -48,6 +49,8 @@ pub enum Command {
     Down(down::DownArgs),
     /// Show the lab: VMs, SSH, agents, RDMA ports.
     Status(status::StatusArgs),
+    /// Draw the lab's topology (nodes, data network, RDMA devices, GIDs, agents) as Mermaid, DOT or SVG.
+    Graph(graph::GraphArgs),
     /// Run a command on a node, several or all (in parallel); its exit status is ours.
     Exec(exec::ExecArgs),
     /// Copy files between this machine and nodes (NODE:PATH, @all:PATH), checked by sha256.
@@ -86,6 +89,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Up(a) => up::run(&args.global, a).await,
         Command::Down(a) => down::run(&args.global, a).await,
         Command::Status(a) => status::run(&args.global, a).await,
+        Command::Graph(a) => graph::run(&args.global, a).await,
         Command::Exec(a) => exec::run(&args.global, a).await,
         Command::Cp(a) => cp::run(&args.global, a).await,
         Command::Run(a) => run::run(&args.global, a).await,
@@ -106,6 +110,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<lab_model::suite::SuiteError>().is_some()
         || e.downcast_ref::<init::WouldOverwrite>().is_some()
+        || e.downcast_ref::<graph::UnknownExtension>().is_some()
         || e.downcast_ref::<lab_core::params::RequestError>().is_some()
     {
         return 2;
