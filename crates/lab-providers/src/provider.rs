@@ -121,6 +121,9 @@ pub enum ProviderError {
     /// SSH to a host failed.
     #[error(transparent)]
     Ssh(#[from] lab_remote::ssh::SshError),
+    /// A step of this provider that does not exist yet.
+    #[error("{0}")]
+    NotYet(String),
     /// Anything else, with context.
     #[error("{context}: {source}")]
     Io {

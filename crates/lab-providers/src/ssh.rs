@@ -137,11 +137,14 @@ impl SshProvider {
         }
         let check = match spec.host_key.as_deref() {
             Some(fp) if fp.starts_with("SHA256:") => HostKeyCheck::Fingerprint(fp.to_string()),
-            Some(line) => HostKeyCheck::Pinned(ssh::parse_public(line).ok_or_else(|| ProviderError::Host {
-                node: node.name.clone(),
-                problem: format!("host_key `{line}` is not a public key labctl can read"),
-                fix: "paste the key as `ssh-keyscan HOST` prints it, or its SHA256 fingerprint".into(),
-            })?),
+            Some(line) => HostKeyCheck::AnyOf {
+                keys: vec![ssh::parse_public(line).ok_or_else(|| ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!("host_key `{line}` is not a public key labctl can read"),
+                    fix: "paste the key as `ssh-keyscan HOST` prints it, or its SHA256 fingerprint".into(),
+                })?],
+                source: "host_key in labs.yaml".into(),
+            },
             None => {
                 let known = self.home.as_ref().map(|h| h.join(".ssh").join("known_hosts"));
                 let keys = match &known {
@@ -276,7 +279,6 @@ impl SshProvider {
         };
         let addrs: Vec<IpAddrInfo> = serde_json::from_slice(&addrs.stdout).unwrap_or_default();
         pick_device(
-            &node.name,
             node.data_addr,
             node.rdma_device.as_deref(),
             &links,
@@ -340,7 +342,6 @@ pub struct Picked {
 /// Picks the device of `wanted`, else the one whose netdev holds
 /// `data_addr`; its port must be ACTIVE. The error lists what the host has.
 pub fn pick_device(
-    node: &str,
     data_addr: Ipv4Addr,
     wanted: Option<&str>,
     links: &[RdmaLink],
@@ -397,21 +398,18 @@ pub fn pick_device(
     if chosen.is_empty() {
         return Err(match wanted {
             Some(dev) => (
-                format!("node `{node}`: no RDMA device `{dev}` on the host; {}", listing()),
+                format!("no RDMA device `{dev}` on the host; {}", listing()),
                 "set rdma_device to one of the devices listed, or leave it out to pick the one on data_addr".into(),
             ),
             None => (
-                format!(
-                    "node `{node}`: data_addr {addr} is on no RDMA device's netdev; {}",
-                    listing()
-                ),
+                format!("data_addr {addr} is on no RDMA device's netdev; {}", listing()),
                 "set data_addr to the address of an RDMA netdev listed, or name the device with rdma_device".into(),
             ),
         });
     }
     let Some(active) = chosen.iter().find(|l| l.state == "ACTIVE") else {
         return Err((
-            format!("node `{node}`: {} has no ACTIVE port; {}", chosen[0].ifname, listing()),
+            format!("{} has no ACTIVE port; {}", chosen[0].ifname, listing()),
             "bring the port up (cable, switch, `ip link set NETDEV up`, the subnet manager on InfiniBand), or pick another device".into(),
         ));
     };
@@ -459,10 +457,29 @@ impl Provider for SshProvider {
         _dir: &LabDir,
         _state: &mut LabState,
         _keys: &NodeKeys,
-        _reporter: &dyn Reporter,
+        reporter: &dyn Reporter,
     ) -> Result<(), ProviderError> {
-        Err(ProviderError::NotImplemented(
-            "ssh (the preflight passed; setting the hosts up — a per-lab agent directory, unit and port — is not implemented yet, and nothing was changed on them)".into(),
+        for (node, found) in self.found() {
+            let device = match &found.device {
+                Some(p) => format!(
+                    ", RDMA {}/{} over {} ({}, ACTIVE)",
+                    p.device,
+                    p.port,
+                    p.netdev.as_deref().unwrap_or("no netdev"),
+                    p.link_layer.as_deref().unwrap_or("link layer unknown")
+                ),
+                None => String::new(),
+            };
+            let key = ssh::parse_public(&found.host_key)
+                .map(|k| ssh::fingerprint(&k))
+                .unwrap_or_default();
+            reporter.note(
+                &node,
+                &format!("preflight passed: {}, host key {key}{device}", found.arch),
+            );
+        }
+        Err(ProviderError::NotYet(
+            "provider ssh: the preflight passed, but setting the hosts up (a per-lab agent directory, unit and port on each) is not implemented yet; nothing was changed on the hosts".into(),
         ))
     }
 

@@ -74,6 +74,16 @@ pub enum SshError {
         /// The user.
         user: String,
     },
+    /// A host that exists refused the key labs.yaml names for it.
+    #[error("node `{node}`: the host refused the key {identity} for user `{user}`\n  fix: check `identity_file` and `user` of the node: the key's public half must be in ~{user}/.ssh/authorized_keys on the host")]
+    IdentityRejected {
+        /// The node.
+        node: String,
+        /// The user.
+        user: String,
+        /// The private key's path.
+        identity: String,
+    },
     /// A remote command exited non-zero.
     #[error("node `{node}`: `{command}` failed with exit status {status}{}", stderr_suffix(.stderr))]
     CommandFailed {
@@ -428,6 +438,13 @@ impl SshSession {
             .await
             .map_err(protocol)?;
         if !auth.success() {
+            if let Some(identity) = &target.identity {
+                return Err(SshError::IdentityRejected {
+                    node: target.node.clone(),
+                    user: target.user.clone(),
+                    identity: identity.display().to_string(),
+                });
+            }
             return Err(SshError::AuthRejected {
                 node: target.node.clone(),
                 user: target.user.clone(),
@@ -469,6 +486,7 @@ impl SshSession {
                 SshError::HostKeyChanged { .. }
                     | SshError::HostKeyMismatch { .. }
                     | SshError::AuthRejected { .. }
+                    | SshError::IdentityRejected { .. }
                     | SshError::NoPinnedKey { .. }
                     | SshError::Key { .. }
             )
