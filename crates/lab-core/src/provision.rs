@@ -172,6 +172,7 @@ pub fn target(node: &NodeState) -> SshTarget {
         host: node.ssh_host.clone(),
         port: node.ssh_port,
         user: node.ssh_user.clone(),
+        identity: node.ssh_identity.clone(),
     }
 }
 

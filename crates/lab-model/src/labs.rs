@@ -224,6 +224,23 @@ pub struct NodeDefaults {
     /// Memory per node, 256MiB to 64GiB. Built-in default: 1GiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemorySize>,
+    /// provider ssh only: the login user of every node that sets none.
+    #[serde(default, deserialize_with = "de_ssh_user", skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// provider ssh only: the SSH port of every node that sets none.
+    #[serde(default, deserialize_with = "de_port", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    /// provider ssh only: the private key of every node that sets none.
+    #[serde(
+        default,
+        deserialize_with = "de_identity_file",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub identity_file: Option<String>,
+    /// provider ssh only: `sudo` of every node that sets none.
+    #[serde(default, deserialize_with = "de_sudo", skip_serializing_if = "Option::is_none")]
+    pub sudo: Option<bool>,
 }
 
 /// One node (one VM) of a lab.
@@ -252,6 +269,71 @@ pub struct NodeSpec {
     #[serde(default, deserialize_with = "de_ssh_port", skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1024, max = 65535))]
     pub ssh_port: Option<u16>,
+    /// provider ssh only (required there): the host that exists, as a name,
+    /// an address, or a `Host` entry of the user's ~/.ssh/config (whose
+    /// HostName, Port, User and IdentityFile apply unless set here).
+    #[serde(default, deserialize_with = "de_ssh_host", skip_serializing_if = "Option::is_none")]
+    #[schemars(example = &"gpu1.lab.example")]
+    pub host: Option<String>,
+    /// provider ssh only: the host's SSH port. Default: ~/.ssh/config's, else 22.
+    #[serde(default, deserialize_with = "de_port", skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    /// provider ssh only: the login user. Default: `defaults.user`, else
+    /// ~/.ssh/config's, else root.
+    #[serde(default, deserialize_with = "de_ssh_user", skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// provider ssh only: the private key to log in with (`~` is the
+    /// user's home). Default: `defaults.identity_file`, else
+    /// ~/.ssh/config's, else the SSH agent's keys.
+    #[serde(
+        default,
+        deserialize_with = "de_identity_file",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(example = &"~/.ssh/id_ed25519")]
+    pub identity_file: Option<String>,
+    /// provider ssh only: the host's SSH key, as an OpenSSH public key
+    /// (`ssh-ed25519 AAAA...`) or its SHA256 fingerprint (`SHA256:...`).
+    /// Required unless the user's ~/.ssh/known_hosts has the host: labctl
+    /// never trusts a host it did not create on first use.
+    #[serde(default, deserialize_with = "de_host_key", skip_serializing_if = "Option::is_none")]
+    #[schemars(example = &"SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s")]
+    pub host_key: Option<String>,
+    /// provider ssh only: whether privileged steps run under `sudo -n`
+    /// (which must then work without a password). Default:
+    /// `defaults.sudo`, else true unless the login user is root.
+    #[serde(default, deserialize_with = "de_sudo", skip_serializing_if = "Option::is_none")]
+    pub sudo: Option<bool>,
+    /// fabric existing only: the RDMA device to use, as `ibv_devices`
+    /// lists it (`mlx5_0`). Default: the device whose netdev holds
+    /// `data_addr`.
+    #[serde(
+        default,
+        deserialize_with = "de_rdma_device",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(example = &"mlx5_0")]
+    pub rdma_device: Option<String>,
+}
+
+/// How the controller reaches a host that exists (provider ssh), with the
+/// lab's `defaults` applied; ~/.ssh/config is applied later, by the
+/// provider, since it belongs to the user who runs labctl.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SshTarget {
+    /// Host name, address or ~/.ssh/config `Host` entry.
+    pub host: String,
+    /// SSH port, if labs.yaml gives one.
+    pub port: Option<u16>,
+    /// Login user, if labs.yaml gives one.
+    pub user: Option<String>,
+    /// Private key path, if labs.yaml gives one (`~` not yet expanded).
+    pub identity_file: Option<String>,
+    /// The pinned host key or fingerprint, if labs.yaml gives one.
+    pub host_key: Option<String>,
+    /// Whether privileged steps use `sudo -n`, if labs.yaml says.
+    pub sudo: Option<bool>,
 }
 
 /// A node with every default applied: what a provider creates.
@@ -271,6 +353,12 @@ pub struct ResolvedNode {
     pub data_prefix: u8,
     /// Fixed SSH port on the host, if labs.yaml asked for one.
     pub ssh_port: Option<u16>,
+    /// provider ssh: how to reach the host that exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh: Option<SshTarget>,
+    /// fabric existing: the RDMA device labs.yaml names, if it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma_device: Option<String>,
 }
 
 fn default_data_network() -> Ipv4Network {
@@ -366,6 +454,9 @@ yaml_enum! {
         Multipass = "multipass",
         /// Amazon EC2 instances.
         Aws = "aws",
+        /// Hosts that already exist, reached over SSH; labctl creates and
+        /// deletes no machine (see docs/providers/ssh.md).
+        Ssh = "ssh",
     }
     default Qemu;
     fix "leave provider out for the default, qemu";
@@ -380,6 +471,9 @@ yaml_enum! {
         Efa = "efa",
         /// No RDMA device; plain TCP workloads only.
         None = "none",
+        /// The RDMA devices the hosts already have (mlx5, irdma, bnxt_re,
+        /// an rxe someone set up); provider ssh only.
+        Existing = "existing",
     }
     default Rxe;
     fix "leave fabric out for the default, rxe (SoftRoCE)";
@@ -390,10 +484,12 @@ impl Fabric {
     /// not given: rxe → `verbs;ofi_rxd` (the verbs RDM provider that works
     /// over rxe with libfabric's defaults; `verbs;ofi_rxm` works there too
     /// because the agent bounds `FI_UNIVERSE_SIZE` on soft RoCE), none →
-    /// `tcp;ofi_rxm`, efa → `efa`.
+    /// `tcp;ofi_rxm`, efa → `efa`, existing → `verbs;ofi_rxm` (the usual
+    /// RDM provider over hardware verbs devices).
     pub fn libfabric_provider(self) -> &'static str {
         match self {
             Fabric::Rxe => "verbs;ofi_rxd",
+            Fabric::Existing => "verbs;ofi_rxm",
             Fabric::None => "tcp;ofi_rxm",
             Fabric::Efa => "efa",
         }
@@ -493,6 +589,15 @@ impl LabSpec {
                 data_addr: n.data_addr.or_else(|| free.next()).unwrap_or_else(|| net.broadcast()),
                 data_prefix: net.prefix(),
                 ssh_port: n.ssh_port,
+                ssh: n.host.as_ref().map(|host| SshTarget {
+                    host: host.clone(),
+                    port: n.port.or(self.defaults.port),
+                    user: n.user.clone().or_else(|| self.defaults.user.clone()),
+                    identity_file: n.identity_file.clone().or_else(|| self.defaults.identity_file.clone()),
+                    host_key: n.host_key.clone(),
+                    sudo: n.sudo.or(self.defaults.sudo),
+                }),
+                rdma_device: n.rdma_device.clone(),
             })
             .collect()
     }

@@ -488,3 +488,157 @@ pub(crate) fn de_packages<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>
 
     d.deserialize_any(Packages)
 }
+
+/// A text value that is one word (no whitespace, not starting with `-`, so
+/// it cannot pass for an option of ssh or a shell word): `host`, `user`,
+/// `identity_file`, `rdma_device`. `rule` says what a good one looks like.
+fn one_word(field: &str, v: Scalar<'_>, allowed: impl Fn(char) -> bool, rule: &str) -> Result<Option<String>, Problem> {
+    match v {
+        Scalar::Null => Ok(None),
+        Scalar::Str(s) if s.is_empty() => Err(Problem::new(
+            format!("{field} is empty"),
+            format!("write {rule}, or leave {field} out"),
+        )),
+        Scalar::Str(s) if s.starts_with('-') => Err(Problem::new(
+            format!("{field} `{s}` starts with `-`"),
+            format!("write {rule}"),
+        )),
+        Scalar::Str(s) => match s.chars().find(|c| !allowed(*c)) {
+            Some(c) => Err(Problem::new(
+                format!(
+                    "{field} `{s}` contains `{}`, which is not allowed there",
+                    c.escape_default()
+                ),
+                format!("write {rule}"),
+            )),
+            None => Ok(Some(s.into_owned())),
+        },
+        Scalar::Int(n) if field == "host" => Err(Problem::new(
+            format!("host must be a name or an address, found the number {n}"),
+            "write a host name, an IPv4/IPv6 address or a `Host` entry of ~/.ssh/config",
+        )),
+        other => Err(Problem::new(
+            format!("{field} must be text, found {}", other.describe()),
+            format!("write {rule}"),
+        )),
+    }
+}
+
+pub(crate) fn de_ssh_host<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    scalar(d, |v| {
+        one_word(
+            "host",
+            v,
+            |c| c.is_ascii_alphanumeric() || "-._:%".contains(c),
+            "a host name (`gpu1.lab.example`), an address (`10.0.0.5`) or a `Host` entry of ~/.ssh/config",
+        )
+    })
+}
+
+pub(crate) fn de_ssh_user<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    scalar(d, |v| {
+        one_word(
+            "user",
+            v,
+            |c| c.is_ascii_alphanumeric() || "-._$".contains(c),
+            "a login name like `ubuntu` or `root`",
+        )
+    })
+}
+
+pub(crate) fn de_identity_file<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    scalar(d, |v| {
+        one_word(
+            "identity_file",
+            v,
+            |c| !c.is_control(),
+            "the path of a private key, like `~/.ssh/id_ed25519`",
+        )
+    })
+}
+
+pub(crate) fn de_rdma_device<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    scalar(d, |v| {
+        let name = one_word(
+            "rdma_device",
+            v,
+            |c| c.is_ascii_alphanumeric() || "-_.".contains(c),
+            "an RDMA device name as `rdma link` or `ibv_devices` lists it, like `mlx5_0`",
+        )?;
+        match name {
+            Some(n) if n.len() > 63 => Err(Problem::new(
+                format!(
+                    "rdma_device `{n}` is {} characters long; device names have at most 63",
+                    n.len()
+                ),
+                "write the name `ibv_devices` lists, like `mlx5_0`",
+            )),
+            other => Ok(other),
+        }
+    })
+}
+
+/// The SSH port of a host that exists (provider ssh): any port, 22 included.
+pub(crate) fn de_port<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+    scalar(d, |v| {
+        int_in(
+            "port",
+            v,
+            1..=65535,
+            "set port to the host's SSH port (1 to 65535), or leave it out for ~/.ssh/config's or 22",
+        )
+    })
+}
+
+pub(crate) fn de_sudo<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    scalar(d, |v| {
+        match v {
+        Scalar::Null => Ok(None),
+        Scalar::Bool(b) => Ok(Some(b)),
+        other => Err(Problem::new(
+            format!("sudo must be true or false, found {}", other.describe()),
+            "write `sudo: true` (privileged steps run under `sudo -n`), `sudo: false` (the user is root), or leave it out to decide by the login user",
+        )),
+    }
+    })
+}
+
+/// `host_key:` is an OpenSSH public key (`ssh-ed25519 AAAA...`, comment
+/// allowed) or its SHA256 fingerprint as `ssh-keygen -lf` prints it
+/// (`SHA256:` and 43 characters of unpadded base64).
+pub(crate) fn de_host_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    const FIX: &str = "paste the host's key as `ssh-keyscan -t ed25519 HOST` prints it (without the host name), or its fingerprint from `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the host (`SHA256:...`)";
+    scalar(d, |v| match v {
+        Scalar::Null => Ok(None),
+        Scalar::Str(s) => {
+            let t = s.trim();
+            let b64 = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_alphanumeric() || "+/=".contains(c));
+            if let Some(fp) = t.strip_prefix("SHA256:") {
+                if fp.len() == 43 && b64(fp) && !fp.contains('=') {
+                    return Ok(Some(t.to_string()));
+                }
+                return Err(Problem::new(
+                    format!("host_key `{t}` is not a SHA256 fingerprint: after `SHA256:` come 43 base64 characters"),
+                    FIX,
+                ));
+            }
+            let mut words = t.split_whitespace();
+            match (words.next(), words.next()) {
+                (Some(algo), Some(key))
+                    if (algo.starts_with("ssh-") || algo.starts_with("ecdsa-") || algo.starts_with("sk-"))
+                        && b64(key) =>
+                {
+                    Ok(Some(format!("{algo} {key}")))
+                }
+                _ => Err(Problem::new(
+                    format!("host_key `{t}` is neither a public key nor a SHA256 fingerprint"),
+                    FIX,
+                )),
+            }
+        }
+        other => Err(Problem::new(
+            format!("host_key must be text, found {}", other.describe()),
+            FIX,
+        )),
+    })
+}

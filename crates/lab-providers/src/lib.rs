@@ -2,7 +2,7 @@
 //!
 //! This crate owns the [`Provider`] trait, its registry keyed by the
 //! `provider:` value of labs.yaml ([`for_lab`]), one implementation per
-//! provider ([`qemu`], [`multipass`], [`aws`]), and the node image the QEMU
+//! provider ([`qemu`], [`multipass`], [`aws`], [`ssh`]), and the node image the QEMU
 //! provider boots ([`image`]).
 //!
 //! It must not set up anything inside a node beyond "it answers SSH": rxe,
@@ -15,6 +15,8 @@
 //! - [`qemu`]: local VMs under a supervisor process, a private data segment.
 //! - [`multipass`]: Ubuntu VMs through the `multipass` CLI and cloud-init.
 //! - [`aws`]: EC2 instances (EFA or SoftRoCE) through aws-sdk-ec2.
+//! - [`ssh`]: hosts that already exist (no machine created or deleted);
+//!   its preflight reads the hosts over SSH and changes nothing there.
 //! - [`image`]: the QEMU node image recipe and its cache.
 //! - [`AgentBinary`]: the agent build a lab deploys, which providers check.
 //! - [`NodeKeys`]: the login key and the per-node SSH host keys a provider
@@ -30,6 +32,7 @@ mod node_keys;
 mod provider;
 pub mod qemu;
 mod registry;
+pub mod ssh;
 
 pub use agent_binary::AgentBinary;
 pub use node_keys::{HostKeyPair, NodeKeys};

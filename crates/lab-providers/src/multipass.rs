@@ -677,6 +677,7 @@ impl Provider for MultipassProvider {
                 ssh_host: addr.to_string(),
                 ssh_port: 22,
                 ssh_user: "root".into(),
+                ssh_identity: None,
                 data_addr: addr,
                 data_prefix: DATA_PREFIX,
                 data_netdev: None,

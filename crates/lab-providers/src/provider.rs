@@ -12,7 +12,7 @@ use lab_state::{LabDir, LabState};
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
     /// The provider is known but not available in this build yet.
-    #[error("provider `{0}` is not implemented yet; supported providers: qemu, multipass, aws")]
+    #[error("provider `{0}` is not implemented yet")]
     NotImplemented(String),
     /// A host program is missing.
     #[error("`{program}` is not installed; {hint}")]
@@ -105,6 +105,25 @@ pub enum ProviderError {
     /// EC2 refused or could not be reached.
     #[error(transparent)]
     Aws(#[from] crate::aws::error::AwsError),
+    /// A host that exists (provider ssh) cannot serve as a node.
+    #[error("node `{node}`: {problem}\n  fix: {fix}")]
+    Host {
+        /// The node.
+        node: String,
+        /// What is wrong.
+        problem: String,
+        /// What to do.
+        fix: String,
+    },
+    /// The preflight found problems on one or more hosts (one per line).
+    #[error("{0}")]
+    Preflight(String),
+    /// SSH to a host failed.
+    #[error(transparent)]
+    Ssh(#[from] lab_remote::ssh::SshError),
+    /// A step of this provider that does not exist yet.
+    #[error("{0}")]
+    NotYet(String),
     /// Anything else, with context.
     #[error("{context}: {source}")]
     Io {

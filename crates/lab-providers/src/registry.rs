@@ -4,7 +4,7 @@
 use lab_model::{Fabric, LabSpec, ProviderKind};
 
 use crate::provider::{Provider, ProviderError};
-use crate::{aws, multipass, qemu};
+use crate::{aws, multipass, qemu, ssh};
 
 /// The provider for a `provider:` value. Providers that need the lab's own
 /// settings (aws: the region) get them from [`for_lab`]; this one falls back
@@ -14,6 +14,7 @@ pub fn for_kind(kind: ProviderKind) -> Result<Box<dyn Provider>, ProviderError> 
         ProviderKind::Qemu => Ok(Box::new(qemu::QemuProvider::new())),
         ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(None, Fabric::Rxe))),
         ProviderKind::Multipass => Ok(Box::new(multipass::MultipassProvider::new())),
+        ProviderKind::Ssh => Ok(Box::new(ssh::SshProvider::new(Fabric::Existing))),
     }
 }
 
@@ -21,6 +22,7 @@ pub fn for_kind(kind: ProviderKind) -> Result<Box<dyn Provider>, ProviderError> 
 pub fn for_lab(lab: &LabSpec) -> Result<Box<dyn Provider>, ProviderError> {
     match lab.provider {
         ProviderKind::Aws => Ok(Box::new(aws::AwsProvider::new(lab.aws.clone(), lab.fabric))),
+        ProviderKind::Ssh => Ok(Box::new(ssh::SshProvider::new(lab.fabric))),
         other => for_kind(other),
     }
 }

@@ -46,6 +46,19 @@ pub enum SshError {
         /// Fingerprint of the presented key.
         presented: String,
     },
+    /// A host that exists (provider ssh) presented a key other than the
+    /// one labs.yaml or the user's known_hosts names.
+    #[error("node `{node}`: SSH host key mismatch at {addr}: expected {expected}, the host presents {presented}; refusing to connect\n  fix: if the host was reinstalled and {presented} is its new key, put it in labs.yaml as `host_key:` (or in ~/.ssh/known_hosts); otherwise another machine answers at this address")]
+    HostKeyMismatch {
+        /// The node.
+        node: String,
+        /// host:port.
+        addr: String,
+        /// What was expected (fingerprints, where they come from).
+        expected: String,
+        /// Fingerprint of the presented key.
+        presented: String,
+    },
     /// The lab's state records no usable host key for the node (a lab
     /// brought up by an older labctl, or a state file edited by hand).
     #[error("node `{node}`: the lab's state records no SSH host key for this node, and labctl does not trust a key on first use; run `labctl down` and `labctl up` to recreate the lab with labctl-generated host keys")]
@@ -60,6 +73,16 @@ pub enum SshError {
         node: String,
         /// The user.
         user: String,
+    },
+    /// A host that exists refused the key labs.yaml names for it.
+    #[error("node `{node}`: the host refused the key {identity} for user `{user}`\n  fix: check `identity_file` and `user` of the node: the key's public half must be in ~{user}/.ssh/authorized_keys on the host")]
+    IdentityRejected {
+        /// The node.
+        node: String,
+        /// The user.
+        user: String,
+        /// The private key's path.
+        identity: String,
     },
     /// A remote command exited non-zero.
     #[error("node `{node}`: `{command}` failed with exit status {status}{}", stderr_suffix(.stderr))]
@@ -129,10 +152,14 @@ pub struct SshTarget {
     pub port: u16,
     /// Login user.
     pub user: String,
+    /// The private key to log in with instead of the lab's own key (a host
+    /// that exists, provider ssh).
+    pub identity: Option<std::path::PathBuf>,
 }
 
 impl SshTarget {
-    fn addr(&self) -> String {
+    /// `host:port`.
+    pub fn addr(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
 }
@@ -198,12 +225,52 @@ pub fn parse_public(line: &str) -> Option<PublicKey> {
     PublicKey::from_openssh(line.trim()).ok()
 }
 
-fn fingerprint(key: &PublicKey) -> String {
+/// A key's SHA256 fingerprint as `ssh-keygen -l` prints it (`SHA256:...`).
+pub fn fingerprint(key: &PublicKey) -> String {
     key.fingerprint(HashAlg::Sha256).to_string()
 }
 
+/// Which host keys a connection accepts.
+#[derive(Debug, Clone)]
+pub enum HostKeyCheck {
+    /// Exactly this key (one labctl generated, or one recorded in state).
+    Pinned(PublicKey),
+    /// A key with this SHA256 fingerprint (`SHA256:...`, from labs.yaml).
+    Fingerprint(String),
+    /// Any of these keys, read from `source` (a known_hosts file).
+    AnyOf {
+        /// The keys.
+        keys: Vec<PublicKey>,
+        /// Where they come from, for messages.
+        source: String,
+    },
+}
+
+impl HostKeyCheck {
+    /// Whether `presented` passes.
+    pub fn accepts(&self, presented: &PublicKey) -> bool {
+        match self {
+            HostKeyCheck::Pinned(k) => k.key_data() == presented.key_data(),
+            HostKeyCheck::Fingerprint(f) => fingerprint(presented) == *f,
+            HostKeyCheck::AnyOf { keys, .. } => keys.iter().any(|k| k.key_data() == presented.key_data()),
+        }
+    }
+
+    /// What it expects, for messages.
+    pub fn expected(&self) -> String {
+        match self {
+            HostKeyCheck::Pinned(k) => fingerprint(k),
+            HostKeyCheck::Fingerprint(f) => format!("{f} (host_key in labs.yaml)"),
+            HostKeyCheck::AnyOf { keys, source } => format!(
+                "{} ({source})",
+                keys.iter().map(fingerprint).collect::<Vec<_>>().join(" or ")
+            ),
+        }
+    }
+}
+
 struct PinningHandler {
-    pinned: PublicKey,
+    check: HostKeyCheck,
     presented: Arc<Mutex<Option<PublicKey>>>,
 }
 
@@ -215,7 +282,7 @@ impl client::Handler for PinningHandler {
             PublicKeyOrCertificate::PublicKey { key, .. } => key.clone(),
             PublicKeyOrCertificate::Certificate(cert) => PublicKey::from(cert.public_key().clone()),
         };
-        let accepted = self.pinned.key_data() == key.key_data();
+        let accepted = self.check.accepts(&key);
         *self.presented.lock().expect("host key slot") = Some(key);
         Ok(accepted)
     }
@@ -291,6 +358,26 @@ impl SshSession {
         pinned: PublicKey,
         timeout: Duration,
     ) -> Result<SshSession, SshError> {
+        Self::connect_checked(target, key, HostKeyCheck::Pinned(pinned), timeout).await
+    }
+
+    /// Connects once, accepting the host keys `check` accepts, and logs in
+    /// with `target.identity` when it names a key, else with `key`.
+    pub async fn connect_checked(
+        target: &SshTarget,
+        key: Arc<PrivateKey>,
+        check: HostKeyCheck,
+        timeout: Duration,
+    ) -> Result<SshSession, SshError> {
+        let key = match &target.identity {
+            None => key,
+            Some(path) => Arc::new(russh::keys::load_secret_key(path, None).map_err(|e| SshError::Key {
+                path: path.display().to_string(),
+                message: format!(
+                    "{e} (labctl reads unencrypted OpenSSH/PEM keys; a passphrase-protected key is not supported yet)"
+                ),
+            })?),
+        };
         let config = Arc::new(client::Config {
             inactivity_timeout: None,
             keepalive_interval: Some(Duration::from_secs(15)),
@@ -299,7 +386,7 @@ impl SshSession {
         });
         let presented = Arc::new(Mutex::new(None));
         let handler = PinningHandler {
-            pinned: pinned.clone(),
+            check: check.clone(),
             presented: presented.clone(),
         };
         let protocol = |source| SshError::Protocol {
@@ -327,11 +414,19 @@ impl SshSession {
             Ok(Err(e)) => {
                 let seen = presented.lock().expect("host key slot").clone();
                 if let Some(seen) = seen {
-                    if pinned.key_data() != seen.key_data() {
-                        return Err(SshError::HostKeyChanged {
-                            node: target.node.clone(),
-                            pinned: fingerprint(&pinned),
-                            presented: fingerprint(&seen),
+                    if !check.accepts(&seen) {
+                        return Err(match check {
+                            HostKeyCheck::Pinned(pinned) => SshError::HostKeyChanged {
+                                node: target.node.clone(),
+                                pinned: fingerprint(&pinned),
+                                presented: fingerprint(&seen),
+                            },
+                            other => SshError::HostKeyMismatch {
+                                node: target.node.clone(),
+                                addr: target.addr(),
+                                expected: other.expected(),
+                                presented: fingerprint(&seen),
+                            },
                         });
                     }
                 }
@@ -343,6 +438,13 @@ impl SshSession {
             .await
             .map_err(protocol)?;
         if !auth.success() {
+            if let Some(identity) = &target.identity {
+                return Err(SshError::IdentityRejected {
+                    node: target.node.clone(),
+                    user: target.user.clone(),
+                    identity: identity.display().to_string(),
+                });
+            }
             return Err(SshError::AuthRejected {
                 node: target.node.clone(),
                 user: target.user.clone(),
@@ -381,7 +483,12 @@ impl SshSession {
         let final_error = |e: &SshError| {
             matches!(
                 e,
-                SshError::HostKeyChanged { .. } | SshError::AuthRejected { .. } | SshError::NoPinnedKey { .. }
+                SshError::HostKeyChanged { .. }
+                    | SshError::HostKeyMismatch { .. }
+                    | SshError::AuthRejected { .. }
+                    | SshError::IdentityRejected { .. }
+                    | SshError::NoPinnedKey { .. }
+                    | SshError::Key { .. }
             )
         };
         let started = Instant::now();
@@ -724,6 +831,7 @@ mod tests {
             host: "127.0.0.1".into(),
             port,
             user: "root".into(),
+            identity: None,
         };
         let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
         let started = std::time::Instant::now();

@@ -386,6 +386,10 @@ pub struct NodeState {
     pub ssh_port: u16,
     /// SSH user.
     pub ssh_user: String,
+    /// The private key to log in with, where it is not the lab's own key
+    /// (a host that exists, provider ssh: the user's key, by path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_identity: Option<std::path::PathBuf>,
     /// The node's address on the lab's data link (the rxe link).
     pub data_addr: Ipv4Addr,
     /// Prefix length of the data network.
@@ -480,6 +484,7 @@ mod tests {
             ssh_host: "127.0.0.1".into(),
             ssh_port: 2201,
             ssh_user: "root".into(),
+            ssh_identity: None,
             data_addr: Ipv4Addr::new(10, 77, 0, 1),
             data_prefix: 24,
             data_netdev: Some("eth1".into()),

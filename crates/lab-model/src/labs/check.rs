@@ -113,6 +113,9 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
     if let Some(issue) = check_aws(i, lab) {
         return Some(issue);
     }
+    if let Some(issue) = check_ssh(i, lab) {
+        return Some(issue);
+    }
     if lab.multipass.is_some() && lab.provider != ProviderKind::Multipass {
         return Some(Issue::at(
             lab_field(i, "multipass"),
@@ -289,6 +292,189 @@ fn check_lab(i: usize, lab: &LabSpec) -> Option<Issue> {
             ),
             "use a larger network (a smaller prefix), like /24",
         ));
+    }
+    None
+}
+
+/// provider ssh and fabric existing: the hosts exist, so nothing that sizes
+/// or images a machine applies; every node names its host and its data
+/// address; the ssh settings and `rdma_device` appear only where they apply.
+fn check_ssh(i: usize, lab: &LabSpec) -> Option<Issue> {
+    let ssh = lab.provider == ProviderKind::Ssh;
+    if lab.fabric == Fabric::Existing && !ssh {
+        return Some(Issue::at(
+            lab_field(i, "fabric"),
+            Aim::Value,
+            format!(
+                "fabric existing uses RDMA devices that hosts already have, so it needs provider ssh; this lab uses provider {}, whose machines labctl creates without any",
+                lab.provider
+            ),
+            "use fabric rxe (SoftRoCE) here, or set provider: ssh and list the hosts",
+        ));
+    }
+    let ssh_only = |d: &super::NodeDefaults| {
+        [
+            ("user", d.user.is_some()),
+            ("port", d.port.is_some()),
+            ("identity_file", d.identity_file.is_some()),
+            ("sudo", d.sudo.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, set)| *set)
+        .map(|(f, _)| f)
+    };
+    if !ssh {
+        if let Some(field) = ssh_only(&lab.defaults) {
+            let mut p = lab_field(i, "defaults");
+            p.push(Seg::Key(field.into()));
+            return Some(Issue::at(
+                p,
+                Aim::Key,
+                format!(
+                    "`{field}` applies to provider ssh only; this lab uses provider {}",
+                    lab.provider
+                ),
+                format!("remove the {field} line, or set provider: ssh"),
+            ));
+        }
+        for (j, node) in lab.nodes.iter().enumerate() {
+            let set = [
+                ("host", node.host.is_some()),
+                ("port", node.port.is_some()),
+                ("user", node.user.is_some()),
+                ("identity_file", node.identity_file.is_some()),
+                ("host_key", node.host_key.is_some()),
+                ("sudo", node.sudo.is_some()),
+            ];
+            if let Some((field, _)) = set.into_iter().find(|(_, s)| *s) {
+                return Some(Issue::at(
+                    node_field(i, j, field),
+                    Aim::Key,
+                    format!(
+                        "`{field}` applies to provider ssh only (hosts that exist); this lab uses provider {}, which creates its machines",
+                        lab.provider
+                    ),
+                    format!("remove the {field} line, or set provider: ssh"),
+                ));
+            }
+        }
+    }
+    if lab.fabric != Fabric::Existing {
+        if let Some(j) = lab.nodes.iter().position(|n| n.rdma_device.is_some()) {
+            return Some(Issue::at(
+                node_field(i, j, "rdma_device"),
+                Aim::Key,
+                format!(
+                    "`rdma_device` picks one of the devices a host already has, which is fabric existing; this lab uses fabric {}",
+                    lab.fabric
+                ),
+                "remove the rdma_device line, or set fabric: existing",
+            ));
+        }
+    }
+    if !ssh {
+        return None;
+    }
+    if lab.fabric == Fabric::Rxe {
+        return Some(Issue::at(
+            lab_field(i, "fabric"),
+            Aim::Value,
+            if lab.nodes.is_empty() {
+                "provider ssh does not support fabric rxe yet".to_string()
+            } else {
+                "provider ssh needs `fabric:` to say which RDMA devices to use; fabric rxe (the default, SoftRoCE that labctl sets up) is not supported on hosts that exist yet".to_string()
+            },
+            "write `fabric: existing` to use the hosts' own RDMA devices (an rxe set up beforehand counts), or `fabric: none` for TCP only",
+        ));
+    }
+    let not_here = |what: &str| {
+        format!("`{what}` does not apply to provider ssh: the hosts exist already and labctl does not size, image or install them")
+    };
+    if lab.image != DEFAULT_IMAGE {
+        return Some(Issue::at(
+            lab_field(i, "image"),
+            Aim::Value,
+            not_here("image"),
+            "remove the image line",
+        ));
+    }
+    if !lab.packages.is_empty() {
+        return Some(Issue::at(
+            lab_field(i, "packages"),
+            Aim::Key,
+            not_here("packages"),
+            "remove the packages list and install what the lab needs on the hosts yourself (labctl only changes what `down` can undo)",
+        ));
+    }
+    if lab.node_ssh {
+        return Some(Issue::at(
+            lab_field(i, "node_ssh"),
+            Aim::Value,
+            "node_ssh is not supported on provider ssh yet: it would install keys into the hosts' accounts",
+            "remove the node_ssh line",
+        ));
+    }
+    for (field, set) in [
+        ("cpus", lab.defaults.cpus.is_some()),
+        ("memory", lab.defaults.memory.is_some()),
+    ] {
+        if set {
+            let mut p = lab_field(i, "defaults");
+            p.push(Seg::Key(field.into()));
+            return Some(Issue::at(
+                p,
+                Aim::Key,
+                not_here(field),
+                format!("remove the {field} line"),
+            ));
+        }
+    }
+    let mut endpoints: HashMap<(String, u16), usize> = HashMap::new();
+    for (j, node) in lab.nodes.iter().enumerate() {
+        let local_only = [
+            ("cpus", node.cpus.is_some()),
+            ("memory", node.memory.is_some()),
+            ("ssh_port", node.ssh_port.is_some()),
+        ];
+        if let Some((field, _)) = local_only.into_iter().find(|(_, set)| *set) {
+            let fix = if field == "ssh_port" {
+                "write the host's SSH port as `port:` instead".to_string()
+            } else {
+                format!("remove the {field} line")
+            };
+            return Some(Issue::at(node_field(i, j, field), Aim::Key, not_here(field), fix));
+        }
+        let Some(host) = &node.host else {
+            return Some(Issue::at(
+                node_field(i, j, "name"),
+                Aim::Value,
+                format!(
+                    "node `{}` has no `host`: provider ssh needs to know which host it is",
+                    node.name
+                ),
+                "add `host: NAME-OR-ADDRESS` to the node (an entry of ~/.ssh/config works too)",
+            ));
+        };
+        if node.data_addr.is_none() {
+            return Some(Issue::at(
+                node_field(i, j, "name"),
+                Aim::Value,
+                format!("node `{}` has no `data_addr`: on a host that exists it is the address the RDMA netdev already has", node.name),
+                "add `data_addr: A.B.C.D` with the address of the host's RDMA-capable netdev (`ip -br addr` on the host), inside data_network",
+            ));
+        }
+        let port = node.port.or(lab.defaults.port).unwrap_or(22);
+        if let Some(first) = endpoints.insert((host.clone(), port), j) {
+            return Some(Issue::at(
+                node_field(i, j, "host"),
+                Aim::Value,
+                format!(
+                    "{host} port {port} is already nodes[{first}] ({}); two nodes of a lab cannot be one host",
+                    lab.nodes[first].name
+                ),
+                "give each node its own host (or port)",
+            ));
+        }
     }
     None
 }

@@ -228,8 +228,21 @@ const AWS_FIELDS: &[&str] = &[
     "ssh_cidr",
     "ssh_address",
 ];
-const DEFAULTS_FIELDS: &[&str] = &["cpus", "memory"];
-pub(super) const NODE_FIELDS: &[&str] = &["name", "cpus", "memory", "data_addr", "ssh_port"];
+const DEFAULTS_FIELDS: &[&str] = &["cpus", "memory", "user", "port", "identity_file", "sudo"];
+pub(super) const NODE_FIELDS: &[&str] = &[
+    "name",
+    "cpus",
+    "memory",
+    "data_addr",
+    "ssh_port",
+    "host",
+    "port",
+    "user",
+    "identity_file",
+    "host_key",
+    "sudo",
+    "rdma_device",
+];
 
 /// Which part of the file a path is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,18 @@ fn aws_with(line: &str) -> String {
     format!("labs:\n  - name: a\n    provider: aws\n    aws:\n      region: us-east-1\n      {line}\n      instance_type: t3.micro\n      ami: ami-1\n    nodes:\n      - name: x\n")
 }
 
+/// A provider ssh, fabric existing lab `a` with one node `x` on host `h1`,
+/// plus `line` inside that node (line 9, column 9).
+fn ssh_node(line: &str) -> String {
+    format!("labs:\n  - name: a\n    provider: ssh\n    fabric: existing\n    nodes:\n      - name: x\n        host: h1\n        data_addr: 10.77.0.1\n        {line}\n")
+}
+
+/// A provider ssh lab `a` with `lab` lines (from line 3, column 5) and one
+/// node `x` with `node` lines (node's name on the line after them).
+fn ssh_lab(lab: &str, node: &str) -> String {
+    format!("labs:\n  - name: a\n    {lab}\n    nodes:\n      - name: x\n        {node}\n")
+}
+
 /// `n` nodes named n1, n2, ... in lab `a`; node k's name is on line 3 + k.
 fn lab_of(n: usize) -> String {
     let mut s = String::from("labs:\n  - name: a\n    nodes:\n");
@@ -117,10 +129,10 @@ fn malformed_cases() -> Vec<Case> {
         case("duplicate node name, flow style", "labs:\n  - name: a\n    nodes: [{name: a}, {name: a}]\n", 3, 31, "node name `a` is already used", "different name"),
         case("duplicate lab name", "labs:\n  - name: a\n    nodes:\n      - name: x\n  - name: a\n    nodes:\n      - name: y\n", 5, 11, "a lab named `a` already exists (labs[0])", "different name"),
         // --- Enumerations and image ----------------------------------------
-        case("provider typo", lab_with("provider: qmeu"), 3, 15, "unknown provider `qmeu`; supported: qemu, multipass, aws", "write `qemu`"),
+        case("provider typo", lab_with("provider: qmeu"), 3, 15, "unknown provider `qmeu`; supported: qemu, multipass, aws, ssh", "write `qemu`"),
         case("provider unknown", lab_with("provider: docker"), 3, 15, "unknown provider `docker`; supported: qemu, multipass, aws", "use one of: qemu, multipass, aws"),
-        case("provider is a number", lab_with("provider: 1"), 3, 15, "provider must be one of qemu, multipass, aws, found the number 1", "write one of"),
-        case("fabric unknown", lab_with("fabric: roce"), 3, 13, "unknown fabric `roce`; supported: rxe, efa, none", "leave fabric out for the default, rxe"),
+        case("provider is a number", lab_with("provider: 1"), 3, 15, "provider must be one of qemu, multipass, aws, ssh, found the number 1", "write one of"),
+        case("fabric unknown", lab_with("fabric: roce"), 3, 13, "unknown fabric `roce`; supported: rxe, efa, none, existing", "leave fabric out for the default, rxe"),
         case("accel uppercase", lab_with("accel: KVM"), 3, 12, "unknown accel `KVM`; supported: auto, kvm, tcg", "write `kvm`"),
         case("efa on qemu", lab_with("fabric: efa"), 3, 13, "fabric efa needs provider aws, but this lab uses provider qemu", "use fabric rxe"),
         case("accel on multipass", lab_with("provider: multipass\n    accel: kvm"), 4, 12, "accel applies to provider qemu only", "remove the accel line"),
@@ -199,6 +211,25 @@ fn malformed_cases() -> Vec<Case> {
         case("aws node cpus", "labs:\n  - name: a\n    provider: aws\n    aws: {region: us-east-1, instance_type: t3.micro, ami: ami-1}\n    nodes:\n      - name: x\n        cpus: 2\n", 7, 9, "`cpus` cannot be set on provider aws: the instance type sets it", "remove the cpus line"),
         case("aws node ssh_port", "labs:\n  - name: a\n    provider: aws\n    aws: {region: us-east-1, instance_type: t3.micro, ami: ami-1}\n    nodes:\n      - name: x\n        ssh_port: 2222\n", 7, 9, "`ssh_port` cannot be set on provider aws", "remove the ssh_port line"),
         case("aws defaults", "labs:\n  - name: a\n    provider: aws\n    aws: {region: us-east-1, instance_type: t3.micro, ami: ami-1}\n    defaults: {cpus: 2}\n    nodes:\n      - name: x\n", 5, 5, "cpus and memory come from the instance type on provider aws", "remove `defaults`"),
+        // --- provider ssh and fabric existing -------------------------------
+        case("ssh host_key garbage", ssh_node("host_key: hello"), 9, 19, "host_key `hello` is neither a public key nor a SHA256 fingerprint", "ssh-keyscan"),
+        case("ssh host_key short fingerprint", ssh_node("host_key: SHA256:abc"), 9, 19, "is not a SHA256 fingerprint: after `SHA256:` come 43 base64 characters", "ssh-keygen -lf"),
+        case("ssh port zero", ssh_node("port: 0"), 9, 15, "0 is out of range (1..=65535)", "the host's SSH port"),
+        case("ssh sudo text", ssh_node("sudo: yes please"), 9, 15, "sudo must be true or false, found the text", "sudo -n"),
+        case("ssh host starts with dash", ssh_lab("provider: ssh\n    fabric: existing", "host: \"-oProxyCommand=x\""), 7, 15, "host `-oProxyCommand=x` starts with `-`", "a host name"),
+        case("ssh node without host", ssh_lab("provider: ssh\n    fabric: existing", "data_addr: 10.77.0.1"), 6, 15, "node `x` has no `host`", "add `host: NAME-OR-ADDRESS`"),
+        case("ssh node without data_addr", ssh_lab("provider: ssh\n    fabric: existing", "host: h1"), 6, 15, "node `x` has no `data_addr`", "ip -br addr"),
+        case("ssh default fabric rxe", ssh_lab("provider: ssh", "host: h1"), 2, 5, "fabric rxe (the default, SoftRoCE that labctl sets up) is not supported on hosts that exist yet", "write `fabric: existing`"),
+        case("ssh image", ssh_lab("provider: ssh\n    fabric: existing\n    image: ubuntu", "host: h1"), 5, 12, "`image` does not apply to provider ssh", "remove the image line"),
+        case("ssh packages", ssh_lab("provider: ssh\n    fabric: existing\n    packages: [gcc]", "host: h1"), 5, 5, "`packages` does not apply to provider ssh", "install what the lab needs on the hosts yourself"),
+        case("ssh cpus", ssh_node("cpus: 2"), 9, 9, "`cpus` does not apply to provider ssh", "remove the cpus line"),
+        case("ssh ssh_port", ssh_node("ssh_port: 2222"), 9, 9, "`ssh_port` does not apply to provider ssh", "as `port:` instead"),
+        case("ssh two nodes one host", "labs:\n  - name: a\n    provider: ssh\n    fabric: existing\n    nodes:\n      - {name: x, host: h1, data_addr: 10.77.0.1}\n      - {name: y, host: h1, data_addr: 10.77.0.2}\n", 7, 25, "h1 port 22 is already nodes[0] (x); two nodes of a lab cannot be one host", "its own host"),
+        case("existing on qemu", lab_with("fabric: existing"), 3, 13, "fabric existing uses RDMA devices that hosts already have, so it needs provider ssh", "set provider: ssh"),
+        case("host on qemu", node_with("host: h1"), 5, 9, "`host` applies to provider ssh only (hosts that exist); this lab uses provider qemu", "remove the host line"),
+        case("user in defaults on qemu", lab_with("defaults:\n      user: ubuntu"), 4, 7, "`user` applies to provider ssh only; this lab uses provider qemu", "set provider: ssh"),
+        case("rdma_device without existing", ssh_lab("provider: ssh\n    fabric: none", "host: h1\n        data_addr: 10.77.0.1\n        rdma_device: mlx5_0"), 9, 9, "`rdma_device` picks one of the devices a host already has, which is fabric existing; this lab uses fabric none", "set fabric: existing"),
+        case("rdma_device bad character", ssh_node("rdma_device: mlx5/0"), 9, 22, "rdma_device `mlx5/0` contains `/`", "ibv_devices"),
         // --- Errors in a later lab point into that lab ---------------------
         case("error in second lab", "labs:\n  - name: a\n    nodes:\n      - name: x\n  - name: b\n    nodes:\n      - name: y\n        cpus: 100\n", 8, 15, "100 is out of range", "between 1 and 64"),
         case("aliases point at the anchored value", "labs:\n  - name: a\n    nodes:\n      - &n {name: x}\n      - *n\n", 4, 19, "node name `x` is already used", "different name"),
@@ -341,6 +372,8 @@ fn test_defaults_apply_when_absent() {
             data_addr: Ipv4Addr::new(10, 77, 0, 1),
             data_prefix: 24,
             ssh_port: None,
+            ssh: None,
+            rdma_device: None,
         }]
     );
 }
@@ -783,4 +816,51 @@ fn test_reader_errors_are_located() {
     let (pos, e) = at("labs:\n  - name: a\n    nodes:\n      - name: x\n        cpus: !!str 2\n");
     assert_eq!(pos, (5, 21), "{e}");
     assert!(e.contains("found the text \"2\""), "{e}");
+}
+
+#[test]
+fn test_ssh_lab_resolves_targets_with_defaults() {
+    let f = LabsFile::parse(
+        Path::new("labs.yaml"),
+        "labs:\n  - name: bench\n    provider: ssh\n    fabric: existing\n    data_network: 192.168.50.0/24\n    defaults: {user: lab, identity_file: ~/.ssh/lab_ed25519}\n    nodes:\n      - name: a\n        host: cx1.lab.example\n        data_addr: 192.168.50.11\n        host_key: SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s\n        rdma_device: mlx5_0\n      - name: b\n        host: cx2\n        port: 2200\n        user: root\n        sudo: false\n        data_addr: 192.168.50.12\n        host_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl root@cx2\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let lab = &f.labs[0];
+    assert_eq!((lab.provider, lab.fabric), (ProviderKind::Ssh, Fabric::Existing));
+    assert_eq!(lab.libfabric_provider(), "verbs;ofi_rxm");
+    let nodes = lab.resolve_nodes();
+    let a = nodes[0].ssh.as_ref().unwrap();
+    assert_eq!(
+        (
+            a.host.as_str(),
+            a.port,
+            a.user.as_deref(),
+            a.identity_file.as_deref(),
+            a.sudo
+        ),
+        ("cx1.lab.example", None, Some("lab"), Some("~/.ssh/lab_ed25519"), None)
+    );
+    assert_eq!(nodes[0].rdma_device.as_deref(), Some("mlx5_0"));
+    assert_eq!(nodes[0].data_addr, Ipv4Addr::new(192, 168, 50, 11));
+    let b = nodes[1].ssh.as_ref().unwrap();
+    assert_eq!(
+        (b.port, b.user.as_deref(), b.sudo),
+        (Some(2200), Some("root"), Some(false))
+    );
+    // The key is kept without its comment: the comment is not part of the key.
+    assert_eq!(
+        b.host_key.as_deref(),
+        Some("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl")
+    );
+    assert_eq!(nodes[1].rdma_device, None);
+    let json = serde_json::to_string(lab).unwrap();
+    let back: LabSpec = serde_json::from_str(&json).unwrap();
+    assert_eq!(&back, lab);
+    // A qemu node resolves without an ssh target.
+    let q = LabsFile::parse(
+        Path::new("labs.yaml"),
+        "labs:\n  - name: q\n    nodes:\n      - name: a\n",
+    )
+    .unwrap();
+    assert_eq!(q.labs[0].resolve_nodes()[0].ssh, None);
 }

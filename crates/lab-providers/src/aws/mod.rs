@@ -1404,6 +1404,7 @@ impl AwsProvider {
                 ssh_host,
                 ssh_port: 22,
                 ssh_user: spec.ssh_user.clone(),
+                ssh_identity: None,
                 data_addr: private,
                 data_prefix: subnet_prefix,
                 data_netdev: None,

@@ -306,6 +306,7 @@ impl Provider for QemuProvider {
                 ssh_host: "127.0.0.1".into(),
                 ssh_port: *port,
                 ssh_user: "root".into(),
+                ssh_identity: None,
                 data_addr: node.data_addr,
                 data_prefix: node.data_prefix,
                 data_netdev: None,
@@ -506,6 +507,8 @@ mod tests {
             data_addr: std::net::Ipv4Addr::new(10, 77, 0, index as u8 + 1),
             data_prefix: 24,
             ssh_port: None,
+            ssh: None,
+            rdma_device: None,
         }
     }
 

@@ -1,0 +1,524 @@
+//! `provider: ssh`: hosts that already exist, reached over SSH. labctl
+//! creates and deletes no machine here ([`Provider::keeps_machines`]).
+//!
+//! What works in this slice: the preflight, which changes nothing on any
+//! host. For each node it connects (the host key must match labs.yaml's
+//! `host_key:` or the user's `~/.ssh/known_hosts`: no trust on first use),
+//! logs in with the node's key, checks `sudo -n` where privileged steps
+//! need it, reads the CPU architecture (checked against the agent binary
+//! in [`Provider::check_agent`]) and, with `fabric: existing`, lists the
+//! host's RDMA devices and picks the one whose netdev holds `data_addr`
+//! (or the node's `rdma_device:`), which must have an active port.
+//!
+//! Not yet: `create` (a per-lab agent directory, unit and port on each
+//! host, recorded in state) refuses after the preflight, so `up` leaves
+//! every host as it found it.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use lab_model::{Fabric, LabSpec, ResolvedNode};
+use lab_remote::command::RemoteCommand;
+use lab_remote::ssh::{self, HostKeyCheck, SshError, SshSession, SshTarget};
+use lab_state::progress::Reporter;
+use lab_state::{LabDir, LabState};
+use russh::keys::{Algorithm, PrivateKey};
+use serde::Deserialize;
+
+use crate::agent_binary::AgentBinary;
+use crate::multipass::check_agent_arch;
+use crate::provider::{Provider, ProviderError};
+use crate::NodeKeys;
+
+/// How long one preflight connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The keys ssh itself tries when no `identity_file` is given, in its order.
+const DEFAULT_IDENTITIES: &[&str] = &["id_ed25519", "id_ecdsa", "id_rsa"];
+
+/// The SSH provider.
+#[derive(Debug, Default)]
+pub struct SshProvider {
+    fabric: Fabric,
+    /// The user's home (for `~`, default keys and known_hosts).
+    home: Option<PathBuf>,
+    /// What the preflight found, per node.
+    found: Mutex<BTreeMap<String, Found>>,
+}
+
+/// What the preflight learnt about one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// `uname -m`.
+    pub arch: String,
+    /// The host key it presented (OpenSSH line), pinned from then on.
+    pub host_key: String,
+    /// The RDMA device picked for the node (fabric existing).
+    pub device: Option<Picked>,
+}
+
+/// How the controller reaches one host: labs.yaml with its defaults and
+/// the user's files applied.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// Host, port, user and key.
+    pub target: SshTarget,
+    /// Which host keys are accepted.
+    pub check: HostKeyCheck,
+    /// Whether privileged steps use `sudo -n` (None: decided by the user).
+    pub sudo: Option<bool>,
+}
+
+impl SshProvider {
+    /// The provider for a lab of `fabric`, with the user's home directory.
+    pub fn new(fabric: Fabric) -> SshProvider {
+        SshProvider {
+            fabric,
+            home: dirs::home_dir(),
+            found: Mutex::default(),
+        }
+    }
+
+    /// The same with another home directory (tests).
+    pub fn with_home(fabric: Fabric, home: PathBuf) -> SshProvider {
+        SshProvider {
+            fabric,
+            home: Some(home),
+            found: Mutex::default(),
+        }
+    }
+
+    /// What the last preflight found, per node.
+    pub fn found(&self) -> BTreeMap<String, Found> {
+        self.found.lock().expect("preflight findings").clone()
+    }
+
+    fn expand(&self, path: &str) -> PathBuf {
+        match (path.strip_prefix("~/"), &self.home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(path),
+        }
+    }
+
+    /// The endpoint of `node`, or what is missing to reach it.
+    pub fn endpoint(&self, node: &ResolvedNode) -> Result<Endpoint, ProviderError> {
+        let spec = node.ssh.as_ref().ok_or_else(|| ProviderError::Host {
+            node: node.name.clone(),
+            problem: "labs.yaml gives no host for this node".into(),
+            fix: "add `host:` to the node".into(),
+        })?;
+        let port = spec.port.unwrap_or(22);
+        let identity = match &spec.identity_file {
+            Some(path) => self.expand(path),
+            None => self
+                .home
+                .iter()
+                .flat_map(|h| DEFAULT_IDENTITIES.iter().map(move |k| h.join(".ssh").join(k)))
+                .find(|p| p.exists())
+                .ok_or_else(|| ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!(
+                        "no identity_file is given and none of ~/.ssh/{} exists",
+                        DEFAULT_IDENTITIES.join(", ~/.ssh/")
+                    ),
+                    fix: "set `identity_file:` on the node (or under `defaults:`) to the private key that logs in to the host".into(),
+                })?,
+        };
+        if !identity.exists() {
+            return Err(ProviderError::Host {
+                node: node.name.clone(),
+                problem: format!("identity_file {} does not exist", identity.display()),
+                fix: "set identity_file to the private key that logs in to the host".into(),
+            });
+        }
+        let check = match spec.host_key.as_deref() {
+            Some(fp) if fp.starts_with("SHA256:") => HostKeyCheck::Fingerprint(fp.to_string()),
+            Some(line) => HostKeyCheck::AnyOf {
+                keys: vec![ssh::parse_public(line).ok_or_else(|| ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!("host_key `{line}` is not a public key labctl can read"),
+                    fix: "paste the key as `ssh-keyscan HOST` prints it, or its SHA256 fingerprint".into(),
+                })?],
+                source: "host_key in labs.yaml".into(),
+            },
+            None => {
+                let known = self.home.as_ref().map(|h| h.join(".ssh").join("known_hosts"));
+                let keys = match &known {
+                    Some(path) => russh::keys::known_hosts::known_host_keys_path(&spec.host, port, path)
+                        .map_err(|e| ProviderError::Host {
+                            node: node.name.clone(),
+                            problem: format!("{} cannot be read: {e}", path.display()),
+                            fix: "fix or move the file, or give `host_key:` in labs.yaml".into(),
+                        })?
+                        .into_iter()
+                        .map(|(_, k)| k)
+                        .collect(),
+                    None => Vec::new(),
+                };
+                HostKeyCheck::AnyOf {
+                    keys,
+                    source: "~/.ssh/known_hosts".into(),
+                }
+            }
+        };
+        Ok(Endpoint {
+            target: SshTarget {
+                node: node.name.clone(),
+                host: spec.host.clone(),
+                port,
+                user: spec.user.clone().unwrap_or_else(|| "root".into()),
+                identity: Some(identity),
+            },
+            check,
+            sudo: spec.sudo,
+        })
+    }
+
+    async fn preflight_node(&self, node: &ResolvedNode) -> Result<Found, ProviderError> {
+        let end = self.endpoint(node)?;
+        let unknown = matches!(&end.check, HostKeyCheck::AnyOf { keys, .. } if keys.is_empty());
+        // The lab's own key is never used here: every endpoint names one.
+        let unused =
+            Arc::new(
+                PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).map_err(|e| ProviderError::Io {
+                    context: "making a placeholder key".into(),
+                    source: std::io::Error::other(e.to_string()),
+                })?,
+            );
+        let session = match SshSession::connect_checked(&end.target, unused, end.check.clone(), CONNECT_TIMEOUT).await {
+            Ok(s) => s,
+            Err(SshError::HostKeyMismatch { presented, .. }) if unknown => {
+                return Err(ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!(
+                        "{} is not in ~/.ssh/known_hosts and labs.yaml gives no host_key; the host presents {presented}, and labctl does not trust a host on first use",
+                        end.target.addr()
+                    ),
+                    fix: format!(
+                        "check {presented} on the host (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then add `host_key: {presented}` to node `{}`",
+                        node.name
+                    ),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let result = self.probe(&session, node, &end).await;
+        session.close().await;
+        result
+    }
+
+    async fn probe(&self, session: &SshSession, node: &ResolvedNode, end: &Endpoint) -> Result<Found, ProviderError> {
+        let arch = session.run(&RemoteCommand::new("uname").arg("-m")).await?.stdout_text();
+        let uid = session.run(&RemoteCommand::new("id").arg("-u")).await?.stdout_text();
+        let root = uid == "0";
+        match (end.sudo, root) {
+            (Some(false), false) => {
+                return Err(ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!("user `{}` is not root and the node says `sudo: false`", end.target.user),
+                    fix: "log in as root (user: root), or allow `sudo -n` for the user and remove `sudo: false`".into(),
+                })
+            }
+            (_, false) => {
+                let out = session.exec(&RemoteCommand::new("sudo").args(["-n", "true"])).await?;
+                if out.status != 0 {
+                    return Err(ProviderError::Host {
+                        node: node.name.clone(),
+                        problem: format!(
+                            "`sudo -n true` fails for user `{}` ({}): labctl's privileged steps cannot run",
+                            end.target.user,
+                            String::from_utf8_lossy(&out.stderr).trim()
+                        ),
+                        fix: format!(
+                            "allow passwordless sudo for {} (a sudoers.d line with NOPASSWD), or log in as root",
+                            end.target.user
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+        let device = match self.fabric {
+            Fabric::Existing => Some(self.pick(session, node).await?),
+            _ => None,
+        };
+        Ok(Found {
+            arch,
+            host_key: ssh::public_line(session.host_key()),
+            device,
+        })
+    }
+
+    async fn pick(&self, session: &SshSession, node: &ResolvedNode) -> Result<Picked, ProviderError> {
+        let links = session
+            .exec(&RemoteCommand::new("rdma").args(["-j", "link", "show"]))
+            .await?;
+        let addrs = session
+            .run(&RemoteCommand::new("ip").args(["-j", "-4", "addr", "show"]))
+            .await?;
+        let layers = session
+            .exec(&RemoteCommand::script(
+                "grep -H . /sys/class/infiniband/*/ports/*/link_layer 2>/dev/null; true",
+            ))
+            .await?;
+        let links: Vec<RdmaLink> = if links.status == 0 {
+            serde_json::from_slice(&links.stdout).unwrap_or_default()
+        } else {
+            return Err(ProviderError::Host {
+                node: node.name.clone(),
+                problem: format!(
+                    "`rdma -j link show` failed: {}",
+                    String::from_utf8_lossy(&links.stderr).trim()
+                ),
+                fix: "install iproute2's `rdma` tool on the host (Debian/Ubuntu: iproute2) and load the driver of its RDMA NIC".into(),
+            });
+        };
+        let addrs: Vec<IpAddrInfo> = serde_json::from_slice(&addrs.stdout).unwrap_or_default();
+        pick_device(
+            node.data_addr,
+            node.rdma_device.as_deref(),
+            &links,
+            &addrs,
+            &String::from_utf8_lossy(&layers.stdout),
+        )
+        .map_err(|(problem, fix)| ProviderError::Host {
+            node: node.name.clone(),
+            problem,
+            fix,
+        })
+    }
+}
+
+/// One port of `rdma -j link show`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RdmaLink {
+    /// Device (`mlx5_0`, `rxe0`).
+    pub ifname: String,
+    /// Port number.
+    pub port: u32,
+    /// `ACTIVE`, `DOWN`, ...
+    #[serde(default)]
+    pub state: String,
+    /// The netdev it runs over, where it has one.
+    #[serde(default)]
+    pub netdev: Option<String>,
+}
+
+/// One interface of `ip -j -4 addr show`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct IpAddrInfo {
+    /// Interface name.
+    pub ifname: String,
+    /// Its addresses.
+    #[serde(default)]
+    pub addr_info: Vec<IpAddr>,
+}
+
+/// One address of an interface.
+#[derive(Debug, Clone, Deserialize)]
+pub struct IpAddr {
+    /// The address.
+    #[serde(default)]
+    pub local: Option<String>,
+}
+
+/// The RDMA device and port a node's workloads use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Picked {
+    /// Device name.
+    pub device: String,
+    /// Port number.
+    pub port: u32,
+    /// The netdev under it.
+    pub netdev: Option<String>,
+    /// `Ethernet` (RoCE) or `InfiniBand`, where sysfs says.
+    pub link_layer: Option<String>,
+}
+
+/// Picks the device of `wanted`, else the one whose netdev holds
+/// `data_addr`; its port must be ACTIVE. The error lists what the host has.
+pub fn pick_device(
+    data_addr: Ipv4Addr,
+    wanted: Option<&str>,
+    links: &[RdmaLink],
+    addrs: &[IpAddrInfo],
+    layers: &str,
+) -> Result<Picked, (String, String)> {
+    let addr = data_addr.to_string();
+    let addr_of = |netdev: &str| -> Vec<String> {
+        addrs
+            .iter()
+            .filter(|i| i.ifname == netdev)
+            .flat_map(|i| i.addr_info.iter().filter_map(|a| a.local.clone()))
+            .collect()
+    };
+    let layer_of = |dev: &str, port: u32| -> Option<String> {
+        let key = format!("/sys/class/infiniband/{dev}/ports/{port}/link_layer:");
+        layers
+            .lines()
+            .find_map(|l| l.strip_prefix(key.as_str()).map(|v| v.trim().to_string()))
+    };
+    let listing = || {
+        if links.is_empty() {
+            return "the host has no RDMA device (`rdma link show` lists none)".to_string();
+        }
+        let rows: Vec<String> = links
+            .iter()
+            .map(|l| {
+                let netdev = l.netdev.as_deref().unwrap_or("-");
+                let ips = l.netdev.as_deref().map(addr_of).unwrap_or_default();
+                format!(
+                    "  {}/{} state {} link_layer {} netdev {} ({})",
+                    l.ifname,
+                    l.port,
+                    l.state,
+                    layer_of(&l.ifname, l.port).unwrap_or_else(|| "?".into()),
+                    netdev,
+                    if ips.is_empty() {
+                        "no IPv4 address".to_string()
+                    } else {
+                        ips.join(", ")
+                    }
+                )
+            })
+            .collect();
+        format!("the host has:\n{}", rows.join("\n"))
+    };
+    let chosen: Vec<&RdmaLink> = match wanted {
+        Some(dev) => links.iter().filter(|l| l.ifname == dev).collect(),
+        None => links
+            .iter()
+            .filter(|l| l.netdev.as_deref().is_some_and(|n| addr_of(n).contains(&addr)))
+            .collect(),
+    };
+    if chosen.is_empty() {
+        return Err(match wanted {
+            Some(dev) => (
+                format!("no RDMA device `{dev}` on the host; {}", listing()),
+                "set rdma_device to one of the devices listed, or leave it out to pick the one on data_addr".into(),
+            ),
+            None => (
+                format!("data_addr {addr} is on no RDMA device's netdev; {}", listing()),
+                "set data_addr to the address of an RDMA netdev listed, or name the device with rdma_device".into(),
+            ),
+        });
+    }
+    let Some(active) = chosen.iter().find(|l| l.state == "ACTIVE") else {
+        return Err((
+            format!("{} has no ACTIVE port; {}", chosen[0].ifname, listing()),
+            "bring the port up (cable, switch, `ip link set NETDEV up`, the subnet manager on InfiniBand), or pick another device".into(),
+        ));
+    };
+    Ok(Picked {
+        device: active.ifname.clone(),
+        port: active.port,
+        netdev: active.netdev.clone(),
+        link_layer: layer_of(&active.ifname, active.port),
+    })
+}
+
+#[async_trait]
+impl Provider for SshProvider {
+    async fn preflight(&self, _lab: &LabSpec, nodes: &[ResolvedNode]) -> Result<(), ProviderError> {
+        let results = futures::future::join_all(nodes.iter().map(|n| self.preflight_node(n))).await;
+        let mut found = BTreeMap::new();
+        let mut errors = Vec::new();
+        for (node, result) in nodes.iter().zip(results) {
+            match result {
+                Ok(f) => {
+                    found.insert(node.name.clone(), f);
+                }
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        *self.found.lock().expect("preflight findings") = found;
+        match errors.len() {
+            0 => Ok(()),
+            1 => Err(ProviderError::Preflight(errors.remove(0))),
+            _ => Err(ProviderError::Preflight(errors.join("\n"))),
+        }
+    }
+
+    fn check_agent(&self, agent: &AgentBinary) -> Result<(), ProviderError> {
+        for found in self.found.lock().expect("preflight findings").values() {
+            check_agent_arch(&agent.bytes, &found.arch)?;
+        }
+        Ok(())
+    }
+
+    async fn create(
+        &self,
+        _lab: &LabSpec,
+        _nodes: &[ResolvedNode],
+        _dir: &LabDir,
+        _state: &mut LabState,
+        _keys: &NodeKeys,
+        reporter: &dyn Reporter,
+    ) -> Result<(), ProviderError> {
+        for (node, found) in self.found() {
+            let device = match &found.device {
+                Some(p) => format!(
+                    ", RDMA {}/{} over {} ({}, ACTIVE)",
+                    p.device,
+                    p.port,
+                    p.netdev.as_deref().unwrap_or("no netdev"),
+                    p.link_layer.as_deref().unwrap_or("link layer unknown")
+                ),
+                None => String::new(),
+            };
+            let key = ssh::parse_public(&found.host_key)
+                .map(|k| ssh::fingerprint(&k))
+                .unwrap_or_default();
+            reporter.note(
+                &node,
+                &format!("preflight passed: {}, host key {key}{device}", found.arch),
+            );
+        }
+        Err(ProviderError::NotYet(
+            "provider ssh: the preflight passed, but setting the hosts up (a per-lab agent directory, unit and port on each) is not implemented yet; nothing was changed on the hosts".into(),
+        ))
+    }
+
+    async fn check_alive(&self, _dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
+        let n = state.node(node).ok_or_else(|| ProviderError::NotRunning {
+            node: node.to_string(),
+            reason: "not in the lab's state".into(),
+        })?;
+        let addr = format!("{}:{}", n.ssh_host, n.ssh_port);
+        match tokio::time::timeout(
+            crate::provider::CHECK_ALIVE_TIMEOUT,
+            tokio::net::TcpStream::connect(&addr),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(ProviderError::NotRunning {
+                node: node.to_string(),
+                reason: format!("SSH at {addr} cannot be reached: {e}"),
+            }),
+            Err(_) => Err(ProviderError::NotRunning {
+                node: node.to_string(),
+                reason: format!(
+                    "SSH at {addr} did not answer within {} s",
+                    crate::provider::CHECK_ALIVE_TIMEOUT.as_secs()
+                ),
+            }),
+        }
+    }
+
+    fn keeps_machines(&self) -> bool {
+        true
+    }
+
+    async fn delete(&self, _dir: &LabDir, _state: Option<&LabState>) -> Result<(), ProviderError> {
+        // The hosts are not ours: nothing to delete.
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

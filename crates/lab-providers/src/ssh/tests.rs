@@ -1,0 +1,148 @@
+//! Tests of the ssh provider's parts that need no host: endpoints from
+//! labs.yaml and the user's files, and the choice of RDMA device.
+
+use super::*;
+
+fn links(json: &str) -> Vec<RdmaLink> {
+    serde_json::from_str(json).unwrap()
+}
+
+fn addrs(json: &str) -> Vec<IpAddrInfo> {
+    serde_json::from_str(json).unwrap()
+}
+
+// As `rdma -j link show` and `ip -j -4 addr show` print them on the QEMU
+// lab's nodes (rxe0 over eth1), plus a second, down device.
+const LINKS: &str = r#"[{"ifindex":1,"ifname":"rxe0","port":1,"state":"ACTIVE","physical_state":"LINK_UP","netdev":"eth1","netdev_index":3},
+{"ifindex":2,"ifname":"mlx5_0","port":1,"state":"DOWN","physical_state":"DISABLED","netdev":"ens1f0","netdev_index":4}]"#;
+const ADDRS: &str = r#"[{"ifindex":1,"ifname":"lo","addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8}]},
+{"ifindex":3,"ifname":"eth1","addr_info":[{"family":"inet","local":"10.77.0.1","prefixlen":24}]},
+{"ifindex":4,"ifname":"ens1f0","addr_info":[{"family":"inet","local":"192.168.50.11","prefixlen":24}]}]"#;
+const LAYERS: &str = "/sys/class/infiniband/rxe0/ports/1/link_layer:Ethernet\n/sys/class/infiniband/mlx5_0/ports/1/link_layer:Ethernet\n";
+
+#[test]
+fn test_the_device_on_data_addr_is_picked() {
+    let p = pick_device(Ipv4Addr::new(10, 77, 0, 1), None, &links(LINKS), &addrs(ADDRS), LAYERS).unwrap();
+    assert_eq!(
+        p,
+        Picked {
+            device: "rxe0".into(),
+            port: 1,
+            netdev: Some("eth1".into()),
+            link_layer: Some("Ethernet".into()),
+        }
+    );
+    // Named explicitly, the same device.
+    let named = pick_device(
+        Ipv4Addr::new(10, 77, 0, 1),
+        Some("rxe0"),
+        &links(LINKS),
+        &addrs(ADDRS),
+        LAYERS,
+    );
+    assert_eq!(named.unwrap().device, "rxe0");
+}
+
+#[test]
+fn test_a_device_without_an_active_port_is_refused_with_the_listing() {
+    let (problem, fix) = pick_device(
+        Ipv4Addr::new(192, 168, 50, 11),
+        None,
+        &links(LINKS),
+        &addrs(ADDRS),
+        LAYERS,
+    )
+    .unwrap_err();
+    assert!(
+        problem.starts_with("mlx5_0 has no ACTIVE port; the host has:\n"),
+        "{problem}"
+    );
+    assert!(
+        problem.contains("  rxe0/1 state ACTIVE link_layer Ethernet netdev eth1 (10.77.0.1)"),
+        "{problem}"
+    );
+    assert!(
+        problem.contains("  mlx5_0/1 state DOWN link_layer Ethernet netdev ens1f0 (192.168.50.11)"),
+        "{problem}"
+    );
+    assert!(fix.contains("bring the port up"), "{fix}");
+}
+
+#[test]
+fn test_data_addr_on_no_rdma_netdev_lists_what_there_is() {
+    let (problem, fix) =
+        pick_device(Ipv4Addr::new(10, 77, 0, 9), None, &links(LINKS), &addrs(ADDRS), LAYERS).unwrap_err();
+    assert!(
+        problem.starts_with("data_addr 10.77.0.9 is on no RDMA device's netdev; the host has:"),
+        "{problem}"
+    );
+    assert!(fix.contains("rdma_device"), "{fix}");
+    let (problem, _) = pick_device(
+        Ipv4Addr::new(10, 77, 0, 1),
+        Some("irdma0"),
+        &links(LINKS),
+        &addrs(ADDRS),
+        LAYERS,
+    )
+    .unwrap_err();
+    assert!(problem.starts_with("no RDMA device `irdma0` on the host"), "{problem}");
+    let (problem, _) = pick_device(Ipv4Addr::new(10, 77, 0, 1), None, &[], &addrs(ADDRS), "").unwrap_err();
+    assert!(problem.contains("the host has no RDMA device"), "{problem}");
+}
+
+fn node_on(host: &str, port: u16, identity: Option<&str>, host_key: Option<&str>) -> ResolvedNode {
+    ResolvedNode {
+        index: 0,
+        name: "a".into(),
+        cpus: 1,
+        memory_mib: 1024,
+        data_addr: Ipv4Addr::new(10, 77, 0, 1),
+        data_prefix: 24,
+        ssh_port: None,
+        ssh: Some(lab_model::SshTarget {
+            host: host.into(),
+            port: Some(port),
+            user: None,
+            identity_file: identity.map(str::to_string),
+            host_key: host_key.map(str::to_string),
+            sudo: None,
+        }),
+        rdma_device: None,
+    }
+}
+
+#[test]
+fn test_endpoints_take_keys_from_labs_yaml_or_known_hosts() {
+    let home = std::env::temp_dir().join(format!("labctl-ssh-provider-{}", std::process::id()));
+    let dotssh = home.join(".ssh");
+    std::fs::create_dir_all(&dotssh).unwrap();
+    let host_key = ssh::load_or_create_host_key(&home.join("host/key")).unwrap().1;
+    let parsed = ssh::parse_public(&host_key).unwrap();
+    std::fs::write(dotssh.join("known_hosts"), format!("[127.0.0.1]:2201 {host_key}\n")).unwrap();
+    std::fs::write(dotssh.join("id_ed25519"), "not read here").unwrap();
+    let p = SshProvider::with_home(Fabric::Existing, home.clone());
+
+    // No host_key: known_hosts has the host on that port.
+    let e = p.endpoint(&node_on("127.0.0.1", 2201, None, None)).unwrap();
+    assert_eq!(e.target.user, "root");
+    assert_eq!(e.target.identity.as_deref(), Some(dotssh.join("id_ed25519").as_path()));
+    assert!(e.check.accepts(&parsed));
+    // Another port is another host: nothing accepted, so the preflight refuses.
+    let e = p.endpoint(&node_on("127.0.0.1", 2202, None, None)).unwrap();
+    assert!(matches!(&e.check, HostKeyCheck::AnyOf { keys, .. } if keys.is_empty()));
+    // A fingerprint in labs.yaml.
+    let fp = ssh::fingerprint(&parsed);
+    let e = p
+        .endpoint(&node_on("10.0.0.5", 22, Some("~/.ssh/id_ed25519"), Some(&fp)))
+        .unwrap();
+    assert!(e.check.accepts(&parsed));
+    let other = ssh::parse_public(&ssh::load_or_create_host_key(&home.join("host/other")).unwrap().1).unwrap();
+    assert!(!e.check.accepts(&other));
+    // A key file that is not there.
+    let err = p
+        .endpoint(&node_on("10.0.0.5", 22, Some("~/.ssh/nope"), Some(&fp)))
+        .unwrap_err();
+    assert!(err.to_string().contains("identity_file"), "{err}");
+    assert!(err.to_string().contains(".ssh/nope does not exist"), "{err}");
+    std::fs::remove_dir_all(&home).unwrap();
+}
