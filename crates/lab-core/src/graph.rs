@@ -127,8 +127,12 @@ mod tests {
     use lab_results::run::RdmaDeviceStatus;
     use lab_results::topology::to_mermaid;
 
+    /// The lab of a labs.yaml of its own: tests run in parallel, and one
+    /// writing the file while another reads it made the reader see it empty.
     fn lab() -> Lab {
-        let dir = std::env::temp_dir().join(format!("labctl-graph-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("labctl-graph-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("labs.yaml");
         std::fs::write(
