@@ -522,6 +522,25 @@ mod tests {
         assert!(lines[6].starts_with("tcp,server,0.500000,4194304,"));
     }
 
+    /// A verified 4 MiB bulk record (256 KiB chunks, seed 1) of these legs, with no runs.
+    fn record_of(rdma: BulkLeg, tcp: BulkLeg) -> BulkRecord {
+        BulkRecord {
+            schema: BULK_SCHEMA,
+            lab: "lab".into(),
+            total: 4 << 20,
+            chunk: 256 << 10,
+            seed: 1,
+            verified: true,
+            rdma,
+            tcp,
+            reading: String::new(),
+            csv: None,
+            summary_csv: None,
+            plots: vec![],
+            runs: vec![],
+        }
+    }
+
     /// Issue 17 item 6: the three bulk charts of a 0.42 s transfer have
     /// time ticks in short milliseconds (once `0.15000000000000002`), and
     /// RDMA and TCP keep one colour each across all three.
@@ -548,22 +567,11 @@ mod tests {
             r
         };
         let record = BulkRecord {
-            schema: BULK_SCHEMA,
-            lab: "lab".into(),
-            total: 4 << 20,
-            chunk: 256 << 10,
-            seed: 1,
-            verified: true,
-            rdma: leg_of("rdma", 0.42, 0.01),
-            tcp: leg_of("tcp", 0.30, 0.2),
-            reading: String::new(),
-            csv: None,
-            summary_csv: None,
-            plots: vec![],
             runs: vec![
                 run("bulk-rdma", timeline(10, 0.02), vec![]),
                 run("bulk-tcp", timeline(14, 0.0), timeline(13, 0.0)),
             ],
+            ..record_of(leg_of("rdma", 0.42, 0.01), leg_of("tcp", 0.30, 0.2))
         };
         let dir = std::env::temp_dir().join(format!(
             "labctl-bulk-plot-{}-{}",
@@ -613,21 +621,7 @@ mod tests {
 
     #[test]
     fn test_summary_csv_has_a_row_per_transport_and_side() {
-        let record = BulkRecord {
-            schema: BULK_SCHEMA,
-            lab: "lab".into(),
-            total: 4 << 20,
-            chunk: 256 << 10,
-            seed: 1,
-            verified: true,
-            rdma: leg_of("rdma", 0.5, 0.0),
-            tcp: leg_of("tcp", 0.25, 0.1),
-            reading: String::new(),
-            csv: None,
-            summary_csv: None,
-            plots: vec![],
-            runs: vec![],
-        };
+        let record = record_of(leg_of("rdma", 0.5, 0.0), leg_of("tcp", 0.25, 0.1));
         let csv = summary_csv(&record);
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 5);
