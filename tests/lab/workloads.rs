@@ -189,14 +189,18 @@ fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Fai
         args.extend(extra);
         let r = run_json(lab, &args)?;
         verified(&r).map_err(|e| format!("{workload}: {}", e.message().unwrap_or_default()))?;
-        let (avg, peak, rate) = (
+        let (avg, peak, window, rate) = (
             r["bw_avg_mib_s"].as_f64().unwrap_or(0.0),
             r["bw_peak_mib_s"].as_f64().unwrap_or(0.0),
+            r["bw_peak_window_mib_s"].as_f64().unwrap_or(0.0),
             r["msg_rate_mpps"].as_f64().unwrap_or(0.0),
         );
-        check(avg > 0.0 && rate > 0.0 && peak >= avg * 0.99, || {
-            format!("{workload}: avg {avg} peak {peak} rate {rate}")
-        })?;
+        // perftest's peak: the whole run (first post to last completion,
+        // the average's span) is one of the stretches it minimises over.
+        check(
+            avg > 0.0 && rate > 0.0 && peak >= avg * (1.0 - 1e-9) && window >= avg * (1.0 - 1e-9),
+            || format!("{workload}: avg {avg} peak {peak} best window {window} rate {rate}"),
+        )?;
         // Units are consistent: Gb/s = MiB/s * 2^20 * 8 / 1e9.
         let gbps = r["bw_avg_gbps"].as_f64().unwrap_or(0.0);
         check(

@@ -388,6 +388,7 @@ pub async fn run_workload(
         params: ParamsRecord::from(&params),
         verified: overall_verified(&server_side, &client_side),
         bw_peak_mib_s: bw.peak_mib_s,
+        bw_peak_window_mib_s: bw.peak_window_mib_s,
         bw_avg_mib_s: bw.avg_mib_s,
         bw_avg_gbps: bw.avg_gbps,
         msg_rate_mpps: bw.msg_rate_mpps,
@@ -414,6 +415,7 @@ pub async fn run_workload(
                     iterations: p.iterations,
                     bw_avg_mib_s: bw.avg_mib_s,
                     bw_peak_mib_s: bw.peak_mib_s,
+                    bw_peak_window_mib_s: bw.peak_window_mib_s,
                     msg_rate_mpps: bw.msg_rate_mpps,
                     lat_us: latency(p.lat.as_ref()),
                 }

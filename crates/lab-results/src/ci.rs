@@ -435,6 +435,7 @@ mod tests {
             params: ParamsRecord::default(),
             verified,
             bw_peak_mib_s: 0.0,
+            bw_peak_window_mib_s: 0.0,
             bw_avg_mib_s: 0.0,
             bw_avg_gbps: 0.0,
             msg_rate_mpps: 0.0,

@@ -1,34 +1,70 @@
 //! Bandwidth and latency math, following perftest's conventions so numbers
 //! compare with `ib_write_bw`/`ib_write_lat`: MiB/s = bytes / 2^20 / s,
-//! Gb/s = bits / 1e9 / s, message rate in Mpps; latency in microseconds,
-//! computed from the samples as perftest's report line is (its median,
-//! tail dropping and picks), with every sample's figures beside them.
+//! Gb/s = bits / 1e9 / s, message rate in Mpps; bandwidth peak and average
+//! from post and completion times as perftest's report is ([`PostClock`]);
+//! latency in microseconds, computed from the samples as perftest's report
+//! line is (its median, tail dropping and picks), with every sample's
+//! figures beside them.
 
 use std::time::Duration;
 
 use agent_proto::v1::{Bandwidth, Latency, LatencyAllSamples};
 
+mod post_clock;
+
+pub use post_clock::PostClock;
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// Bandwidth of `bytes` moved in `ops` messages over `elapsed`, with the peak
-/// taken over the given windows (bytes, duration) if any.
+/// taken over the given windows (bytes, duration) if any: the workloads that
+/// have no perftest counterpart.
 pub fn bandwidth(bytes: u64, ops: u64, elapsed: Duration, windows: &[(u64, Duration)]) -> Bandwidth {
     let secs = elapsed.as_secs_f64();
     if secs <= 0.0 {
         return Bandwidth::default();
     }
     let avg_mib_s = bytes as f64 / MIB / secs;
-    let peak_mib_s = windows
-        .iter()
-        .filter(|(_, d)| !d.is_zero())
-        .map(|(b, d)| *b as f64 / MIB / d.as_secs_f64())
-        .fold(avg_mib_s, f64::max);
+    let peak_mib_s = best_window(windows).fold(avg_mib_s, f64::max);
     Bandwidth {
         peak_mib_s,
         avg_mib_s,
         avg_gbps: bytes as f64 * 8.0 / 1e9 / secs,
         msg_rate_mpps: ops as f64 / 1e6 / secs,
+        peak_window_mib_s: peak_mib_s,
     }
+}
+
+/// Bandwidth of a perftest pair's run of `ops` messages of `size` bytes, as
+/// `print_report_bw` computes it from the run's post and completion times
+/// (see [`PostClock`]): average over first post → last completion, peak by
+/// perftest's definition (0 when not measured, as perftest prints it). The
+/// best window of the run stays beside it in `peak_window_mib_s`.
+pub fn perftest_bandwidth(size: u64, ops: u64, clock: &PostClock, windows: &[(u64, Duration)]) -> Bandwidth {
+    let secs = clock.span_s();
+    if secs <= 0.0 {
+        return Bandwidth::default();
+    }
+    let bytes = size * ops;
+    let avg_mib_s = bytes as f64 / MIB / secs;
+    let peak_mib_s = clock
+        .peak_ns_per_request()
+        .filter(|ns| *ns > 0.0)
+        .map_or(0.0, |ns| size as f64 / MIB / (ns / 1e9));
+    Bandwidth {
+        peak_mib_s,
+        avg_mib_s,
+        avg_gbps: bytes as f64 * 8.0 / 1e9 / secs,
+        msg_rate_mpps: ops as f64 / 1e6 / secs,
+        peak_window_mib_s: best_window(windows).fold(avg_mib_s, f64::max),
+    }
+}
+
+fn best_window(windows: &[(u64, Duration)]) -> impl Iterator<Item = f64> + '_ {
+    windows
+        .iter()
+        .filter(|(_, d)| !d.is_zero())
+        .map(|(b, d)| *b as f64 / MIB / d.as_secs_f64())
 }
 
 /// Splits a run into windows for the peak: records (bytes, time) every

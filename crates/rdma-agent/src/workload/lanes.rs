@@ -37,6 +37,9 @@ pub trait SendQueues {
     /// Waits for the next completion: the lane and number of the signaled
     /// request it ends.
     fn next_completion(&mut self) -> Result<(usize, u64), SessionError>;
+    /// Told, right after [`SendQueues::next_completion`], how many requests
+    /// that completion finished.
+    fn finished(&mut self, requests: u64);
 }
 
 #[derive(Default)]
@@ -49,14 +52,12 @@ struct Lane {
 }
 
 /// Runs `lanes` lanes to their end; `time_up` is asked once per round of
-/// posting (timed runs), `completed` is told how many requests each
-/// completion finished. Returns the requests each lane posted.
+/// posting (timed runs). Returns the requests each lane posted.
 pub fn run(
     queues: &mut impl SendQueues,
     lanes: usize,
     schedule: &Schedule,
     mut time_up: impl FnMut() -> bool,
-    mut completed: impl FnMut(u64),
 ) -> Result<Vec<u64>, SessionError> {
     let Schedule {
         depth,
@@ -110,7 +111,7 @@ pub fn run(
         let lane = state
             .get_mut(q)
             .ok_or_else(|| SessionError::Protocol(format!("completion for QP #{q}, which this run does not have")))?;
-        completed(upto.saturating_sub(lane.completed));
+        queues.finished(upto.saturating_sub(lane.completed));
         lane.completed = lane.completed.max(upto);
     }
 }
@@ -136,6 +137,8 @@ mod tests {
         rng: u64,
         /// Per QP, the size of every post, in order.
         sizes: Vec<Vec<usize>>,
+        /// Requests the schedule was told finished.
+        finished: u64,
     }
 
     impl FakeQueues {
@@ -147,6 +150,7 @@ mod tests {
                 completed: vec![0; lanes],
                 rng: seed | 1,
                 sizes: vec![Vec::new(); lanes],
+                finished: 0,
             }
         }
     }
@@ -185,6 +189,10 @@ mod tests {
             }
             unreachable!("QP {q} had a signaled request");
         }
+
+        fn finished(&mut self, requests: u64) {
+            self.finished += requests;
+        }
     }
 
     impl FakeQueues {
@@ -219,11 +227,9 @@ mod tests {
                         for planned in [1, 2, 9, 100, 1001] {
                             let s = schedule(depth, list, cq_moderation, Some(planned));
                             let mut fake = FakeQueues::new(lanes, depth, planned ^ depth as u64);
-                            let mut finished = 0;
-                            let posted = run(&mut fake, lanes, &s, || unreachable!(), |n| finished += n)
-                                .expect("a counted run ends");
+                            let posted = run(&mut fake, lanes, &s, || unreachable!()).expect("a counted run ends");
                             assert_eq!(posted, vec![planned; lanes], "{s:?}");
-                            assert_eq!(finished, planned * lanes as u64, "{s:?}");
+                            assert_eq!(fake.finished, planned * lanes as u64, "{s:?}");
                             fake.check_drained();
                             runs += 1;
                         }
@@ -238,7 +244,7 @@ mod tests {
     fn a_count_that_is_not_a_multiple_of_the_list_ends_with_one_tail() {
         let s = schedule(16, 5, 16, Some(23));
         let mut fake = FakeQueues::new(1, 16, 7);
-        let posted = run(&mut fake, 1, &s, || unreachable!(), |_| {}).unwrap();
+        let posted = run(&mut fake, 1, &s, || unreachable!()).unwrap();
         assert_eq!(posted, [23]);
         fake.check_drained();
         // 4 posts of 5, then a tail of 3 posted once the queue drained.
@@ -252,18 +258,13 @@ mod tests {
                 let s = schedule(depth, list, cq_moderation, None);
                 let mut fake = FakeQueues::new(2, depth, rounds + 1);
                 let mut asked = 0;
-                let posted = run(
-                    &mut fake,
-                    2,
-                    &s,
-                    || {
-                        asked += 1;
-                        asked > rounds
-                    },
-                    |_| {},
-                )
+                let posted = run(&mut fake, 2, &s, || {
+                    asked += 1;
+                    asked > rounds
+                })
                 .expect("a timed run ends");
                 fake.check_drained();
+                assert_eq!(fake.finished, posted.iter().sum::<u64>(), "{s:?}");
                 // Whole post lists only, and at least one per lane.
                 for p in posted {
                     assert!(p >= s.list as u64 && p.is_multiple_of(s.list as u64), "{s:?}: {p}");

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use agent_proto::v1::{Fault, Role, SideResult, SizePoint, WorkloadParams};
 
 use super::{corrupt_byte, injects, lanes, note_skip, pattern, read_peer_word, read_word, verdict, OpKind, Workload};
-use crate::metrics::{bandwidth, latency, PeakTracker};
+use crate::metrics::{latency, perftest_bandwidth, PeakTracker, PostClock};
 use crate::plan::Plan;
 use crate::session::{SessionError, Side};
 use crate::validate::{Limits, Rules, ValidationError};
@@ -316,6 +316,11 @@ struct PerfQueues<'a> {
     side: &'a mut Side,
     chains: Vec<crate::verbs::SendChain>,
     local: LocalSlice,
+    /// When each post went out and each signaled completion came back.
+    clock: PostClock,
+    /// The same completions in 500 ms windows (the extra peak figure).
+    windows: PeakTracker,
+    size: u64,
 }
 
 impl lanes::SendQueues for PerfQueues<'_> {
@@ -325,6 +330,7 @@ impl lanes::SendQueues for PerfQueues<'_> {
         if count == chain.len() {
             chain.set_signaled(count - 1, signaled);
             chain.set_wr_id(count - 1, kind.wr_id_on_lane(qp, upto));
+            self.clock.posting(count as u64);
             return Ok(self.side.link.post_send_on(qp, chain)?);
         }
         let first = upto + 1 - count as u64;
@@ -336,12 +342,18 @@ impl lanes::SendQueues for PerfQueues<'_> {
             })
             .collect();
         let mut tail_chain = self.side.link.send_chain(&tail)?;
+        self.clock.posting(count as u64);
         Ok(self.side.link.post_send_on(qp, &mut tail_chain)?)
     }
 
     fn next_completion(&mut self) -> Result<(usize, u64), SessionError> {
         let c = self.side.next_completion("bandwidth completions")?;
         Ok(WrId::from(c.wr_id).lane())
+    }
+
+    fn finished(&mut self, requests: u64) {
+        self.clock.completed(requests);
+        self.windows.add(requests * self.size);
     }
 }
 
@@ -473,34 +485,31 @@ impl Perf {
             planned: planned_iterations(side),
         };
         let stop_at = Instant::now() + crate::validate::duration(&side.params);
-        let mut peak = PeakTracker::new(Duration::from_millis(500));
-        let start = Instant::now();
+        let expected_posts = schedule.planned.map_or(0, |n| n as usize * chains.len() / list);
         let lane_count = chains.len();
         let mut queues = PerfQueues {
             perf: self,
             side,
             chains,
             local,
+            clock: PostClock::new(expected_posts),
+            windows: PeakTracker::new(Duration::from_millis(500)),
+            size: size as u64,
         };
-        let per_lane = lanes::run(
-            &mut queues,
-            lane_count,
-            &schedule,
-            || Instant::now() >= stop_at,
-            |n| peak.add(n * size as u64),
-        )?;
-        let elapsed = start.elapsed();
+        let per_lane = lanes::run(&mut queues, lane_count, &schedule, || Instant::now() >= stop_at)?;
+        let PerfQueues {
+            side, clock, windows, ..
+        } = queues;
         if self.op == PerfOp::Read {
             if let Err(m) = pattern(&side.params).verify(&side.link.buffer(buf)[..size], 0) {
                 problems.push(format!("read-bw at {size} B: {m}"));
             }
         }
         let posted: u64 = per_lane.iter().sum();
-        let bytes = posted * size as u64;
         Ok(SizePoint {
             size: size as u64,
             iterations: posted,
-            bw: Some(bandwidth(bytes, posted, elapsed, peak.windows())),
+            bw: Some(perftest_bandwidth(size as u64, posted, &clock, windows.windows())),
             lat: None,
         })
     }
