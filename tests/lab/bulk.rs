@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
 
-use crate::util::{bin_dir, check, Labctl};
+use crate::util::{bin_dir, check, check_contains_all, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
@@ -311,17 +311,17 @@ fn test_bulk_workloads_alone_verify_a_short_last_chunk(lab: &Labctl) -> Result<(
 
 fn test_bulk_table_and_default_plot_dir_beside_the_saved_runs(lab: &Labctl) -> Result<(), Failed> {
     let run = lab.run(&["bulk", "--total", "512KiB", "--chunk", "64KiB"]).ok()?;
-    for want in [
-        "RDMA WRITE",
-        "TCP",
-        "CPU s/GiB",
-        "verified (server)",
-        "reading     RDMA moved the same 512 KiB",
-    ] {
-        check(run.stdout.contains(want), || {
-            format!("{want:?} not in:\n{}", run.stdout)
-        })?;
-    }
+    check_contains_all(
+        "bulk's table",
+        &run.stdout,
+        &[
+            "RDMA WRITE",
+            "TCP",
+            "CPU s/GiB",
+            "verified (server)",
+            "reading     RDMA moved the same 512 KiB",
+        ],
+    )?;
     let results = lab.state_base.join(".results").join("e2e");
     let plots: Vec<&str> = run
         .stdout

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use libtest_mimic::{Failed, Trial};
 
-use crate::util::{check, Labctl};
+use crate::util::{check, check_contains_all, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
@@ -111,11 +111,7 @@ fn test_graph_names_the_real_nodes_addresses_devices_and_gids(lab: &Labctl) -> R
         let gid_line = format!("GID {} {} (RoCE v2)", n.gid_index, n.gid);
         let device = format!("{} port 1 ACTIVE", n.device);
         for (what, text) in [("mermaid", &mermaid), ("dot", &dot)] {
-            for want in [&n.name, &n.addr, &device, &gid_line] {
-                check(text.contains(want.as_str()), || {
-                    format!("{what} lacks {want:?}:\n{text}")
-                })?;
-            }
+            check_contains_all(what, text, &[&n.name, &n.addr, &device, &gid_line])?;
         }
         check(svg_lines.contains(&n.name.as_str()), || {
             format!("svg lacks node {}: {svg_lines:?}", n.name)
@@ -143,17 +139,17 @@ fn test_graph_of_a_lab_not_up_shows_the_planned_nodes_and_says_so(lab: &Labctl) 
     let out = lab.run(&["graph", "--format", "dot"]).ok()?;
     check(out.stderr.contains("is not up"), || format!("stderr: {}", out.stderr))?;
     // tests/labs/e2e.yaml plans server and client on the default data network.
-    for want in [
-        "planned from labs.yaml, not up",
-        "data network 10.77.0.0/24",
-        "server\\nRDMA device: unknown until up\\nagent: not deployed",
-        "n0 -- net [label=\"10.77.0.1/24\"]",
-        "n1 -- net [label=\"10.77.0.2/24\"]",
-    ] {
-        check(out.stdout.contains(want), || {
-            format!("dot lacks {want:?}:\n{}", out.stdout)
-        })?;
-    }
+    check_contains_all(
+        "dot",
+        &out.stdout,
+        &[
+            "planned from labs.yaml, not up",
+            "data network 10.77.0.0/24",
+            "server\\nRDMA device: unknown until up\\nagent: not deployed",
+            "n0 -- net [label=\"10.77.0.1/24\"]",
+            "n1 -- net [label=\"10.77.0.2/24\"]",
+        ],
+    )?;
     let model = lab.run(&["graph", "--json"]).ok()?.json()?;
     check(
         model["source"] == "planned" && model["nodes"][1]["agent"]["state"] == "unknown",

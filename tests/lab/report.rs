@@ -25,6 +25,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_bench_idle_agent_rss_is_reported_against_20_mb",
             test_bench_idle_agent_rss_is_reported_against_20_mb,
         ),
+        t(
+            "test_bench_scaling_series_runs_both_tools_at_each_qp_count",
+            test_bench_scaling_series_runs_both_tools_at_each_qp_count,
+        ),
     ]
 }
 
@@ -286,6 +290,69 @@ fn test_bench_idle_agent_rss_is_reported_against_20_mb(lab: &Labctl) -> Result<(
             .as_array()
             .is_some_and(|l| l.iter().any(|r| r["id"] == id && r["kind"] == "bench")),
         || format!("bench {id} not listed: {listed}"),
+    )
+}
+
+/// The full suite's scaling series for send-bw: perftest's `-q` against our
+/// `--qps` at 1, 2, 4 and 8 QPs, every run of ours verified, and the table.
+fn test_bench_scaling_series_runs_both_tools_at_each_qp_count(lab: &Labctl) -> Result<(), Failed> {
+    let args = [
+        "bench", "--suite", "full", "--only", "send-bw", "--rounds", "1", "-n", "64", "--json",
+    ];
+    let b = lab.run(&args).ok()?.json()?;
+    let pairs = b["pairs"].as_array().ok_or_else(|| format!("no pairs: {b}"))?;
+    let qps: Vec<u64> = pairs.iter().filter_map(|p| p["spec"]["qps"].as_u64()).collect();
+    check(qps == [1, 2, 4, 8], || format!("send-bw pairs at QPs {qps:?}"))?;
+    for p in pairs {
+        let q = p["spec"]["qps"].as_u64().unwrap_or(0);
+        let per_qp = 64 / q;
+        check(p["spec"]["iterations"] == per_qp, || {
+            format!("q{q}: spec {}", p["spec"])
+        })?;
+        let command = p["reference"]["command"].as_str().unwrap_or_default();
+        let wants_q = q > 1;
+        check(command.contains(&format!(" -q {q} ")) == wants_q, || {
+            format!("q{q}: perftest command {command}")
+        })?;
+        for side in ["reference", "ours"] {
+            let samples = p[side]["samples"].as_array().ok_or("no samples")?;
+            check(
+                samples.len() == 1
+                    && samples
+                        .iter()
+                        .all(|s| s["error"].is_null() && s["value"].as_f64() > Some(0.0)),
+                || format!("q{q} {side}: {samples:?}"),
+            )?;
+        }
+        check(p["ours"]["samples"][0]["verified"] == true, || {
+            format!("q{q}: ours not verified")
+        })?;
+        // Each run of ours is saved: its record has the QPs and the messages.
+        let run_id = p["ours"]["samples"][0]["run_id"].as_str().ok_or("no run_id")?;
+        let run = lab.run(&["report", "show", run_id, "--json"]).ok()?.json()?;
+        check(
+            run["params"]["num_qps"] == q && run["server"]["ops"].as_u64() == Some(q * per_qp),
+            || {
+                format!(
+                    "q{q}: run {run_id}: params {} server ops {}",
+                    run["params"], run["server"]["ops"]
+                )
+            },
+        )?;
+    }
+    // The text form prints the scaling table with one row per QP count.
+    let text = lab.run(&["report", "show", b["id"].as_str().ok_or("no id")?]).ok()?;
+    let rows = text
+        .stdout
+        .lines()
+        .filter(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() == 7 && w[0] == "send-bw" && ["1", "2", "4", "8"].contains(&w[1])
+        })
+        .count();
+    check(
+        text.stdout.contains("scaling: aggregate MiB/s by QPs") && rows == 4,
+        || format!("scaling table ({rows} rows):\n{}", text.stdout),
     )
 }
 

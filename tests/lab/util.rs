@@ -133,6 +133,14 @@ pub fn check(cond: bool, msg: impl FnOnce() -> String) -> Result<(), Failed> {
     }
 }
 
+/// Every string of `wants` is in `text` (`what` names the text in the failure).
+pub fn check_contains_all<S: AsRef<str>>(what: &str, text: &str, wants: &[S]) -> Result<(), Failed> {
+    for want in wants.iter().map(AsRef::as_ref) {
+        check(text.contains(want), || format!("{what} lacks {want:?}:\n{text}"))?;
+    }
+    Ok(())
+}
+
 /// What `ibv_rc_pingpong` printed on each side.
 pub struct PingPong {
     pub client: String,

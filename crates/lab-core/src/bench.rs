@@ -53,6 +53,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         metric: Metric::BwAvgMibS,
         target,
         provider: None,
+        qps: 1,
     };
     let lat = |workload: &str, tool: &str, size, target| PairSpec {
         workload: workload.into(),
@@ -63,6 +64,16 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         metric: Metric::LatTypicalUs,
         target,
         provider: None,
+        qps: 1,
+    };
+    // A scaling point: the same bytes in all as the one-QP pair, spread over
+    // `qps` QPs (perftest's -n counts per QP, as ours does), so a series
+    // takes about as long at 8 QPs as at 1.
+    let scaled = |pair: PairSpec, qps: u32| PairSpec {
+        iterations: (pair.iterations / u64::from(qps)).max(1),
+        qps,
+        target: None,
+        ..pair
     };
     let mut pairs = vec![
         bw("write-bw", "ib_write_bw", Some(1.10)),
@@ -75,8 +86,9 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
             iterations: 500,
             depth: Some((128, 16)),
             metric: Metric::MsgRateMpps,
-            target: None,
+            target: Some(1.0),
             provider: None,
+            qps: 1,
         },
         PairSpec {
             workload: "fabric-lat".into(),
@@ -87,12 +99,19 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
             metric: Metric::LatAvgUs,
             target: None,
             provider: Some("tcp;ofi_rxm".into()),
+            qps: 1,
         },
     ];
     if s == Suite::Full {
         pairs.push(bw("send-bw", "ib_send_bw", Some(1.0)));
-        pairs.push(lat("read-lat", "ib_read_lat", 2, None));
-        pairs.push(lat("send-lat", "ib_send_lat", 2, None));
+        pairs.push(lat("read-lat", "ib_read_lat", 2, Some(1.0)));
+        pairs.push(lat("send-lat", "ib_send_lat", 2, Some(1.0)));
+        // An atomic's operand is 8 bytes whatever the size says.
+        pairs.push(lat("atomic-lat", "ib_atomic_lat", 8, Some(1.0)));
+        for qps in [2, 4, 8] {
+            pairs.push(scaled(bw("write-bw", "ib_write_bw", None), qps));
+            pairs.push(scaled(bw("send-bw", "ib_send_bw", None), qps));
+        }
     }
     pairs
 }
@@ -281,7 +300,7 @@ async fn idle_rss(lab: &Lab, state: &LabState, opts: &BenchOptions, when: &str) 
 pub enum BenchEvent<'a> {
     /// A run starts.
     Start {
-        /// The pair's workload.
+        /// The pair's label ([`PairSpec::label`]).
         pair: &'a str,
         /// The tool about to run.
         tool: &'a str,
@@ -352,6 +371,9 @@ fn perftest_command(
     }
     if let Some((tx, cq)) = spec.depth {
         cmd = cmd.arg("-t").arg(tx.to_string()).arg("-Q").arg(cq.to_string());
+    }
+    if spec.qps > 1 {
+        cmd = cmd.arg("-q").arg(spec.qps.to_string());
     }
     if let Some(peer) = peer {
         cmd = cmd.arg(peer.to_string());
@@ -615,6 +637,7 @@ async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -
     let mut params = default_params(&spec.workload);
     params.size = spec.size;
     params.iterations = spec.iterations;
+    params.num_qps = spec.qps;
     if let Some((tx, cq)) = spec.depth {
         params.tx_depth = tx;
         params.cq_moderation = cq;
@@ -628,8 +651,8 @@ async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -
             )
         }
         None => format!(
-            "{} size {} iterations {} tx_depth {} cq_moderation {} (rdma_cm, poll)",
-            spec.workload, params.size, params.iterations, params.tx_depth, params.cq_moderation
+            "{} size {} iterations {} tx_depth {} cq_moderation {} qps {} (rdma_cm, poll)",
+            spec.workload, params.size, params.iterations, params.tx_depth, params.cq_moderation, params.num_qps
         ),
     };
     let run = RunOptions {
@@ -723,13 +746,15 @@ pub async fn run_bench(
     {
         let mut spec = spec;
         if let Some(n) = opts.iterations {
-            spec.iterations = n;
+            // `-n` is the one-QP count; a scaling point spreads it over its QPs.
+            spec.iterations = (n / u64::from(spec.qps.max(1))).max(1);
         }
         let (mut reference, mut ours) = (Vec::new(), Vec::new());
         let mut ours_cmd = String::new();
+        let label = spec.label();
         for round in 0..opts.rounds.max(1) {
             on_event(BenchEvent::Start {
-                pair: &spec.workload,
+                pair: &label,
                 tool: &spec.tool,
                 round,
             });
@@ -741,7 +766,7 @@ pub async fn run_bench(
             });
             reference.push(s);
             on_event(BenchEvent::Start {
-                pair: &spec.workload,
+                pair: &label,
                 tool: &spec.workload,
                 round,
             });
@@ -998,8 +1023,33 @@ mod tests {
         let lat = pairs.iter().find(|p| p.workload == "write-lat").unwrap();
         let (r, ok) = judge(lat, &Stats::of([Some(100.0)]), &Stats::of([Some(120.0)]));
         assert_eq!((r, ok), (Some(1.2), Some(false)));
-        // Quick's five (with the fi_pingpong pair) plus three.
-        assert_eq!(suite(Suite::Full).len(), 8);
+        // Quick's five (with the fi_pingpong pair), four more pairs, and
+        // write-bw and send-bw at 2, 4 and 8 QPs.
+        let full = suite(Suite::Full);
+        assert_eq!(full.len(), 15);
+        let labels: std::collections::BTreeSet<String> = full.iter().map(PairSpec::label).collect();
+        assert_eq!(labels.len(), full.len(), "every pair has its own label: {labels:?}");
+        // Every perftest pair of the full suite has a target but the scaling points.
+        for p in full.iter().filter(|p| p.provider.is_none()) {
+            assert_eq!(p.target.is_some(), p.qps == 1, "{}", p.label());
+        }
+    }
+
+    #[test]
+    fn test_scaling_points_spread_the_same_bytes_over_their_qps() {
+        let full = suite(Suite::Full);
+        let q4 = full.iter().find(|p| p.label() == "send-bw q4").unwrap();
+        let q1 = full.iter().find(|p| p.label() == "send-bw").unwrap();
+        assert_eq!(q4.iterations * 4, q1.iterations);
+        let cmd = perftest_command(q4, "rxe0", 1, None, Some(Ipv4Addr::new(10, 77, 0, 1)));
+        assert_eq!(
+            cmd.as_str(),
+            "ib_send_bw -d rxe0 -x 1 -n 75 -F -s 65536 -t 128 -Q 16 -q 4 10.77.0.1"
+        );
+        // Records written before the field was there read one QP.
+        let mut old = serde_json::to_value(q1).unwrap();
+        old.as_object_mut().unwrap().remove("qps");
+        assert_eq!(serde_json::from_value::<PairSpec>(old).unwrap().qps, 1);
     }
 
     #[test]

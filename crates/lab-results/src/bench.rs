@@ -16,7 +16,8 @@ pub const BENCH_SCHEMA: u32 = 1;
 pub enum Suite {
     /// write-bw, read-bw, write-lat, atomic-bw, fabric-lat (against fi_pingpong).
     Quick,
-    /// Quick plus send-bw, read-lat, send-lat.
+    /// Quick plus send-bw, read-lat, send-lat, atomic-lat and the scaling
+    /// series (write-bw and send-bw at 2, 4 and 8 QPs).
     Full,
     /// No pairs: `up` and `down` timings of scratch labs (`--orchestration`).
     Orchestration,
@@ -72,6 +73,27 @@ pub struct PairSpec {
     /// libfabric pairs: the provider both sides use (the reference is then
     /// `fi_pingpong`, not perftest). None: a verbs pair.
     pub provider: Option<String>,
+    /// QPs per side (perftest's `-q`, our `--qps`), each running
+    /// `iterations` operations. Records from before the field read 1.
+    #[serde(default = "one_qp")]
+    pub qps: u32,
+}
+
+fn one_qp() -> u32 {
+    1
+}
+
+impl PairSpec {
+    /// The pair's name in tables and comparisons: the workload, with its
+    /// QP count when it runs several ("write-bw q4"), so the pairs of a
+    /// scaling series stay apart.
+    pub fn label(&self) -> String {
+        if self.qps > 1 {
+            format!("{} q{}", self.workload, self.qps)
+        } else {
+            self.workload.clone()
+        }
+    }
 }
 
 /// perftest's result table, parsed.

@@ -713,14 +713,15 @@ fn compare_benches(old: &BenchRecord, new: &BenchRecord, rows: &mut Rows) -> Vec
             other.map(|o| o.rss_bytes as f64 / 1e6),
         );
     }
-    let mut workloads: Vec<&str> = old.pairs.iter().map(|p| p.spec.workload.as_str()).collect();
+    // Pairs meet by label: a scaling series has one pair per QP count.
+    let mut labels: Vec<String> = old.pairs.iter().map(|p| p.spec.label()).collect();
     for p in &new.pairs {
-        if !workloads.contains(&p.spec.workload.as_str()) {
-            workloads.push(&p.spec.workload);
+        if !labels.contains(&p.spec.label()) {
+            labels.push(p.spec.label());
         }
     }
-    let find = |b: &'_ BenchRecord, w: &str| b.pairs.iter().find(|p| p.spec.workload == w).cloned();
-    for w in workloads {
+    let find = |b: &'_ BenchRecord, w: &str| b.pairs.iter().find(|p| p.spec.label() == w).cloned();
+    for w in labels.iter().map(String::as_str) {
         let (a, b) = (find(old, w), find(new, w));
         let spec = |p: &Option<PairRecord>| {
             p.as_ref()

@@ -332,7 +332,7 @@ mod tests {
             .filter(|r| r.rules().multi_qp)
             .map(Runner::name)
             .collect();
-        assert_eq!(multi, ["write-bw", "read-bw", "atomic-bw", "param-server"]);
+        assert_eq!(multi, ["write-bw", "read-bw", "send-bw", "atomic-bw", "param-server"]);
         for name in multi {
             assert!(err.contains(name), "{err}");
             p.workload = name.into();

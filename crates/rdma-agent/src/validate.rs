@@ -307,7 +307,7 @@ pub fn validate(params: &WorkloadParams, rules: &Rules, limits: &Limits) -> Resu
             params.num_qps as i64,
             0,
             1,
-            "0 or 1 (several QPs are for write-bw, read-bw, atomic-bw and param-server)",
+            "0 or 1 (several QPs are for write-bw, read-bw, send-bw, atomic-bw and param-server)",
         )?;
     }
     check_range("ib_port", params.ib_port as i64, 0, 255, "0 (default 1) ..= 255")?;

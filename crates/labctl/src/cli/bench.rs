@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use lab_core::bench::orchestration::{OrchestrationEvent, OrchestrationOptions};
 use lab_core::bench::{run_bench, BenchEvent, BenchOptions};
-use lab_results::bench::{all_ok, BenchRecord, Stats, Suite};
+use lab_results::bench::{all_ok, BenchRecord, PairRecord, Stats, Suite};
 
 use super::global::{open_lab, GlobalArgs};
 use super::table::{Align, Table};
@@ -19,7 +19,8 @@ pub enum SuiteArg {
     /// write-bw, read-bw, write-lat, atomic-bw against ib_write_bw, ib_read_bw, ib_write_lat, ib_atomic_bw;
     /// fabric-lat against fi_pingpong (tcp;ofi_rxm).
     Quick,
-    /// quick plus send-bw, read-lat, send-lat.
+    /// quick plus send-bw, read-lat, send-lat, atomic-lat, and the scaling
+    /// series: write-bw and send-bw at 2, 4 and 8 QPs against perftest's -q.
     Full,
 }
 
@@ -38,7 +39,8 @@ pub struct BenchArgs {
     /// The active node.
     #[arg(long, default_value = "client")]
     pub client: String,
-    /// Override every pair's iteration count (both tools).
+    /// Override every pair's iteration count (both tools; a scaling point at
+    /// N QPs runs this / N on each QP).
     #[arg(short = 'n', long)]
     pub iterations: Option<u64>,
     /// Only these workloads of the suite (repeatable: --only write-bw --only write-lat).
@@ -235,7 +237,7 @@ pub(crate) fn print_table(r: &BenchRecord) {
             None => "-",
         };
         table.row([
-            p.spec.workload.to_string(),
+            p.spec.label(),
             p.spec.tool.to_string(),
             p.unit.to_string(),
             mmm(&p.reference.stats),
@@ -250,6 +252,7 @@ pub(crate) fn print_table(r: &BenchRecord) {
     table.print();
     println!("  ratio = ours median / perftest median; bandwidth and Mpps: higher is better, latency (t_typical, RTT/2 for write-lat): lower is better");
     println!("  cpu = user + system seconds of both sides per GiB moved (median); perftest's is its whole process, ours the timed run");
+    print_scaling(r);
     let mut rss_table = Table::headless(
         "  ",
         &[Align::Left, Align::Left, Align::Right, Align::Left, Align::Left],
@@ -280,4 +283,56 @@ pub(crate) fn print_table(r: &BenchRecord) {
     if let Some(path) = &r.saved_to {
         println!("  saved       {path}");
     }
+}
+
+/// The scaling series: per workload that ran at several QP counts, one row
+/// per count with both tools' medians, the ratio, and each tool's median
+/// against its own one-QP median.
+fn print_scaling(r: &BenchRecord) {
+    let mut series: Vec<&str> = Vec::new();
+    for p in r.pairs.iter().filter(|p| p.spec.qps > 1) {
+        if !series.contains(&p.spec.workload.as_str()) {
+            series.push(&p.spec.workload);
+        }
+    }
+    let Some(first) = r.pairs.iter().find(|p| p.spec.qps > 1) else {
+        return;
+    };
+    println!(
+        "  scaling: aggregate {} by QPs (each QP runs the one-QP pair's iterations / QPs)",
+        first.unit
+    );
+    let mut table = Table::new(
+        "  ",
+        &[
+            ("workload", Align::Left),
+            ("QPs", Align::Right),
+            ("perftest median", Align::Right),
+            ("ours median", Align::Right),
+            ("ratio", Align::Right),
+            ("perftest vs 1 QP", Align::Right),
+            ("ours vs 1 QP", Align::Right),
+        ],
+    );
+    for workload in series {
+        let mut points: Vec<_> = r.pairs.iter().filter(|p| p.spec.workload == workload).collect();
+        points.sort_by_key(|p| p.spec.qps);
+        let one = points.iter().find(|p| p.spec.qps == 1);
+        let against_one = |of: fn(&PairRecord) -> Option<f64>, p: &PairRecord| match (of(p), one.and_then(|o| of(o))) {
+            (Some(x), Some(base)) if base > 0.0 => format!("{:.2}x", x / base),
+            _ => "-".into(),
+        };
+        for p in &points {
+            table.row([
+                workload.to_string(),
+                p.spec.qps.to_string(),
+                num(p.reference.stats.median),
+                num(p.ours.stats.median),
+                p.ratio.map_or("-".into(), |x| format!("{x:.3}")),
+                against_one(|p| p.reference.stats.median, p),
+                against_one(|p| p.ours.stats.median, p),
+            ]);
+        }
+    }
+    table.print();
 }

@@ -130,6 +130,7 @@ pub(crate) fn server(
             .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
         let moved = (|| -> Result<(), SessionError> {
             side.link.modify_qp_at(i, &id.qp_attr(QueuePairState::Init)?, "INIT")?;
+            workload.qp_in_init(&mut side, i)?;
             side.link
                 .modify_qp_at(i, &id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
             side.link
@@ -218,6 +219,7 @@ pub(crate) fn client(
         id.resolve_route(step_timeout)?;
         wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
         side.link.modify_qp_at(i, &init, "INIT")?;
+        workload.qp_in_init(&mut side, i)?;
         id.connect(&ConnectParams {
             qp_num: side.link.qp_num_at(i),
             private_data: &[],

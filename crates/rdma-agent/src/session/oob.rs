@@ -87,6 +87,9 @@ pub(crate) fn side(
         side.link.modify_qp_at(i, &init, "INIT")?;
     }
     workload.prepare(&mut side)?;
+    for i in 1..side.link.num_qps() {
+        workload.qp_in_init(&mut side, i)?;
+    }
     let mtu = crate::verbs::link::port_active_mtu(side.link.context(), port).unwrap_or(1024);
     let exposed = side.exposed.map(|b| side.link.remote_buf(b)).unwrap_or_default();
     // One entry per QP, in QP order; the peer pairs them up by position.

@@ -38,8 +38,15 @@ pub trait Workload: Send + Sync {
     fn name(&self) -> &'static str;
     /// What this workload adds to the shared request checks.
     fn rules(&self) -> Rules;
-    /// Sets up buffers and receives (QP in INIT).
+    /// Sets up buffers and receives (the first QP in INIT; with rdma_cm the
+    /// other QPs of a multi-QP run are not created in the device's eyes yet).
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError>;
+    /// QP `qp` (1.. of a multi-QP run) has reached INIT, after
+    /// [`Workload::prepare`] and before the peer can send on it: the moment to
+    /// post its receives.
+    fn qp_in_init(&self, _side: &mut Side, _qp: usize) -> Result<(), SessionError> {
+        Ok(())
+    }
     /// Runs this side to the end and reports.
     fn run(&self, side: &mut Side) -> Result<agent_proto::v1::SideResult, SessionError>;
     /// Send queue depth for a run.

@@ -70,6 +70,26 @@ pub fn recv_ring(params: &agent_proto::v1::WorkloadParams, message_len: usize) -
     wanted.min(RECV_RING_BYTES / message_len.max(1)).max(8)
 }
 
+/// Receives the server keeps posted on each QP that carries SENDs
+/// ([`recv_ring`], the byte budget shared by the QPs); one (the done
+/// message's, on the first QP) for the one-sided workloads.
+fn recv_slots_per_qp(side: &Side, op: PerfOp) -> usize {
+    if op == PerfOp::Send {
+        recv_ring(&side.params, buffer_len(side, op) * side.link.num_qps())
+    } else {
+        1
+    }
+}
+
+/// The QPs a server posts receives on: every QP for SENDs, else the first.
+fn receiving_qps(side: &Side, op: PerfOp) -> usize {
+    if op == PerfOp::Send {
+        side.link.num_qps()
+    } else {
+        1
+    }
+}
+
 /// Bytes of one server receive: a message, or at least the done message's count.
 fn recv_slot_len(message_len: usize) -> usize {
     message_len.max(8)
@@ -119,9 +139,8 @@ impl Workload for Perf {
         };
         Rules {
             faults,
-            // send-bw is not among them: its receives would have to be posted
-            // on each QP as it reaches INIT, which the connection steps do not do.
-            multi_qp: !self.latency && self.op != PerfOp::Send,
+            // Bandwidth only, as perftest's -q (its latency tests refuse it).
+            multi_qp: !self.latency,
             check: if (self.op, self.latency) == (PerfOp::Write, true) {
                 check_write_lat
             } else {
@@ -153,12 +172,10 @@ impl Workload for Perf {
                     }
                 }
                 side.exposed = Some(exposed);
-                // Receives for SENDs (and the done message), reposted as they complete.
-                let slots = if self.op == PerfOp::Send {
-                    recv_ring(&side.params, len)
-                } else {
-                    1
-                };
+                // Receives for SENDs (and the done message), reposted as they
+                // complete: QP q owns slots q * per_qp .. (q + 1) * per_qp.
+                let per_qp = recv_slots_per_qp(side, self.op);
+                let slots = per_qp * receiving_qps(side, self.op);
                 let slot_len = recv_slot_len(len);
                 let rx = side.link.add_buffer(slot_len * slots, Access::Local)?;
                 let slices: Vec<LocalSlice> = (0..slots)
@@ -169,7 +186,10 @@ impl Workload for Perf {
                     })
                     .collect();
                 let mut chain = side.link.recv_chain(&slices, OpKind::Recv.wr_id(0))?;
-                side.link.post_recv_all(&mut chain)?;
+                // The first QP's now; the others' when each reaches INIT (qp_in_init).
+                for slot in 0..per_qp {
+                    side.link.post_recv_one_on(0, &mut chain, slot)?;
+                }
                 side.recvs = Some(chain);
                 side.bufs = vec![rx];
                 if self.op == PerfOp::Send && self.latency {
@@ -215,6 +235,18 @@ impl Workload for Perf {
                 Ok(())
             }
         }
+    }
+
+    fn qp_in_init(&self, side: &mut Side, qp: usize) -> Result<(), SessionError> {
+        if side.role != Role::Server || qp >= receiving_qps(side, self.op) {
+            return Ok(());
+        }
+        let per_qp = recv_slots_per_qp(side, self.op);
+        let mut chain = side.recvs.take().expect("prepared");
+        let posted =
+            (qp * per_qp..(qp + 1) * per_qp).try_for_each(|slot| side.link.post_recv_one_on(qp, &mut chain, slot));
+        side.recvs = Some(chain);
+        posted.map_err(Into::into)
     }
 
     fn run(&self, side: &mut Side) -> Result<SideResult, SessionError> {
@@ -761,6 +793,7 @@ impl Perf {
             side.facts.insert("server_wait".into(), wait.into());
         }
         let slot_len = recv_slot_len(buffer_len(side, self.op));
+        let per_qp = recv_slots_per_qp(side, self.op);
         let rx = side.bufs[0];
         let mut recvs = side.recvs.take().expect("prepared");
         let mut echo = if self.op == PerfOp::Send && self.latency {
@@ -823,7 +856,7 @@ impl Perf {
                 let chain = echo_chains.get_mut(&n).expect("inserted");
                 side.link.post_send(chain)?;
             }
-            side.link.post_recv_one(&mut recvs, slot)?;
+            side.link.post_recv_one_on(slot / per_qp, &mut recvs, slot)?;
         }
         echo.take();
         let exposed = side.exposed.expect("prepared");
