@@ -5,7 +5,7 @@
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
 
-use crate::util::{bin_dir, check, Labctl};
+use crate::util::{bin_dir, check, check_contains_all, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
@@ -28,6 +28,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         t(
             "test_bench_scaling_series_runs_both_tools_at_each_qp_count",
             test_bench_scaling_series_runs_both_tools_at_each_qp_count,
+        ),
+        t(
+            "test_bench_sweep_charts_ours_and_perftest_by_size",
+            test_bench_sweep_charts_ours_and_perftest_by_size,
         ),
     ]
 }
@@ -353,6 +357,78 @@ fn test_bench_scaling_series_runs_both_tools_at_each_qp_count(lab: &Labctl) -> R
     check(
         text.stdout.contains("scaling: aggregate MiB/s by QPs") && rows == 4,
         || format!("scaling table ({rows} rows):\n{}", text.stdout),
+    )
+}
+
+/// `bench --sweep`: one pair per size of write-bw and write-lat, both tools,
+/// drawn as two charts with ours and perftest as lines; `report plot` of the
+/// saved record draws them again; a fixed-size workload cannot sweep.
+fn test_bench_sweep_charts_ours_and_perftest_by_size(lab: &Labctl) -> Result<(), Failed> {
+    let dir = bin_dir().join(format!("bench-sweep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let dir_arg = dir.to_str().ok_or("path")?;
+    let args = [
+        "bench", "--sweep", "--sizes", "2,4096", "--rounds", "1", "-n", "20", "-o", dir_arg, "--json",
+    ];
+    let run = lab.run(&args).ok()?;
+    let b = run.json()?;
+    check(b["suite"] == "sweep", || format!("suite {}", b["suite"]))?;
+    let pairs = b["pairs"].as_array().ok_or("no pairs")?;
+    let labels: Vec<&str> = pairs.iter().filter_map(|p| p["spec"]["workload"].as_str()).collect();
+    let sizes: Vec<u64> = pairs.iter().filter_map(|p| p["spec"]["size"].as_u64()).collect();
+    check(
+        labels == ["write-bw", "write-bw", "write-lat", "write-lat"] && sizes == [2, 4096, 2, 4096],
+        || format!("pairs {labels:?} at {sizes:?}"),
+    )?;
+    for p in pairs {
+        for side in ["reference", "ours"] {
+            let v = p[side]["stats"]["median"].as_f64().unwrap_or(-1.0);
+            check(v > 0.0 && p[side]["samples"][0]["error"].is_null(), || {
+                format!("{} {side}: {}", p["spec"], p[side])
+            })?;
+        }
+        check(p["ours"]["samples"][0]["verified"] == true, || {
+            format!("{}: not verified", p["spec"])
+        })?;
+    }
+    let id = b["id"].as_str().ok_or("no id")?;
+    let stem = format!("sweep-{}", &id[..8]);
+    for chart in ["bw", "lat"] {
+        for ext in ["png", "svg"] {
+            let path = dir.join(format!("{stem}-{chart}.{ext}"));
+            check(run.stderr.contains(&format!("chart {}", path.display())), || {
+                format!("{} not announced:\n{}", path.display(), run.stderr)
+            })?;
+            check(std::fs::metadata(&path).is_ok_and(|m| m.len() > 1000), || {
+                format!("{} missing or empty", path.display())
+            })?;
+        }
+        let svg = std::fs::read_to_string(dir.join(format!("{stem}-{chart}.svg"))).map_err(|e| e.to_string())?;
+        let (ours, theirs) = if chart == "bw" {
+            ("write-bw (ours)", "ib_write_bw")
+        } else {
+            ("write-lat (ours)", "ib_write_lat")
+        };
+        check_contains_all(&format!("the {chart} chart"), &svg, &[ours, theirs, "4 KiB"])?;
+    }
+    // The saved record draws the same charts again.
+    let again = dir.join("again");
+    let plotted = lab
+        .run(&["report", "plot", id, "-o", again.to_str().ok_or("path")?])
+        .ok()?;
+    check(
+        plotted.stdout.lines().count() == 4 && again.join(format!("{stem}-lat.svg")).exists(),
+        || format!("report plot of the sweep:\n{}", plotted.stdout),
+    )?;
+    let _ = std::fs::remove_dir_all(&dir);
+    // An atomic's size is fixed: refused before any run, naming what can sweep.
+    let refused = lab.run(&["bench", "--sweep", "--only", "atomic-bw"]);
+    check(
+        refused.code != 0
+            && refused
+                .stderr
+                .contains("`atomic-bw` cannot sweep sizes; these can: write-bw"),
+        || format!("sweep of atomic-bw: exit {} {}", refused.code, refused.stderr),
     )
 }
 

@@ -54,6 +54,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         target,
         provider: None,
         qps: 1,
+        sweep_point: false,
     };
     let lat = |workload: &str, tool: &str, size, target| PairSpec {
         workload: workload.into(),
@@ -65,6 +66,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         target,
         provider: None,
         qps: 1,
+        sweep_point: false,
     };
     // A scaling point: the same bytes in all as the one-QP pair, spread over
     // `qps` QPs (perftest's -n counts per QP, as ours does), so a series
@@ -89,6 +91,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
             target: Some(1.0),
             provider: None,
             qps: 1,
+            sweep_point: false,
         },
         PairSpec {
             workload: "fabric-lat".into(),
@@ -100,6 +103,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
             target: None,
             provider: Some("tcp;ofi_rxm".into()),
             qps: 1,
+            sweep_point: false,
         },
     ];
     if s == Suite::Full {
@@ -114,6 +118,44 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         }
     }
     pairs
+}
+
+/// The message sizes of a sweep by default: 2 B to 1 MiB, powers of two.
+pub fn default_sweep_sizes() -> Vec<u64> {
+    (1..=20).map(|shift| 1u64 << shift).collect()
+}
+
+/// The workloads a sweep runs when none is named: one bandwidth, one latency.
+pub const DEFAULT_SWEEP_WORKLOADS: [&str; 2] = ["write-bw", "write-lat"];
+
+/// A size sweep's pairs: each workload's one-QP pair of the full suite at
+/// every size. Workloads with a fixed size (atomics) or no perftest
+/// reference (fabric-lat) cannot sweep.
+pub fn sweep_pairs(workloads: &[String], sizes: &[u64]) -> Result<Vec<PairSpec>, BenchError> {
+    // One-QP verbs pairs whose size is free (an atomic's is 8 bytes).
+    let can_sweep = |p: &&PairSpec| p.qps == 1 && p.provider.is_none() && !p.tool.starts_with("ib_atomic");
+    let full = suite(Suite::Full);
+    let mut pairs = Vec::new();
+    for workload in workloads {
+        let base = full
+            .iter()
+            .filter(can_sweep)
+            .find(|p| &p.workload == workload)
+            .ok_or_else(|| {
+                let names: Vec<&str> = full.iter().filter(can_sweep).map(|p| p.workload.as_str()).collect();
+                BenchError::Setup(format!(
+                    "`{workload}` cannot sweep sizes; these can: {}",
+                    names.join(", ")
+                ))
+            })?;
+        pairs.extend(sizes.iter().map(|&size| PairSpec {
+            size,
+            sweep_point: true,
+            target: None,
+            ..base.clone()
+        }));
+    }
+    Ok(pairs)
 }
 
 /// What to run, where.
@@ -131,8 +173,10 @@ pub struct BenchOptions {
     pub iterations: Option<u64>,
     /// Per-run timeout.
     pub timeout: Duration,
-    /// Only these workloads (empty: the whole suite).
+    /// Only these workloads (empty: the whole suite; a sweep's default pair).
     pub only: Vec<String>,
+    /// `Suite::Sweep`: the message sizes.
+    pub sweep_sizes: Vec<u64>,
 }
 
 /// Errors of a bench as a whole (single samples fail into the record).
@@ -381,6 +425,18 @@ fn perftest_command(
     cmd
 }
 
+/// perftest's average bandwidth. It prints MB/sec with two decimals, so
+/// below 1 MiB/s (small messages on an emulated lab) the figure keeps one
+/// significant digit or none (`0.00` at 2 B); there the message rate,
+/// printed with six decimals and computed from the same run, gives it:
+/// Mpps x 10^6 x bytes / 2^20.
+fn perftest_average_mib_s(c: &PerftestResult) -> Option<f64> {
+    match (c.bw_avg_mib_s, c.msg_rate_mpps) {
+        (Some(bw), Some(mpps)) if bw < 1.0 && mpps > 0.0 => Some(mpps * 1e6 * c.bytes as f64 / f64::from(1 << 20)),
+        (bw, _) => bw,
+    }
+}
+
 /// Runs a plain command under `timeout` with line-buffered stdout and the
 /// shell's CPU `times` appended, keeping the command's exit status.
 fn wrapped(cmd: &RemoteCommand, timeout_s: u64) -> RemoteCommand {
@@ -456,7 +512,7 @@ async fn run_perftest(
         }
     };
     sample.value = match spec.metric {
-        Metric::BwAvgMibS => c.bw_avg_mib_s,
+        Metric::BwAvgMibS => perftest_average_mib_s(&c),
         Metric::MsgRateMpps => c.msg_rate_mpps,
         Metric::LatTypicalUs => c.lat_typical_us,
         Metric::LatAvgUs => c.lat_avg_us,
@@ -717,6 +773,20 @@ pub async fn run_bench(
     opts: &BenchOptions,
     mut on_event: impl FnMut(BenchEvent<'_>),
 ) -> Result<BenchRecord, BenchError> {
+    // What to run first: a workload that cannot sweep is refused before any node is asked.
+    let specs = if opts.suite == Suite::Sweep {
+        let workloads = if opts.only.is_empty() {
+            DEFAULT_SWEEP_WORKLOADS.map(String::from).to_vec()
+        } else {
+            opts.only.clone()
+        };
+        sweep_pairs(&workloads, &opts.sweep_sizes)?
+    } else {
+        suite(opts.suite)
+            .into_iter()
+            .filter(|s| opts.only.is_empty() || opts.only.contains(&s.workload))
+            .collect()
+    };
     let state = lab.state()?;
     let started_at = now_rfc3339();
     let started = Instant::now();
@@ -740,10 +810,7 @@ pub async fn run_bench(
     // A fresh TCP port per perftest run: a server left over by a failed
     // run (it exits on its own `timeout`) cannot take the next one's port.
     let mut port: u16 = 18515 + (rand::random::<u16>() % 200) * 16;
-    for spec in suite(opts.suite)
-        .into_iter()
-        .filter(|s| opts.only.is_empty() || opts.only.contains(&s.workload))
-    {
+    for spec in specs {
         let mut spec = spec;
         if let Some(n) = opts.iterations {
             // `-n` is the one-QP count; a scaling point spreads it over its QPs.
@@ -833,6 +900,7 @@ fn save(lab: &Lab, record: &BenchRecord) -> Result<PathBuf, BenchError> {
         Suite::Quick => "quick",
         Suite::Full => "full",
         Suite::Orchestration => "orchestration",
+        Suite::Sweep => "sweep",
     };
     let json = serde_json::to_vec_pretty(record).expect("record serialises");
     lab.dir
@@ -1032,6 +1100,39 @@ mod tests {
         // Every perftest pair of the full suite has a target but the scaling points.
         for p in full.iter().filter(|p| p.provider.is_none()) {
             assert_eq!(p.target.is_some(), p.qps == 1, "{}", p.label());
+        }
+    }
+
+    #[test]
+    fn test_perftest_bandwidth_below_one_mib_s_comes_from_its_message_rate() {
+        let row = |bw, mpps| PerftestResult {
+            bytes: 2,
+            bw_avg_mib_s: Some(bw),
+            msg_rate_mpps: Some(mpps),
+            ..Default::default()
+        };
+        // A real 2-byte ib_write_bw row on the lab printed "0.00 0.001047".
+        let small = perftest_average_mib_s(&row(0.0, 0.001047)).unwrap();
+        assert!((small - 0.001047e6 * 2.0 / 1048576.0).abs() < 1e-12, "{small}");
+        assert_eq!(perftest_average_mib_s(&row(13.77, 0.000220)), Some(13.77));
+    }
+
+    #[test]
+    fn test_a_sweep_is_one_pair_per_size_of_sweepable_workloads() {
+        let names = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let pairs = sweep_pairs(&names(&DEFAULT_SWEEP_WORKLOADS), &default_sweep_sizes()).unwrap();
+        assert_eq!(pairs.len(), 40);
+        assert_eq!(pairs[0].label(), "write-bw 2B");
+        assert_eq!(pairs[19].label(), "write-bw 1MiB");
+        assert!(pairs.iter().all(|p| p.sweep_point && p.target.is_none() && p.qps == 1));
+        let cmd = perftest_command(&pairs[25], "rxe0", 1, None, None);
+        assert_eq!(cmd.as_str(), "ib_write_lat -d rxe0 -x 1 -n 200 -F -s 64");
+        for refused in ["atomic-bw", "atomic-lat", "fabric-lat", "write-read"] {
+            let err = sweep_pairs(&names(&[refused]), &[2]).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("`{refused}` cannot sweep")) && err.contains("write-bw, read-bw, write-lat"),
+                "{err}"
+            );
         }
     }
 

@@ -21,6 +21,9 @@ pub enum Suite {
     Full,
     /// No pairs: `up` and `down` timings of scratch labs (`--orchestration`).
     Orchestration,
+    /// One pair per message size of each chosen workload (`--sweep`), for
+    /// the bandwidth and latency vs size charts.
+    Sweep,
 }
 
 /// What a pair's headline number is.
@@ -77,6 +80,9 @@ pub struct PairSpec {
     /// `iterations` operations. Records from before the field read 1.
     #[serde(default = "one_qp")]
     pub qps: u32,
+    /// A point of a size sweep (`bench --sweep`): its label names the size.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sweep_point: bool,
 }
 
 fn one_qp() -> u32 {
@@ -88,11 +94,17 @@ impl PairSpec {
     /// QP count when it runs several ("write-bw q4"), so the pairs of a
     /// scaling series stay apart.
     pub fn label(&self) -> String {
-        if self.qps > 1 {
-            format!("{} q{}", self.workload, self.qps)
-        } else {
-            self.workload.clone()
+        let mut label = self.workload.clone();
+        if self.sweep_point {
+            label = format!(
+                "{label} {}",
+                crate::plot::bytes_label(self.size as f64).replace(' ', "")
+            );
         }
+        if self.qps > 1 {
+            label = format!("{label} q{}", self.qps);
+        }
+        label
     }
 }
 

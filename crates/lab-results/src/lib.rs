@@ -29,4 +29,5 @@ pub mod ci;
 pub mod plot;
 pub mod report;
 pub mod run;
+pub mod sweep_chart;
 pub mod topology;

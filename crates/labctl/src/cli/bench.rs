@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
 use lab_core::bench::orchestration::{OrchestrationEvent, OrchestrationOptions};
-use lab_core::bench::{run_bench, BenchEvent, BenchOptions};
+use lab_core::bench::{default_sweep_sizes, run_bench, BenchEvent, BenchOptions};
 use lab_results::bench::{all_ok, BenchRecord, PairRecord, Stats, Suite};
+use lab_results::sweep_chart::plot_bench_sweep;
 
 use super::global::{open_lab, GlobalArgs};
 use super::table::{Align, Table};
@@ -59,6 +60,17 @@ pub struct BenchArgs {
     /// --orchestration: also time `up` with an empty image cache (builds the image: minutes).
     #[arg(long, requires = "orchestration")]
     pub cold: bool,
+    /// Instead of the suite: a size sweep of each `--only` workload (default
+    /// write-bw and write-lat) against its perftest tool, one pair per size,
+    /// drawn as bandwidth and latency vs size charts (PNG and SVG).
+    #[arg(long, conflicts_with_all = ["orchestration", "suite"])]
+    pub sweep: bool,
+    /// --sweep: the message sizes, bytes (default: 2 to 1048576, powers of two).
+    #[arg(long, value_delimiter = ',', requires = "sweep", value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
+    pub sizes: Vec<u64>,
+    /// --sweep: where the charts go (default: beside the saved record).
+    #[arg(short, long, value_name = "DIR", requires = "sweep")]
+    pub output: Option<std::path::PathBuf>,
     /// Print the record as JSON.
     #[arg(long)]
     pub json: bool,
@@ -114,6 +126,7 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
     let lab = open_lab(args)?;
     let opts = BenchOptions {
         suite: match bench.suite {
+            _ if bench.sweep => Suite::Sweep,
             SuiteArg::Quick => Suite::Quick,
             SuiteArg::Full => Suite::Full,
         },
@@ -123,6 +136,11 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
         iterations: bench.iterations,
         timeout: Duration::from_secs(bench.timeout),
         only: bench.only.clone(),
+        sweep_sizes: if bench.sizes.is_empty() {
+            default_sweep_sizes()
+        } else {
+            bench.sizes.clone()
+        },
     };
     let quiet = bench.json;
     let record = run_bench(&lab, &opts, |event| {
@@ -145,6 +163,21 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else {
         print_table(&record);
+    }
+    if bench.sweep {
+        let dir = match (&bench.output, &record.saved_to) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(saved)) => std::path::Path::new(saved).parent().map(Into::into).unwrap_or_default(),
+            (None, None) => lab.dir.results_dir(),
+        };
+        for path in plot_bench_sweep(&record, &dir)? {
+            // Beside --json's record on stdout, the charts' paths go to stderr.
+            if bench.json {
+                eprintln!("chart {}", path.display());
+            } else {
+                println!("  chart       {}", path.display());
+            }
+        }
     }
     Ok(if all_ok(&record) {
         ExitCode::SUCCESS
@@ -203,6 +236,7 @@ pub(crate) fn print_table(r: &BenchRecord) {
             Suite::Quick => "quick",
             Suite::Full => "full",
             Suite::Orchestration => "orchestration",
+            Suite::Sweep => "sweep",
         },
         r.lab,
         r.client,

@@ -12,6 +12,7 @@ use lab_results::report::{
     DEFAULT_THRESHOLD_PCT,
 };
 use lab_results::run::RunRecord;
+use lab_results::sweep_chart::plot_bench_sweep;
 
 use super::global::{open_lab, GlobalArgs};
 use super::table::{Align, Table};
@@ -79,9 +80,10 @@ pub enum ReportCommand {
         output: PathBuf,
     },
     /// Plot bandwidth and latency vs message size of size sweeps (PNG and SVG);
-    /// several runs overlay as series.
+    /// several runs overlay as series. A `bench --sweep` record draws ours
+    /// against perftest.
     Plot {
-        /// Runs made with `labctl run WORKLOAD --all-sizes`.
+        /// Runs made with `labctl run WORKLOAD --all-sizes`, or one `bench --sweep`.
         #[arg(required = true)]
         ids: Vec<String>,
         /// Where to write the charts.
@@ -218,6 +220,15 @@ pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitC
             }
         }
         ReportCommand::Plot { ids, output } => {
+            // A size-sweep bench draws its own charts (ours against perftest).
+            if let [id] = ids.as_slice() {
+                if let Record::Bench(b) = &find(id)?.record {
+                    for path in plot_bench_sweep(b, output)? {
+                        println!("{}", path.display());
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
             let runs: Vec<&RunRecord> = ids
                 .iter()
                 .map(|id| find(id)?.run("plot draws the size sweeps of runs"))
