@@ -149,7 +149,7 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
         }
         match event {
             BenchEvent::Start { pair, tool, round } => {
-                eprint!("  {pair:<10} round {} {tool:<13} ... ", round + 1);
+                eprint!("  {pair:<16} round {} {tool:<13} ... ", round + 1);
             }
             BenchEvent::Done { sample, .. } => match (&sample.error, sample.value) {
                 (Some(e), _) => eprintln!("FAILED: {}", e.lines().next().unwrap_or_default()),
