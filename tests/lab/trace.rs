@@ -84,7 +84,7 @@ fn write_read(lab: &Labctl) -> Result<(), Failed> {
         / 1000.0;
     let done_recv = x(server, "completion")
         .into_iter()
-        .find(|e| e["name"] == "completion RECV_RDMA_WITH_IMM");
+        .find(|e| e["name"] == "completion RECV" && e["args"]["imm"] == "0xffffffff");
     let done_recv = done_recv.ok_or("server: no receive of the done message")?;
     let done_post = posts
         .iter()
