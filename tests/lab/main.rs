@@ -29,6 +29,7 @@ mod packages;
 mod patterns;
 mod report;
 mod security;
+mod trace;
 mod util;
 mod verbs_example;
 mod verdicts;
@@ -75,6 +76,7 @@ fn main() -> ExitCode {
     lab_trials.extend(impair::trials(&lab));
     lab_trials.extend(report::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
+    lab_trials.extend(trace::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).
     lab_trials.extend(faults::destructive_trials(&lab));
     let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use crate::impair;
 use crate::lab::{Lab, LabError};
 use agent_proto::v1::{
-    run_event, AbortRequest, CmMode, CollectRequest, CompletionMode, ConnectRequest, NodeInfoRequest, PrepareRequest,
-    Progress, Role, RunRequest, SideResult, WorkloadParams,
+    run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, CompletionMode, ConnectRequest, NodeInfoRequest,
+    PrepareRequest, Progress, Role, RunRequest, SideResult, WorkloadParams,
 };
 use lab_model::workloads::{is_fabric, WORKLOADS};
 use lab_remote::agent::{self, deadline, AgentError, Client};
@@ -24,6 +24,7 @@ use lab_results::run::{
     cpu, latency, node_record, side_record, CounterPair, Counters, CpuPair, ImpairmentPair, MrCacheRecord, NodePair,
     ParamsRecord, RunRecord, SweepPoint, RUN_SCHEMA,
 };
+use lab_results::trace::{estimate_offset, ClockEstimate, ClockSample, SideTrace};
 use lab_state::{now_rfc3339, NodeState};
 
 /// Errors of a run.
@@ -292,8 +293,45 @@ impl Peer {
 pub async fn run_workload(
     lab: &Lab,
     opts: &RunOptions,
-    mut on_progress: impl FnMut(&Progress),
+    on_progress: impl FnMut(&Progress),
 ) -> Result<RunRecord, RunError> {
+    Ok(run_workload_traced(lab, opts, on_progress).await?.0)
+}
+
+/// Clock samples taken per agent for a traced run.
+const CLOCK_SAMPLES: usize = 8;
+
+/// Samples `peer`'s trace clock against `anchor` ([`estimate_offset`]).
+async fn sample_clock(peer: &mut Peer, anchor: Instant) -> Result<ClockEstimate, RunError> {
+    let mut samples = Vec::with_capacity(CLOCK_SAMPLES);
+    for _ in 0..CLOCK_SAMPLES {
+        let sent_ns = anchor.elapsed().as_nanos() as u64;
+        let reply = within(
+            &peer.node.name,
+            peer.role,
+            "Clock",
+            deadline::NODE_INFO,
+            peer.client.clock(ClockRequest {}),
+        )
+        .await?;
+        let received_ns = anchor.elapsed().as_nanos() as u64;
+        samples.push(ClockSample {
+            sent_ns,
+            agent_ns: reply.now_ns,
+            received_ns,
+        });
+    }
+    Ok(estimate_offset(&samples).expect("round trips on a monotonic clock are never negative"))
+}
+
+/// As [`run_workload`]; when `opts.params.trace` asks for a trace, also
+/// returns both sides' traces with their clocks' offsets from the
+/// controller's (sampled before the run).
+pub async fn run_workload_traced(
+    lab: &Lab,
+    opts: &RunOptions,
+    mut on_progress: impl FnMut(&Progress),
+) -> Result<(RunRecord, Option<Vec<SideTrace>>), RunError> {
     if !WORKLOADS.contains(&opts.params.workload.as_str()) {
         return Err(RunError::UnknownWorkload {
             name: opts.params.workload.clone(),
@@ -323,6 +361,16 @@ pub async fn run_workload(
         )
     )?;
 
+    let clocks = if opts.params.trace.is_some() {
+        let anchor = Instant::now();
+        Some((
+            sample_clock(&mut server, anchor).await?,
+            sample_clock(&mut client, anchor).await?,
+        ))
+    } else {
+        None
+    };
+
     let session_id = format!("{:016x}", rand::random::<u64>());
     let mut params = opts.params.clone();
     if params.timeout_ms == 0 {
@@ -348,7 +396,7 @@ pub async fn run_workload(
         &mut on_progress,
     )
     .await;
-    let (server_side, client_side) = match result {
+    let (mut server_side, mut client_side) = match result {
         Ok(sides) => sides,
         Err(e) => {
             // Free both sides' resources; each agent also times out on its own.
@@ -377,6 +425,22 @@ pub async fn run_workload(
         }
         None => None,
     };
+    let traces = clocks.map(|(server_clock, client_clock)| {
+        vec![
+            SideTrace {
+                role: "server".into(),
+                node: opts.server.clone(),
+                trace: server_side.trace.take().unwrap_or_default(),
+                clock: server_clock,
+            },
+            SideTrace {
+                role: "client".into(),
+                node: opts.client.clone(),
+                trace: client_side.trace.take().unwrap_or_default(),
+                clock: client_clock,
+            },
+        ]
+    });
     let headline = &client_side;
     let bw = headline.bw.unwrap_or_default();
     let moved = client_side.bytes.max(server_side.bytes);
@@ -430,7 +494,7 @@ pub async fn run_workload(
         counters,
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
-    Ok(record)
+    Ok((record, traces))
 }
 
 /// The three steps of a run; returns (server, client) results.

@@ -16,6 +16,8 @@
 //! - [`bench`]: the bench record (pairs, samples, statistics, verdicts).
 //! - [`bulk`]: the bulk record, its CSVs and charts.
 //! - [`ci`]: the CI report and its JUnit XML.
+//! - [`trace`]: `labctl run --trace`: clock offsets and both sides' events
+//!   as Chrome trace-event JSON (Perfetto).
 //! - [`report`]: saved records loaded back, compared, exported, plotted.
 //! - [`plot`]: line and bar charts (plotters, embedded font); one tick
 //!   formatter and one colour per transport for every chart.
@@ -31,3 +33,4 @@ pub mod report;
 pub mod run;
 pub mod sweep_chart;
 pub mod topology;
+pub mod trace;

@@ -27,6 +27,8 @@
 //!   data on connect/accept, which sideway does not expose) and the data path
 //!   (pre-built work request lists, CQ polling, completion channel) on top of
 //!   QPs/CQs/MRs created with `sideway`.
+//! - [`trace`]: a side's bounded event ring for `labctl run --trace`
+//!   (rdma_cm, QP moves, MRs, the blob, posts, completions, the verdict).
 //! - [`metrics`], [`pattern`], [`cpu`]: bandwidth/latency math, seeded payload
 //!   patterns, and per-thread CPU time.
 #![warn(missing_docs)]
@@ -43,6 +45,7 @@ pub mod service;
 pub mod session;
 pub mod tcp_session;
 pub mod timeline;
+pub mod trace;
 pub mod validate;
 #[allow(unsafe_code)]
 pub mod verbs;

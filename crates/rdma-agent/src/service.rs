@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use agent_proto::auth::AgentSecret;
 use agent_proto::v1::agent_server::{Agent, AgentServer};
 use agent_proto::v1::{
-    run_event, AbortReply, AbortRequest, CmMode, CollectRequest, ConnectReply, ConnectRequest, HealthReply,
-    HealthRequest, NodeInfoReply, NodeInfoRequest, PrepareReply, PrepareRequest, Role, RunEvent, RunRequest,
-    SideResult, WorkloadParams,
+    run_event, AbortReply, AbortRequest, ClockReply, ClockRequest, CmMode, CollectRequest, ConnectReply,
+    ConnectRequest, HealthReply, HealthRequest, NodeInfoReply, NodeInfoRequest, PrepareReply, PrepareRequest, Role,
+    RunEvent, RunRequest, SideResult, WorkloadParams,
 };
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
@@ -446,5 +446,11 @@ impl Agent for AgentService {
         let found = self.remove(&req.session_id).is_some();
         tracing::info!(found, reason = %req.reason, "abort");
         Ok(Response::new(AbortReply { found }))
+    }
+
+    async fn clock(&self, _req: Request<ClockRequest>) -> Result<Response<ClockReply>, Status> {
+        Ok(Response::new(ClockReply {
+            now_ns: crate::trace::now_ns(),
+        }))
     }
 }

@@ -5,11 +5,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use lab_core::agent_proto::v1::{CmMode, CompletionMode, Fault};
+use lab_core::agent_proto::v1::{CmMode, CompletionMode, Fault, TraceOptions};
 use lab_core::params::WorkloadRequest;
-use lab_core::run::run_workload;
-use lab_model::workloads::WORKLOADS;
+use lab_core::run::run_workload_traced;
+use lab_model::workloads::{is_fabric, WORKLOADS};
 use lab_results::run::RunRecord;
+use lab_results::trace::{chrome_trace, TraceContext};
 
 use super::global::{open_lab, GlobalArgs};
 use super::table::{Align, Table};
@@ -131,6 +132,35 @@ pub struct RunArgs {
     /// after the run, and show what it added; automatic when a node is impaired (`labctl impair`).
     #[arg(long)]
     pub counters: bool,
+    /// Record a trace of both nodes (rdma_cm, QP states, MRs, the {addr, rkey} blob, every
+    /// post and completion) aligned on one clock, and write it as Chrome trace-event JSON
+    /// to FILE (open it in ui.perfetto.dev). Verbs workloads only.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
+    /// With --trace: the ring size per node; older events are dropped (and counted).
+    #[arg(long, value_name = "N", requires = "trace", default_value_t = 65536)]
+    pub trace_events: u32,
+}
+
+/// Creates the trace's file; refuses workloads that record no trace.
+fn open_trace_file(path: &std::path::Path, workload: &str) -> anyhow::Result<(std::path::PathBuf, std::fs::File)> {
+    if is_fabric(workload) || workload == "bulk-tcp" {
+        anyhow::bail!(
+            "--trace records verbs sessions; `{workload}` runs on {}: drop --trace",
+            if workload == "bulk-tcp" {
+                "a TCP socket"
+            } else {
+                "libfabric"
+            }
+        );
+    }
+    let file = std::fs::File::create(path).map_err(|e| {
+        anyhow::anyhow!(
+            "--trace {}: cannot create the file: {e} (does its directory exist and can you write to it?); nothing was run",
+            path.display()
+        )
+    })?;
+    Ok((path.to_path_buf(), file))
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
@@ -175,11 +205,23 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         counters: run.counters,
     }
     .run_options()?;
+    let mut opts = opts;
+    // Opened before the run: a path that cannot be written fails now, not after it.
+    let trace_file = match &run.trace {
+        Some(path) => Some(open_trace_file(path, &run.workload)?),
+        None => None,
+    };
+    if trace_file.is_some() {
+        opts.params.trace = Some(TraceOptions {
+            max_events: run.trace_events,
+            sample_every: 0,
+        });
+    }
     let lab = open_lab(args)?;
     // Progress: on every phase change, and at most once a second within one.
     let quiet = run.json;
     let mut last: Option<(String, f64)> = None;
-    let record = run_workload(&lab, &opts, |p| {
+    let (record, traces) = run_workload_traced(&lab, &opts, |p| {
         let due = match &last {
             Some((phase, at)) => *phase != p.phase || p.elapsed_s - at >= 1.0,
             None => true,
@@ -199,6 +241,35 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         );
     })
     .await?;
+    if let (Some((path, file)), Some(sides)) = (trace_file, traces) {
+        let ctx = TraceContext {
+            lab: record.lab.clone(),
+            workload: record.workload.clone(),
+            run_id: record.id.clone(),
+        };
+        let doc = chrome_trace(&ctx, &sides);
+        serde_json::to_writer(std::io::BufWriter::new(file), &doc)
+            .map_err(|e| anyhow::anyhow!("writing the trace to {}: {e}", path.display()))?;
+        if !quiet {
+            for s in &sides {
+                eprintln!(
+                    "  trace {:<6} {}: {} events, {} dropped, every {} post/completion, clock {:+.3} ms +/- {:.3} ms, {:.0} ns/event",
+                    s.role,
+                    s.node,
+                    s.trace.events.len(),
+                    s.trace.dropped,
+                    s.trace.sample_every,
+                    s.clock.offset_ns as f64 / 1e6,
+                    s.clock.error_ns as f64 / 1e6,
+                    s.trace.record_cost_ns
+                );
+            }
+            eprintln!(
+                "  trace written to {} (open it in https://ui.perfetto.dev)",
+                path.display()
+            );
+        }
+    }
     if run.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else {

@@ -16,9 +16,10 @@ use sideway::ibverbs::queue_pair::QueuePairState;
 use sideway::ibverbs::AccessFlags;
 use tokio::sync::oneshot;
 
-use super::setup::{apply_corrupt_rkey, fill_local_gid, link_config, new_side, rd_atomic};
+use super::setup::{apply_corrupt_rkey, attach_trace, fill_local_gid, link_config, new_side, rd_atomic, trace_blob};
 use super::side::{ProgressSink, Side};
 use super::{blob, peer_socket_addr, SessionError, SessionSpec};
+use crate::trace::{now_ns, What};
 use crate::verbs::cm::ConnectParams;
 use crate::verbs::{CmError, CmEventKind, CmId, EventChannel, Link};
 use crate::workload::Workload;
@@ -57,6 +58,18 @@ fn wait_cm_event(
     }
 }
 
+/// Records an rdma_cm event that arrived at `t_ns`.
+fn trace_cm(side: &mut Side, t_ns: u64, qp: usize, ev: &crate::verbs::CmEvent) {
+    if let Some(tr) = side.link.tracer() {
+        let what = What::Cm {
+            name: ev.name.clone(),
+            status: ev.status,
+            private_data: ev.private_data.len(),
+        };
+        tr.record_at(t_ns, qp as u32, what);
+    }
+}
+
 /// The server side: listen, publish the endpoint, accept, run.
 pub(crate) fn server(
     spec: &SessionSpec,
@@ -80,14 +93,17 @@ pub(crate) fn server(
             qps: Vec::new(),
         }));
     }
-    let request = wait_cm_event(&channel, CmEventKind::ConnectRequest, cancel, deadline, spec.timeout())?;
+    let mut request = wait_cm_event(&channel, CmEventKind::ConnectRequest, cancel, deadline, spec.timeout())?;
+    let request_at = now_ns();
     let id: CmId = request
         .new_id
+        .take()
         .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
     let setup = (|| -> Result<Side, SessionError> {
         let device = id.device_name()?;
         let link = Link::open(&link_config(spec, workload, device))?;
         let mut side = new_side(spec, link, cancel, deadline, None);
+        trace_cm(&mut side, request_at, 0, &request);
         side.location.port = id.port_num();
         // A client that exposes a buffer too (write-lat's ping-pong) sends its blob.
         if !request.private_data.is_empty() {
@@ -118,7 +134,9 @@ pub(crate) fn server(
         initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
         responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
     })?;
-    wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+    trace_blob(&mut side, true, &exposed);
+    let established = wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+    trace_cm(&mut side, now_ns(), 0, &established);
     tracing::info!(qpn = side.link.qp_num(), "connection established");
     // The other QPs of a multi-QP run: one rdma_cm connection each, to the
     // same listener, each accepted onto the next QP of the link.
@@ -147,15 +165,17 @@ pub(crate) fn server(
             initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
             responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
         })?;
-        wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+        let established = wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+        trace_cm(&mut side, now_ns(), i, &established);
         tracing::info!(qpn = side.link.qp_num_at(i), qp = i, "connection established");
         ids.push(id);
     }
     side.start_clock();
-    let result = workload.run(&mut side);
+    let mut result = workload.run(&mut side);
     for id in &ids {
         id.disconnect();
     }
+    attach_trace(&mut side, &mut result);
     result
 }
 
@@ -174,9 +194,11 @@ pub(crate) fn client(
     let id = channel.create_id()?;
     let step_timeout = Duration::from_secs(5).min(spec.timeout());
     id.resolve_addr(Some(SocketAddr::new(ip, 0)), dst, step_timeout)?;
-    wait_cm_event(&channel, CmEventKind::AddrResolved, cancel, deadline, spec.timeout())?;
+    let addr_resolved = wait_cm_event(&channel, CmEventKind::AddrResolved, cancel, deadline, spec.timeout())?;
+    let addr_resolved_at = now_ns();
     id.resolve_route(step_timeout)?;
-    wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
+    let route_resolved = wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
+    let route_resolved_at = now_ns();
     let device = id.device_name()?;
     let link = Link::open(&link_config(spec, workload, device))?;
     sink(Progress {
@@ -185,6 +207,8 @@ pub(crate) fn client(
         ..Default::default()
     });
     let mut side = new_side(spec, link, cancel, deadline, Some(sink));
+    trace_cm(&mut side, addr_resolved_at, 0, &addr_resolved);
+    trace_cm(&mut side, route_resolved_at, 0, &route_resolved);
     side.location.port = id.port_num();
     // Before connect, rdma_cm's INIT attributes grant no remote access; the
     // client's QP takes the same flags as in oob mode, so a workload whose
@@ -204,7 +228,10 @@ pub(crate) fn client(
         responder_resources: rd_atomic(&side.link),
     })?;
     let response = wait_cm_event(&channel, CmEventKind::ConnectResponse, cancel, deadline, spec.timeout())?;
+    trace_cm(&mut side, now_ns(), 0, &response);
     side.peer = blob::decode(&response.private_data).map_err(SessionError::Protocol)?;
+    let peer_blob = side.peer;
+    trace_blob(&mut side, false, &peer_blob);
     side.link
         .modify_qp(&id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
     side.link.modify_qp(&id.qp_attr(QueuePairState::ReadyToSend)?, "RTS")?;
@@ -246,10 +273,11 @@ pub(crate) fn client(
             side.peer.addr, side.peer.rkey
         ),
     );
-    let result = workload.run(&mut side);
+    let mut result = workload.run(&mut side);
     for id in &ids {
         id.disconnect();
     }
+    attach_trace(&mut side, &mut result);
     // Give the DREQs a moment to leave before the ids are destroyed.
     let _ = channel.next_event(Duration::from_millis(200), "DISCONNECTED");
     result

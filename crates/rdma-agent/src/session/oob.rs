@@ -16,7 +16,7 @@ use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 use sideway::ibverbs::AccessFlags;
 use tokio::sync::oneshot;
 
-use super::setup::{apply_corrupt_rkey, link_config, new_side, qp_psn, rd_atomic};
+use super::setup::{apply_corrupt_rkey, attach_trace, link_config, new_side, qp_psn, rd_atomic};
 use super::side::Side;
 use super::{Command, SessionError, SessionSpec};
 use crate::verbs::{Link, RemoteBuf};
@@ -151,7 +151,9 @@ pub(crate) fn side(
         );
     }
     side.start_clock();
-    workload.run(&mut side)
+    let mut result = workload.run(&mut side);
+    attach_trace(&mut side, &mut result);
+    result
 }
 
 /// RTR and RTS of every QP with the peer's QP parameters (paired by position).

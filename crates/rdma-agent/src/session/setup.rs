@@ -7,10 +7,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
-use agent_proto::v1::{CompletionMode, Role};
+use agent_proto::v1::{CompletionMode, Role, SideResult};
 
 use super::side::{Bounds, ProgressSink, Side};
-use super::SessionSpec;
+use super::{SessionError, SessionSpec};
+use crate::trace::{Tracer, What};
 use crate::verbs::{Link, LinkConfig};
 use crate::workload::Workload;
 
@@ -46,7 +47,7 @@ pub(crate) fn link_config(spec: &SessionSpec, workload: &dyn Workload, device: S
 /// A side of `spec` on `link`, its waits bounded by `deadline` and `cancel`.
 pub(crate) fn new_side(
     spec: &SessionSpec,
-    link: Link,
+    mut link: Link,
     cancel: &Arc<AtomicBool>,
     deadline: Instant,
     progress: Option<ProgressSink>,
@@ -56,7 +57,42 @@ pub(crate) fn new_side(
         timeout: spec.timeout(),
         cancel: Arc::clone(cancel),
     };
+    // Set before the workload registers anything, so its MRs are recorded.
+    link.set_tracer(Tracer::for_run(spec.params.trace.as_ref(), &spec.params.workload));
     Side::new(link, spec.params.clone(), spec.role, bounds, progress, initial_psn())
+}
+
+/// Ends a traced side: records its verdict and hands the trace to its
+/// result (a failed side's trace is lost with its result).
+pub(crate) fn attach_trace(side: &mut Side, result: &mut Result<SideResult, SessionError>) {
+    let Some(mut tracer) = side.link.take_tracer() else {
+        return;
+    };
+    if let Ok(r) = result {
+        tracer.record(
+            0,
+            What::Verify {
+                verified: r.verified,
+                detail: r.verify_detail.clone(),
+            },
+        );
+        r.trace = Some(tracer.into_proto());
+    }
+}
+
+/// Records the capability blob this side sent or received.
+pub(crate) fn trace_blob(side: &mut Side, sent: bool, b: &crate::verbs::RemoteBuf) {
+    if let Some(tr) = side.link.tracer() {
+        tr.record(
+            0,
+            What::Blob {
+                sent,
+                addr: b.addr,
+                rkey: b.rkey,
+                len: b.len,
+            },
+        );
+    }
 }
 
 /// The starting PSN of QP `i` (each QP of a side starts elsewhere in the 24-bit space).

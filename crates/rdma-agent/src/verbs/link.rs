@@ -87,6 +87,9 @@ pub struct LinkConfig {
     pub num_qps: u32,
 }
 
+/// A link's trace recorder ([`crate::trace`]); None: nothing is recorded.
+pub type LinkTracer = Option<Box<crate::trace::Tracer>>;
+
 /// Who may touch a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -229,7 +232,7 @@ pub struct SendChain {
     link_id: u64,
     wrs: Box<[sys::ibv_send_wr]>,
     // Referenced by `wrs[i].sg_list`; a boxed slice never moves.
-    _sges: Box<[sys::ibv_sge]>,
+    sges: Box<[sys::ibv_sge]>,
 }
 
 // SAFETY: the raw pointers inside point only into the chain's own boxes and
@@ -345,6 +348,7 @@ pub struct Link {
     wcs: Box<[sys::ibv_wc]>,
     id: u64,
     device: String,
+    trace: LinkTracer,
 }
 
 // SAFETY: all verbs objects may be used from any thread; Link is not Sync and
@@ -461,7 +465,24 @@ impl Link {
             wcs,
             id: NEXT_LINK_ID.fetch_add(1, Ordering::Relaxed),
             device: cfg.device.clone(),
+            trace: None,
         })
+    }
+
+    /// Records this link's QP moves, registrations, posts and completions
+    /// into `tracer` from now on (None: stop recording).
+    pub fn set_tracer(&mut self, tracer: LinkTracer) {
+        self.trace = tracer;
+    }
+
+    /// The tracer, to record connection-level events into.
+    pub fn tracer(&mut self) -> Option<&mut crate::trace::Tracer> {
+        self.trace.as_deref_mut()
+    }
+
+    /// Takes the tracer out (the link records nothing more).
+    pub fn take_tracer(&mut self) -> LinkTracer {
+        self.trace.take()
     }
 
     /// The device this link lives on.
@@ -504,13 +525,36 @@ impl Link {
             .map_err(|e| {
                 let which = if n > 1 { format!(" (QP #{i})") } else { String::new() };
                 verbs_err(format!("ibv_modify_qp to {what}{which}"), e)
-            })
+            })?;
+        if let Some(tr) = self.trace.as_deref_mut() {
+            let qpn = self.qps[i].qp_number();
+            let attrs = match what {
+                "RTR" => format!(
+                    "qpn={qpn} dest_qpn={} rq_psn={:#x} path_mtu={:?} max_dest_rd_atomic={}",
+                    attr.dest_qp_num(),
+                    attr.rq_psn(),
+                    attr.path_mtu(),
+                    attr.max_dest_read_atomic()
+                ),
+                "RTS" => format!("qpn={qpn} sq_psn={:#x}", attr.sq_psn()),
+                _ => format!("qpn={qpn}"),
+            };
+            tr.record(
+                i as u32,
+                crate::trace::What::Qp {
+                    state: what.to_string(),
+                    attrs,
+                },
+            );
+        }
+        Ok(())
     }
 
     /// Allocates, zeroes, and registers a buffer of `len` bytes.
     pub fn add_buffer(&mut self, len: usize, access: Access) -> Result<BufId, LinkError> {
         let mem = AlignedMem::new(len)?;
         let mr = self.register(&mem, len, access)?;
+        self.trace_registration(mem.ptr.as_ptr() as u64, len, access, &mr);
         self.buffers.push(Buffer {
             mr: Some(mr),
             mem,
@@ -518,6 +562,19 @@ impl Link {
             access,
         });
         Ok(BufId(self.buffers.len() - 1))
+    }
+
+    fn trace_registration(&mut self, addr: u64, len: usize, access: Access, mr: &MemoryRegion) {
+        if let Some(tr) = self.trace.as_deref_mut() {
+            let what = crate::trace::What::Mr {
+                addr,
+                len: len as u64,
+                lkey: mr.lkey(),
+                rkey: mr.rkey(),
+                remote: access == Access::Remote,
+            };
+            tr.record(0, what);
+        }
     }
 
     fn register(&self, mem: &AlignedMem, len: usize, access: Access) -> Result<Arc<MemoryRegion>, LinkError> {
@@ -551,6 +608,8 @@ impl Link {
             return Ok(());
         }
         let mr = self.register(&b.mem, b.len, b.access)?;
+        let (addr, len, access) = (b.mem.ptr.as_ptr() as u64, b.len, b.access);
+        self.trace_registration(addr, len, access, &mr);
         self.buffers[id.0].mr = Some(mr);
         Ok(())
     }
@@ -747,7 +806,7 @@ impl Link {
         Ok(SendChain {
             link_id: self.id,
             wrs: wrs_box,
-            _sges: sges,
+            sges,
         })
     }
 
@@ -790,6 +849,7 @@ impl Link {
 
     /// Posts the whole send chain with one ibv_post_send on QP `qp`.
     pub fn post_send_on(&mut self, qp: usize, chain: &mut SendChain) -> Result<(), LinkError> {
+        let qp_index = qp;
         let qp = self.qp_ptr(qp)?;
         if chain.link_id != self.id {
             return Err(LinkError::BadWorkRequest("send chain built for another link".into()));
@@ -809,6 +869,13 @@ impl Link {
                 source: std::io::Error::from_raw_os_error(rc),
             });
         }
+        if let Some(tr) = self.trace.as_deref_mut() {
+            for (wr, sge) in chain.wrs.iter().zip(chain.sges.iter()) {
+                if tr.sample_post() {
+                    tr.record(qp_index as u32, traced_send(wr, sge));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -819,6 +886,7 @@ impl Link {
 
     /// Posts receive request `i` of `chain` alone on QP `qp`.
     pub fn post_recv_one_on(&mut self, qp: usize, chain: &mut RecvChain, i: usize) -> Result<(), LinkError> {
+        let qp_index = qp;
         let qp = self.qp_ptr(qp)?;
         if chain.link_id != self.id {
             return Err(LinkError::BadWorkRequest("recv chain built for another link".into()));
@@ -836,6 +904,18 @@ impl Link {
                 call: "ibv_post_recv",
                 source: std::io::Error::from_raw_os_error(rc),
             });
+        }
+        if let Some(tr) = self.trace.as_deref_mut() {
+            let len = if wr.num_sge > 0 && !wr.sg_list.is_null() {
+                // SAFETY: a receive chain's sg_list points into its own boxed sges.
+                unsafe { (*wr.sg_list).length }
+            } else {
+                0
+            };
+            let wr_id = wr.wr_id;
+            if tr.sample_post() {
+                tr.record(qp_index as u32, crate::trace::What::PostRecv { wr_id, len });
+            }
         }
         Ok(())
     }
@@ -881,6 +961,21 @@ impl Link {
                 has_imm,
                 vendor_err: wc.vendor_err,
             };
+        }
+        if let Some(tr) = self.trace.as_deref_mut() {
+            for (c, wc) in out.iter().zip(self.wcs.iter()).take(n as usize) {
+                if tr.sample_completion() {
+                    let qp = self.qps.iter().position(|q| q.qp_number() == wc.qp_num).unwrap_or(0);
+                    let what = crate::trace::What::Completion {
+                        wr_id: c.wr_id,
+                        status: super::wc_status_name(c.status).0,
+                        opcode: super::wc_opcode_name(c.opcode),
+                        byte_len: c.byte_len,
+                        imm: c.has_imm.then_some(c.imm),
+                    };
+                    tr.record(qp as u32, what);
+                }
+            }
         }
         Ok(n as usize)
     }
@@ -931,5 +1026,44 @@ impl Link {
     /// sleeps on it in event mode, or when it is passive).
     pub fn has_completion_channel(&self) -> bool {
         self.channel.is_some()
+    }
+}
+
+/// What a posted send request is, for the trace.
+fn traced_send(wr: &sys::ibv_send_wr, sge: &sys::ibv_sge) -> crate::trace::What {
+    use sys::ibv_wr_opcode::*;
+    let opcode = wr.opcode;
+    let (name, one_sided, atomic, with_imm) = match opcode {
+        IBV_WR_RDMA_WRITE => ("WRITE", true, false, false),
+        IBV_WR_RDMA_WRITE_WITH_IMM => ("WRITE_WITH_IMM", true, false, true),
+        IBV_WR_RDMA_READ => ("READ", true, false, false),
+        IBV_WR_SEND => ("SEND", false, false, false),
+        IBV_WR_SEND_WITH_IMM => ("SEND_WITH_IMM", false, false, true),
+        IBV_WR_ATOMIC_FETCH_AND_ADD => ("FETCH_ADD", false, true, false),
+        IBV_WR_ATOMIC_CMP_AND_SWP => ("COMPARE_SWAP", false, true, false),
+        _ => ("OP", false, false, false),
+    };
+    // SAFETY: send_chain wrote the union member the opcode names (rdma for
+    // one-sided, atomic for atomics); all members are plain integers.
+    let (remote_addr, rkey) = unsafe {
+        if one_sided {
+            (wr.wr.rdma.remote_addr, wr.wr.rdma.rkey)
+        } else if atomic {
+            (wr.wr.atomic.remote_addr, wr.wr.atomic.rkey)
+        } else {
+            (0, 0)
+        }
+    };
+    // SAFETY: a u32 out of a union of u32s; any bit pattern is valid.
+    let imm = with_imm.then(|| u32::from_be(unsafe { wr.imm_data_invalidated_rkey_union.imm_data }));
+    crate::trace::What::Post {
+        opcode: name,
+        wr_id: wr.wr_id,
+        len: if wr.num_sge > 0 { sge.length } else { 0 },
+        remote_addr,
+        rkey,
+        imm,
+        signaled: wr.send_flags & sys::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0,
+        inline: wr.send_flags & sys::ibv_send_flags::IBV_SEND_INLINE.0 != 0,
     }
 }

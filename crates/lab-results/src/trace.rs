@@ -1,0 +1,420 @@
+//! `labctl run --trace`: both sides' traces on one timeline, written as
+//! Chrome trace-event JSON (opens as-is in ui.perfetto.dev and chrome://tracing).
+//!
+//! Each agent stamps its events on its own monotonic clock; the controller
+//! samples every agent's clock over its gRPC channel, NTP-style
+//! ([`estimate_offset`]), and this module moves every event onto the
+//! controller's clock: `t_controller = t_agent - offset`, good to within the
+//! node's error bound (half the best round trip).
+//!
+//! Layout of the JSON: one process per node (named "server NODE" / "client
+//! NODE"), thread 0 for connection-level events (rdma_cm, blob, verdict),
+//! thread `1 + i` for QP `i`. A posted work request is a complete event
+//! ("X") lasting until its completion on the same side; other events are
+//! 1 µs marks. Flow arrows ("s"/"f") join the blob sent to the blob
+//! received, and each SEND / SEND_WITH_IMM / WRITE_WITH_IMM to the receive
+//! completion it caused on the peer (RC delivers them in posting order per
+//! QP; only drawn when both traces are complete: no sampling, no drops).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use agent_proto::v1::{Trace, TraceEvent};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// One clock sample: controller send time, the agent's reading, controller receive time (ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSample {
+    /// Controller clock when the request left.
+    pub sent_ns: u64,
+    /// The agent's trace clock in its reply.
+    pub agent_ns: u64,
+    /// Controller clock when the reply arrived.
+    pub received_ns: u64,
+}
+
+/// An agent clock's offset from the controller's.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClockEstimate {
+    /// agent - controller, ns.
+    pub offset_ns: i64,
+    /// The offset is good to within this many ns (half the round trip used).
+    pub error_ns: u64,
+    /// The round trip of the sample used, ns.
+    pub rtt_ns: u64,
+    /// Samples taken.
+    pub samples: usize,
+}
+
+/// NTP's estimate from the sample with the smallest round trip:
+/// offset = t_agent - (t_send + t_recv) / 2, error bound = rtt / 2.
+/// None without a usable sample (one that came back before it left is not).
+pub fn estimate_offset(samples: &[ClockSample]) -> Option<ClockEstimate> {
+    let best = samples
+        .iter()
+        .filter(|s| s.received_ns >= s.sent_ns)
+        .min_by_key(|s| s.received_ns - s.sent_ns)?;
+    let rtt = best.received_ns - best.sent_ns;
+    let midpoint = i128::from(best.sent_ns) + i128::from(rtt / 2);
+    Some(ClockEstimate {
+        offset_ns: (i128::from(best.agent_ns) - midpoint) as i64,
+        error_ns: rtt.div_ceil(2),
+        rtt_ns: rtt,
+        samples: samples.len(),
+    })
+}
+
+/// One side of a traced run.
+#[derive(Debug, Clone)]
+pub struct SideTrace {
+    /// "server" or "client".
+    pub role: String,
+    /// The node's name.
+    pub node: String,
+    /// What its agent recorded.
+    pub trace: Trace,
+    /// Its clock against the controller's.
+    pub clock: ClockEstimate,
+}
+
+/// What the JSON's metadata names besides the sides.
+#[derive(Debug, Clone)]
+pub struct TraceContext {
+    /// The lab.
+    pub lab: String,
+    /// The workload.
+    pub workload: String,
+    /// The run's id (its record's).
+    pub run_id: String,
+}
+
+/// A process id per side in the JSON.
+fn pid(index: usize) -> usize {
+    index + 1
+}
+
+/// The Chrome trace-event document for two (or more) sides.
+pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
+    let mut out: Vec<Value> = Vec::new();
+    // Controller-clock times, rebased so the first event is at 0.
+    let aligned = |side: &SideTrace, e: &TraceEvent| i128::from(e.t_ns) - i128::from(side.clock.offset_ns);
+    let t0 = sides
+        .iter()
+        .flat_map(|s| s.trace.events.iter().map(move |e| aligned(s, e)))
+        .min()
+        .unwrap_or(0);
+    let us = |ns: i128| (ns - t0) as f64 / 1000.0;
+    for (i, side) in sides.iter().enumerate() {
+        out.push(json!({"ph": "M", "name": "process_name", "pid": pid(i),
+            "args": {"name": format!("{} {}", side.role, side.node)}}));
+        out.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid(i), "args": {"sort_index": i}}));
+        out.push(json!({"ph": "M", "name": "thread_name", "pid": pid(i), "tid": 0,
+            "args": {"name": "connection (rdma_cm, blob, verdict)"}}));
+        for (qp, qpn) in qp_numbers(&side.trace) {
+            out.push(json!({"ph": "M", "name": "thread_name", "pid": pid(i), "tid": qp + 1,
+                "args": {"name": format!("QP {qp} (qpn {qpn})")}}));
+        }
+        let ends = completion_of_posts(&side.trace.events);
+        for (k, e) in side.trace.events.iter().enumerate() {
+            let tid = if is_qp_event(e) { e.qp + 1 } else { 0 };
+            let mut args: BTreeMap<&str, Value> = e.args.iter().map(|(k, v)| (k.as_str(), json!(v))).collect();
+            args.insert("t_agent_ns", json!(e.t_ns));
+            let ts = us(aligned(side, e));
+            let dur = match ends.get(&k) {
+                Some(&end) => {
+                    let c = &side.trace.events[end];
+                    args.insert(
+                        "completed_after_us",
+                        json!((c.t_ns.saturating_sub(e.t_ns)) as f64 / 1000.0),
+                    );
+                    (c.t_ns.saturating_sub(e.t_ns)) as f64 / 1000.0
+                }
+                None => 1.0,
+            };
+            out.push(
+                json!({"ph": "X", "name": label(e), "cat": e.kind, "pid": pid(i), "tid": tid,
+                "ts": ts, "dur": dur, "args": args}),
+            );
+        }
+    }
+    let mut flow_id = 0u64;
+    let mut flow = |out: &mut Vec<Value>,
+                    name: &str,
+                    from: (usize, &SideTrace, &TraceEvent),
+                    to: (usize, &SideTrace, &TraceEvent)| {
+        flow_id += 1;
+        let tid = |e: &TraceEvent| if is_qp_event(e) { e.qp + 1 } else { 0 };
+        out.push(
+            json!({"ph": "s", "id": flow_id, "name": name, "cat": "flow", "pid": pid(from.0),
+            "tid": tid(from.2), "ts": us(aligned(from.1, from.2))}),
+        );
+        out.push(
+            json!({"ph": "f", "bp": "e", "id": flow_id, "name": name, "cat": "flow", "pid": pid(to.0),
+            "tid": tid(to.2), "ts": us(aligned(to.1, to.2))}),
+        );
+    };
+    let mut flows = 0usize;
+    for (a, from) in sides.iter().enumerate() {
+        for (b, to) in sides.iter().enumerate() {
+            if a == b {
+                continue;
+            }
+            // The blob: what one side sent, the other received.
+            let sent = from.trace.events.iter().find(|e| e.kind == "blob_sent");
+            let got = to.trace.events.iter().find(|e| e.kind == "blob_received");
+            if let (Some(s), Some(r)) = (sent, got) {
+                flow(&mut out, "capability blob", (a, from, s), (b, to, r));
+                flows += 1;
+            }
+            if !complete(&from.trace) || !complete(&to.trace) {
+                continue;
+            }
+            for (s, r) in message_pairs(&from.trace.events, &to.trace.events) {
+                flow(
+                    &mut out,
+                    &from.trace.events[s].name,
+                    (a, from, &from.trace.events[s]),
+                    (b, to, &to.trace.events[r]),
+                );
+                flows += 1;
+            }
+        }
+    }
+    let nodes: Vec<Value> = sides
+        .iter()
+        .map(|s| {
+            json!({"role": s.role, "node": s.node, "clock_offset_ns": s.clock.offset_ns,
+                "clock_error_ns": s.clock.error_ns, "clock_rtt_ns": s.clock.rtt_ns, "clock_samples": s.clock.samples,
+                "events": s.trace.events.len(), "dropped": s.trace.dropped, "ring_size": s.trace.capacity,
+                "sample_every": s.trace.sample_every, "record_cost_ns": s.trace.record_cost_ns})
+        })
+        .collect();
+    json!({
+        "traceEvents": out,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "lab": ctx.lab, "workload": ctx.workload, "run_id": ctx.run_id,
+            "clock": "controller clock (each node's events moved by its offset; +/- its error bound), microseconds since the first event",
+            "flows": flows,
+            "nodes": nodes,
+        }
+    })
+}
+
+/// Whether an event belongs on its QP's track (data path and QP moves).
+fn is_qp_event(e: &TraceEvent) -> bool {
+    matches!(e.kind.as_str(), "qp" | "post" | "post_recv" | "completion")
+}
+
+/// A short label: "WRITE", "→ RTR", "cm ESTABLISHED".
+fn label(e: &TraceEvent) -> String {
+    match e.kind.as_str() {
+        "post" | "post_recv" => format!("post {}", e.name),
+        "completion" => format!("completion {}", e.name),
+        "qp" => format!("QP -> {}", e.name),
+        "cm" => e.name.trim_start_matches("RDMA_CM_EVENT_").to_string(),
+        "mr" => "reg_mr".into(),
+        "blob_sent" => "blob sent".into(),
+        "blob_received" => "blob received".into(),
+        _ => e.name.clone(),
+    }
+}
+
+/// QP index -> qpn, from the QP transitions.
+fn qp_numbers(t: &Trace) -> BTreeMap<u32, String> {
+    let mut out = BTreeMap::new();
+    for e in t.events.iter().filter(|e| e.kind == "qp") {
+        if let Some(qpn) = e.args.get("qpn") {
+            out.entry(e.qp).or_insert_with(|| qpn.clone());
+        }
+    }
+    out
+}
+
+/// Neither sampled nor cut by the ring.
+fn complete(t: &Trace) -> bool {
+    t.sample_every <= 1 && t.dropped == 0
+}
+
+/// Index of each signaled post's completion on the same side: the next
+/// completion with its wr_id on its QP.
+fn completion_of_posts(events: &[TraceEvent]) -> HashMap<usize, usize> {
+    let mut open: HashMap<(u32, &str), VecDeque<usize>> = HashMap::new();
+    let mut out = HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        let Some(wr_id) = e.args.get("wr_id") else { continue };
+        match e.kind.as_str() {
+            "post" if e.args.get("signaled").is_some_and(|s| s == "true") => {
+                open.entry((e.qp, wr_id.as_str())).or_default().push_back(i);
+            }
+            "post_recv" => open.entry((e.qp, wr_id.as_str())).or_default().push_back(i),
+            "completion" => {
+                if let Some(post) = open.get_mut(&(e.qp, wr_id.as_str())).and_then(|q| q.pop_front()) {
+                    out.insert(post, i);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// (sender post, receiver completion) pairs: the n-th message post on a QP
+/// consumed the peer's n-th receive completion on the same QP index.
+fn message_pairs(sender: &[TraceEvent], receiver: &[TraceEvent]) -> Vec<(usize, usize)> {
+    let consumes =
+        |e: &TraceEvent| e.kind == "post" && matches!(e.name.as_str(), "SEND" | "SEND_WITH_IMM" | "WRITE_WITH_IMM");
+    let received = |e: &TraceEvent| e.kind == "completion" && matches!(e.name.as_str(), "RECV" | "RECV_RDMA_WITH_IMM");
+    let mut receipts: HashMap<u32, VecDeque<usize>> = HashMap::new();
+    for (i, e) in receiver.iter().enumerate().filter(|(_, e)| received(e)) {
+        receipts.entry(e.qp).or_default().push_back(i);
+    }
+    let mut out = Vec::new();
+    for (i, e) in sender.iter().enumerate().filter(|(_, e)| consumes(e)) {
+        if let Some(r) = receipts.get_mut(&e.qp).and_then(|q| q.pop_front()) {
+            out.push((i, r));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(sent_ns: u64, agent_ns: u64, received_ns: u64) -> ClockSample {
+        ClockSample {
+            sent_ns,
+            agent_ns,
+            received_ns,
+        }
+    }
+
+    #[test]
+    fn offset_comes_from_the_fastest_round_trip() {
+        // Samples as recorded against a real agent (ns): the agent's clock is
+        // ~5 s ahead; the second sample's round trip is the shortest.
+        let samples = [
+            sample(1_000_000, 5_001_900_000, 4_000_000),
+            sample(10_000_000, 5_010_600_000, 11_000_000),
+            sample(20_000_000, 5_021_000_000, 22_500_000),
+        ];
+        let e = estimate_offset(&samples).unwrap();
+        assert_eq!(e.rtt_ns, 1_000_000);
+        assert_eq!(e.error_ns, 500_000);
+        assert_eq!(e.offset_ns, 5_010_600_000 - 10_500_000);
+        assert_eq!(e.samples, 3);
+        // An agent behind the controller: a negative offset.
+        let behind = estimate_offset(&[sample(9_000, 1_000, 9_100)]).unwrap();
+        assert_eq!(behind.offset_ns, 1_000 - 9_050);
+        assert!(estimate_offset(&[]).is_none());
+        assert!(estimate_offset(&[sample(10, 5, 9)]).is_none());
+    }
+
+    fn event(t_ns: u64, qp: u32, kind: &str, name: &str, args: &[(&str, &str)]) -> TraceEvent {
+        TraceEvent {
+            t_ns,
+            qp,
+            kind: kind.into(),
+            name: name.into(),
+            args: args.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    fn side(role: &str, offset_ns: i64, events: Vec<TraceEvent>) -> SideTrace {
+        SideTrace {
+            role: role.into(),
+            node: format!("{role}-node"),
+            trace: Trace {
+                events,
+                dropped: 0,
+                capacity: 16,
+                sample_every: 1,
+                record_cost_ns: 40.0,
+            },
+            clock: ClockEstimate {
+                offset_ns,
+                error_ns: 1_000,
+                rtt_ns: 2_000,
+                samples: 8,
+            },
+        }
+    }
+
+    #[test]
+    fn writes_aligned_tracks_spans_and_flows() {
+        let server = side(
+            "server",
+            1_000_000,
+            vec![
+                event(1_010_000, 0, "qp", "RTR", &[("qpn", "17")]),
+                event(1_020_000, 0, "blob_sent", "capability", &[("rkey", "0x99")]),
+                event(
+                    1_600_000,
+                    0,
+                    "completion",
+                    "RECV_RDMA_WITH_IMM",
+                    &[("wr_id", "0x1"), ("imm", "0x7")],
+                ),
+            ],
+        );
+        let client = side(
+            "client",
+            -500_000,
+            vec![
+                event(20_000, 0, "blob_received", "capability", &[("rkey", "0x99")]),
+                event(
+                    50_000,
+                    0,
+                    "post",
+                    "WRITE_WITH_IMM",
+                    &[("wr_id", "0x5"), ("signaled", "true"), ("imm", "0x7")],
+                ),
+                event(80_000, 0, "completion", "WRITE", &[("wr_id", "0x5")]),
+            ],
+        );
+        let ctx = TraceContext {
+            lab: "lab".into(),
+            workload: "write-imm".into(),
+            run_id: "r1".into(),
+        };
+        let doc = chrome_trace(&ctx, &[server, client]);
+        let events = doc["traceEvents"].as_array().unwrap();
+        let find = |name: &str, pid: u64| {
+            events
+                .iter()
+                .find(|e| e["name"] == name && e["pid"] == pid && e["ph"] == "X")
+                .unwrap_or_else(|| panic!("no {name} in {events:#?}"))
+        };
+        // Aligned: server t - 1 ms, client t + 0.5 ms; the first event
+        // (the server's RTR at 10 us controller time) is at 0.
+        assert_eq!(find("QP -> RTR", 1)["ts"], 0.0);
+        assert_eq!(find("blob sent", 1)["ts"], 10.0);
+        assert_eq!(find("blob received", 2)["ts"], 510.0);
+        let post = find("post WRITE_WITH_IMM", 2);
+        assert_eq!(post["ts"], 540.0);
+        assert_eq!(post["dur"], 30.0);
+        assert_eq!(post["tid"], 1);
+        assert_eq!(post["args"]["imm"], "0x7");
+        assert_eq!(find("completion RECV_RDMA_WITH_IMM", 1)["ts"], 590.0);
+        let names: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["name"] == "thread_name" && e["pid"] == 1)
+            .map(|e| &e["args"]["name"])
+            .collect();
+        assert!(names.iter().any(|n| *n == "QP 0 (qpn 17)"), "{names:?}");
+        let flows: Vec<&Value> = events.iter().filter(|e| e["ph"] == "s" || e["ph"] == "f").collect();
+        assert_eq!(flows.len(), 4, "blob and the immediate: {flows:#?}");
+        let imm_end = flows
+            .iter()
+            .find(|e| e["ph"] == "f" && e["name"] == "WRITE_WITH_IMM")
+            .unwrap();
+        assert_eq!(imm_end["pid"], 1);
+        assert_eq!(imm_end["ts"], 590.0);
+        assert_eq!(doc["otherData"]["nodes"][1]["clock_offset_ns"], -500_000);
+        assert_eq!(doc["otherData"]["flows"], 2);
+        // The whole document is plain JSON a viewer can read back.
+        let text = serde_json::to_string(&doc).unwrap();
+        assert!(serde_json::from_str::<Value>(&text).is_ok());
+    }
+}
