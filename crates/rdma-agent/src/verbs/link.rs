@@ -968,8 +968,8 @@ impl Link {
                     let qp = self.qps.iter().position(|q| q.qp_number() == wc.qp_num).unwrap_or(0);
                     let what = crate::trace::What::Completion {
                         wr_id: c.wr_id,
-                        status: super::wc_status_name(c.status).0,
-                        opcode: super::wc_opcode_name(c.opcode),
+                        status: super::wc::wc_status_name(c.status).0,
+                        opcode: super::wc::wc_opcode_name(c.opcode),
                         byte_len: c.byte_len,
                         imm: c.has_imm.then_some(c.imm),
                     };
