@@ -12,7 +12,7 @@
 # HOLDER is one line `lab=<lab> id=<lab id> controller=<host>`; the lock file
 # holds it. start prints `supervisor=systemd unit=UNIT` where systemd is PID 1,
 # else `supervisor=watchdog pid=N` (a shell loop that restarts the agent,
-# its pid in DIR/watchdog.pid, the agent's in DIR/agent.pid).
+# DIR/watchdog.sh, its pid in DIR/watchdog.pid, the agent's in DIR/agent.pid).
 set -eu
 cmd=${1:?usage: host-lab.sh claim|start|running|release ...}
 shift
@@ -76,16 +76,19 @@ start)
         echo "supervisor=systemd unit=$unit"
     else
         ulimit -l unlimited 2>/dev/null || :
-        # The watchdog: restarts the agent a second after it exits, until killed.
-        setsid sh -c '
-            dir=$1 port=$2
-            trap "kill \$(cat \"\$dir/agent.pid\" 2>/dev/null) 2>/dev/null; exit 0" TERM INT
-            while :; do
-                "$dir/rdma-agent" --listen "127.0.0.1:$port" --secret-file "$dir/agent.secret" >>"$dir/agent.log" 2>&1 &
-                echo $! >"$dir/agent.pid"
-                wait $! || :
-                sleep 1
-            done' labctl-watchdog "$dir" "$port" </dev/null >/dev/null 2>&1 &
+        # The watchdog (a file of the lab's directory, so `ps` names it):
+        # restarts the agent a second after it exits, until killed.
+        cat >"$dir/watchdog.sh" <<'WATCHDOG'
+dir=$(dirname "$0") port=$1
+trap 'kill $(cat "$dir/agent.pid" 2>/dev/null) 2>/dev/null; exit 0' TERM INT
+while :; do
+    "$dir/rdma-agent" --listen "127.0.0.1:$port" --secret-file "$dir/agent.secret" >>"$dir/agent.log" 2>&1 &
+    echo $! >"$dir/agent.pid"
+    wait $! || :
+    sleep 1
+done
+WATCHDOG
+        setsid sh "$dir/watchdog.sh" "$port" </dev/null >/dev/null 2>&1 &
         echo $! >"$dir/watchdog.pid"
         echo "supervisor=watchdog pid=$!"
     fi
