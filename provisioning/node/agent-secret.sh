@@ -1,12 +1,12 @@
 #!/bin/sh
 # Installs the lab's agent secret, read from stdin, as a root-only file the
-# agent reads at start (/etc/labctl/agent.secret, mode 0600). The secret
+# agent reads at start ($1, default /etc/labctl/agent.secret, mode 0600). The secret
 # never appears on a command line. Prints `changed` when the file is new or
 # differs (the running agent must restart to use it), else `same`.
 set -eu
 umask 077
-mkdir -p /etc/labctl
-file=/etc/labctl/agent.secret
+file=${1:-/etc/labctl/agent.secret}
+mkdir -p "$(dirname "$file")"
 cat >"$file.new"
 if [ -f "$file" ] && cmp -s "$file.new" "$file"; then
     rm -f "$file.new"

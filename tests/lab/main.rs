@@ -29,6 +29,7 @@ mod packages;
 mod patterns;
 mod report;
 mod security;
+mod ssh_existing;
 mod trace;
 mod util;
 mod verbs_example;
@@ -75,6 +76,7 @@ fn main() -> ExitCode {
     lab_trials.extend(bulk::trials(&lab));
     lab_trials.extend(impair::trials(&lab));
     lab_trials.extend(report::trials(&lab));
+    lab_trials.extend(ssh_existing::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
     lab_trials.extend(trace::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).

@@ -444,7 +444,14 @@ pub fn addr_var(node: &str) -> String {
 /// device on `fabric: none`, no RoCE GID on EFA) are empty. `None` when the
 /// lab has no such node.
 pub fn lab_env(facts: &LabFacts, node: &str) -> Option<String> {
+    lab_env_in(facts, node, NODE_DIR)
+}
+
+/// [`lab_env`] for files kept in directory `dir` of the node (a host that
+/// outlives the lab keeps them in the lab's own directory).
+pub fn lab_env_in(facts: &LabFacts, node: &str, dir: &str) -> Option<String> {
     let me = facts.node(node)?;
+    let env_path = format!("{dir}/lab.env");
     let opt = |v: &Option<String>| v.clone().unwrap_or_default();
     let num = |v: Option<u32>| v.map(|n| n.to_string()).unwrap_or_default();
     let mut vars: Vec<(String, String)> = vec![
@@ -466,12 +473,12 @@ pub fn lab_env(facts: &LabFacts, node: &str) -> Option<String> {
         ("LABCTL_FABRIC".into(), facts.fabric.clone()),
         ("LABCTL_FI_PROVIDER".into(), facts.libfabric_provider.clone()),
         ("LABCTL_VCPUS".into(), me.vcpus.to_string()),
-        ("LABCTL_HOSTFILE".into(), HOSTFILE_PATH.into()),
+        ("LABCTL_HOSTFILE".into(), format!("{dir}/hostfile")),
     ]);
     let mut text = format!(
         "# Lab facts of node `{}` in lab `{}`, written by `labctl up` (rewritten by the\n\
-         # next `up`; do not edit). Source it: `. {LAB_ENV_PATH}`; to export the\n\
-         # variables to child processes: `set -a; . {LAB_ENV_PATH}; set +a`.\n",
+         # next `up`; do not edit). Source it: `. {env_path}`; to export the\n\
+         # variables to child processes: `set -a; . {env_path}; set +a`.\n",
         me.name, facts.lab
     );
     for (name, value) in vars {
@@ -554,6 +561,7 @@ mod tests {
             agent_sha256: None,
             agent_port: 7470,
             provisioned: true,
+            host: None,
         }
     }
 

@@ -418,6 +418,14 @@ impl Lab {
         if !self.spec.node_ssh {
             return Ok(());
         }
+        if state.nodes.iter().any(|n| n.host.is_some()) {
+            // ~/.ssh of a host labctl does not own is not the lab's to change.
+            reporter.note(
+                "lab",
+                "node_ssh: not set up on hosts that outlive the lab (provider ssh)",
+            );
+            return Ok(());
+        }
         let key_path = self.dir.node_ssh_key();
         let key = ssh::load_or_create_key(&key_path)?;
         let private_key = std::fs::read(&key_path).map_err(|e| SshError::Key {
@@ -558,7 +566,9 @@ impl Lab {
             return;
         };
         let key = Arc::new(key);
-        join_all(state.nodes.iter().map(|node| {
+        // A host with the lab's own directory had its facts there: the
+        // provider's `delete` removes that directory.
+        join_all(state.nodes.iter().filter(|n| n.host.is_none()).map(|node| {
             let key = key.clone();
             async move {
                 let result = async {

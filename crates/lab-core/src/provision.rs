@@ -40,6 +40,19 @@ pub const AGENT_SECRET_INSTALL: &str = include_str!("../../../provisioning/node/
 /// Where the agent binary lives on a node.
 pub const AGENT_PATH: &str = "/usr/local/bin/rdma-agent";
 
+/// On a host that outlives the lab (provider ssh): the lab's directory,
+/// host lock and agent supervisor; see the script's header.
+pub const HOST_LAB: &str = lab_providers::ssh::host::HOST_LAB_SCRIPT;
+
+/// Where a node's agent binary and secret live: the lab's own directory on
+/// a host that outlives the lab, else the node's global places.
+fn agent_paths(node: &NodeState) -> (String, String) {
+    match &node.host {
+        Some(h) => (h.agent_path(), h.secret_path()),
+        None => (AGENT_PATH.into(), agent_proto::auth::NODE_SECRET_FILE.into()),
+    }
+}
+
 /// Replaces the lines of file `$1` that end with `# $2` (the lab's marker,
 /// [`facts::lab_marker`]) by new ones, `$3` (empty: only remove); creates
 /// the file when it does not exist. The file is rewritten in place
@@ -431,9 +444,9 @@ pub async fn check_agent_runs(
 
 /// Checks that the uploaded agent finds its shared libraries (libibverbs,
 /// librdmacm); cloud images often lack them.
-async fn check_agent_libraries(session: &SshSession, node: &NodeState) -> Result<(), ProvisionError> {
+async fn check_agent_libraries(session: &SshSession, node: &NodeState, path: &str) -> Result<(), ProvisionError> {
     let out = session
-        .exec(&RemoteCommand::new("ldd").arg(AGENT_PATH).stderr_to_stdout())
+        .exec(&as_root(node, RemoteCommand::new("ldd").arg(path)).stderr_to_stdout())
         .await?
         .stdout_text();
     let missing: Vec<&str> = out
@@ -461,29 +474,38 @@ pub async fn deploy_agent(
     deploy: AgentDeploy<'_>,
 ) -> Result<(), ProvisionError> {
     let AgentDeploy { binary: agent, secret } = deploy;
+    let (agent_path, secret_path) = agent_paths(node);
+    let agent_path = agent_path.as_str();
     // Before the binary: the node's supervisor starts the agent as soon as
     // the binary is there, and an agent without its secret does not serve.
-    let install = as_root(node, RemoteCommand::new("sh").arg("-c").arg(AGENT_SECRET_INSTALL));
+    let install = as_root(
+        node,
+        RemoteCommand::new("sh")
+            .arg("-c")
+            .arg(AGENT_SECRET_INSTALL)
+            .arg("sh")
+            .arg(&secret_path),
+    );
     let secret_changed = session
         .run_with_input(&install, secret.to_file_text().as_bytes(), "agent-secret.sh")
         .await?
         == "changed";
     let remote = session
-        .exec(&RemoteCommand::new("sha256sum").arg(AGENT_PATH).stderr_to_null())
+        .exec(&as_root(node, RemoteCommand::new("sha256sum").arg(agent_path)).stderr_to_null())
         .await?
         .stdout_text();
     let up_to_date = remote.split_whitespace().next() == Some(agent.sha256.as_str());
     if !up_to_date {
         check_agent_runs(session, node, agent).await?;
         if node.ssh_user == "root" {
-            session.upload(&agent.bytes, AGENT_PATH, 0o755).await?;
+            session.upload(&agent.bytes, agent_path, 0o755).await?;
         } else {
             // SFTP writes as the SSH user; root moves the file into place.
             let staged = format!("/tmp/rdma-agent.{}", &agent.sha256[..12]);
             session.upload(&agent.bytes, &staged, 0o755).await?;
             let install = as_root(
                 node,
-                RemoteCommand::new("install").args(["-m", "0755", staged.as_str(), AGENT_PATH]),
+                RemoteCommand::new("install").args(["-m", "0755", staged.as_str(), agent_path]),
             );
             let shown = install.to_string();
             let out = session
@@ -498,21 +520,18 @@ pub async fn deploy_agent(
                 }));
             }
         }
-        check_agent_libraries(session, node).await?;
+        check_agent_libraries(session, node, agent_path).await?;
     }
-    let running = session
-        .exec(&RemoteCommand::script("pgrep -x rdma-agent >/dev/null"))
-        .await?
-        .status
-        == 0;
-    if !up_to_date || !running || secret_changed {
-        let start = as_root(
+    let running = match &node.host {
+        Some(h) => as_root(
             node,
-            RemoteCommand::new("sh").arg("-s").arg(node.agent_port.to_string()),
-        );
-        session
-            .run_with_input(&start, AGENT_START.as_bytes(), "agent-start.sh")
-            .await?;
+            RemoteCommand::script_with(HOST_LAB, ["running", h.dir.as_str(), h.unit.as_str()]),
+        ),
+        None => RemoteCommand::script("pgrep -x rdma-agent >/dev/null"),
+    };
+    let running = session.exec(&running).await?.status == 0;
+    if !up_to_date || !running || secret_changed {
+        start_agent(session, node).await?;
     }
     let version = agent::wait_healthy(session.clone(), node.agent_port, secret, Duration::from_secs(30)).await?;
     if version != agent.version {
@@ -523,6 +542,30 @@ pub async fn deploy_agent(
         });
     }
     node.agent_sha256 = Some(agent.sha256.clone());
+    Ok(())
+}
+
+/// (Re)starts the node's agent under its supervisor: the node's own (the
+/// lab images' init, systemd) or, on a host that outlives the lab, a
+/// transient systemd unit or a watchdog, recorded in `node.host`.
+async fn start_agent(session: &SshSession, node: &mut NodeState) -> Result<(), ProvisionError> {
+    let port = node.agent_port.to_string();
+    let Some(host) = node.host.as_mut() else {
+        let start = as_root(node, RemoteCommand::new("sh").arg("-s").arg(&port));
+        session
+            .run_with_input(&start, AGENT_START.as_bytes(), "agent-start.sh")
+            .await?;
+        return Ok(());
+    };
+    let start = RemoteCommand::script_with(
+        HOST_LAB,
+        ["start", host.dir.as_str(), port.as_str(), host.unit.as_str()],
+    )
+    .as_root(node.ssh_user == "root");
+    let said = session.run(&start).await?.stdout_text();
+    let field = |key: &str| said.split_whitespace().find_map(|kv| kv.strip_prefix(key));
+    host.supervisor = field("supervisor=").map(str::to_string);
+    host.watchdog_pid = field("pid=").and_then(|p| p.parse().ok());
     Ok(())
 }
 
@@ -596,6 +639,21 @@ async fn install_file(
 /// and the lab's marked `/etc/hosts` lines (earlier ones replaced, so a
 /// second `up` leaves exactly one set).
 pub async fn write_facts(session: &SshSession, node: &NodeState, lab_facts: &LabFacts) -> Result<(), ProvisionError> {
+    if let Some(host) = &node.host {
+        // A host that outlives the lab: the files go in the lab's directory,
+        // and its /etc/hosts stays as it is (another lab may name the nodes).
+        let env = facts::lab_env_in(lab_facts, &node.name, &host.dir).unwrap_or_default();
+        let hostfile = facts::hostfile(lab_facts);
+        install_file(session, node, env.as_bytes(), &format!("{}/lab.env", host.dir), 0o644).await?;
+        return install_file(
+            session,
+            node,
+            hostfile.as_bytes(),
+            &format!("{}/hostfile", host.dir),
+            0o644,
+        )
+        .await;
+    }
     let env = facts::lab_env(lab_facts, &node.name).unwrap_or_default();
     run_as(
         session,

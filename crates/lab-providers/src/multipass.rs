@@ -687,6 +687,7 @@ impl Provider for MultipassProvider {
                 agent_sha256: None,
                 agent_port: crate::qemu::AGENT_PORT,
                 provisioned: false,
+                host: None,
             });
         }
         dir.save(state)?;

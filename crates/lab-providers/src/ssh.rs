@@ -10,9 +10,12 @@
 //! host's RDMA devices and picks the one whose netdev holds `data_addr`
 //! (or the node's `rdma_device:`), which must have an active port.
 //!
-//! Not yet: `create` (a per-lab agent directory, unit and port on each
-//! host, recorded in state) refuses after the preflight, so `up` leaves
-//! every host as it found it.
+//! The preflight also picks a free loopback port for the agent. Then
+//! `create` takes each host's lock and makes the lab's one directory there
+//! ([`host`]), recording both in the state before it touches the host;
+//! provisioning puts the agent, its secret and the lab facts in that
+//! directory and starts the agent under a supervisor; `delete` stops it and
+//! removes the directory and the lock, and nothing else.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -25,7 +28,7 @@ use lab_model::{Fabric, LabSpec, ResolvedNode};
 use lab_remote::command::RemoteCommand;
 use lab_remote::ssh::{self, HostKeyCheck, SshError, SshSession, SshTarget};
 use lab_state::progress::Reporter;
-use lab_state::{LabDir, LabState};
+use lab_state::{LabDir, LabState, NodeState};
 use russh::keys::{Algorithm, PrivateKey};
 use serde::Deserialize;
 
@@ -59,6 +62,8 @@ pub struct Found {
     pub host_key: String,
     /// The RDMA device picked for the node (fabric existing).
     pub device: Option<Picked>,
+    /// A loopback port nothing listened on, for the lab's agent.
+    pub agent_port: u16,
 }
 
 /// How the controller reaches one host: labs.yaml with its defaults and
@@ -246,10 +251,12 @@ impl SshProvider {
             Fabric::Existing => Some(self.pick(session, node).await?),
             _ => None,
         };
+        let agent_port = host::pick_agent_port(session, &node.name).await?;
         Ok(Found {
             arch,
             host_key: ssh::public_line(session.host_key()),
             device,
+            agent_port,
         })
     }
 
@@ -291,6 +298,48 @@ impl SshProvider {
             fix,
         })
     }
+}
+
+/// The preflight's findings of one host, as `up` shows them.
+fn preflight_note(found: &Found) -> String {
+    let device = match &found.device {
+        Some(p) => format!(
+            ", RDMA {}/{} over {} ({}, ACTIVE)",
+            p.device,
+            p.port,
+            p.netdev.as_deref().unwrap_or("no netdev"),
+            p.link_layer.as_deref().unwrap_or("link layer unknown")
+        ),
+        None => String::new(),
+    };
+    let key = ssh::parse_public(&found.host_key)
+        .map(|k| ssh::fingerprint(&k))
+        .unwrap_or_default();
+    format!(
+        "preflight passed: {}, host key {key}{device}, agent port {}",
+        found.arch, found.agent_port
+    )
+}
+
+/// A session to a recorded host, checking its pinned host key and logging
+/// in with its recorded identity.
+async fn connect_recorded(node: &NodeState) -> Result<SshSession, ProviderError> {
+    let pinned = ssh::pinned_host_key(&node.name, node.host_key.as_deref())?;
+    let target = SshTarget {
+        node: node.name.clone(),
+        host: node.ssh_host.clone(),
+        port: node.ssh_port,
+        user: node.ssh_user.clone(),
+        identity: node.ssh_identity.clone(),
+    };
+    // The identity is always the node's own key; this one is never offered.
+    let unused = Arc::new(
+        PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).map_err(|e| ProviderError::Io {
+            context: "making a placeholder key".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?,
+    );
+    Ok(SshSession::connect(&target, unused, pinned, CONNECT_TIMEOUT).await?)
 }
 
 /// One port of `rdma -j link show`.
@@ -452,35 +501,58 @@ impl Provider for SshProvider {
 
     async fn create(
         &self,
-        _lab: &LabSpec,
-        _nodes: &[ResolvedNode],
-        _dir: &LabDir,
-        _state: &mut LabState,
+        lab: &LabSpec,
+        nodes: &[ResolvedNode],
+        dir: &LabDir,
+        state: &mut LabState,
         _keys: &NodeKeys,
         reporter: &dyn Reporter,
     ) -> Result<(), ProviderError> {
-        for (node, found) in self.found() {
-            let device = match &found.device {
-                Some(p) => format!(
-                    ", RDMA {}/{} over {} ({}, ACTIVE)",
-                    p.device,
-                    p.port,
-                    p.netdev.as_deref().unwrap_or("no netdev"),
-                    p.link_layer.as_deref().unwrap_or("link layer unknown")
-                ),
-                None => String::new(),
+        let found = self.found();
+        let controller = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into());
+        for node in nodes {
+            let Some(f) = found.get(&node.name) else {
+                return Err(ProviderError::Preflight(format!(
+                    "node `{}`: no preflight result (run `labctl up` again)",
+                    node.name
+                )));
             };
-            let key = ssh::parse_public(&found.host_key)
-                .map(|k| ssh::fingerprint(&k))
-                .unwrap_or_default();
+            reporter.note(&node.name, &preflight_note(f));
+            let end = self.endpoint(node)?;
+            let changes = host::planned_changes(&lab.name, &state.id, &controller);
+            let picked = f.device.as_ref();
+            // Recorded before the host is touched: `delete` undoes a claim
+            // cut short, and its directory name is the lab's own.
+            state.nodes.push(NodeState {
+                name: node.name.clone(),
+                ssh_host: end.target.host.clone(),
+                ssh_port: end.target.port,
+                ssh_user: end.target.user.clone(),
+                ssh_identity: end.target.identity.clone(),
+                data_addr: node.data_addr,
+                data_prefix: node.data_prefix,
+                data_netdev: picked.and_then(|p| p.netdev.clone()),
+                rdma_device: picked.map(|p| p.device.clone()),
+                host_key: Some(f.host_key.clone()),
+                pid: None,
+                agent_sha256: None,
+                agent_port: f.agent_port,
+                provisioned: false,
+                host: Some(changes.clone()),
+            });
+            dir.save(state)?;
+            let session = connect_recorded(state.nodes.last().expect("just pushed")).await?;
+            let claimed = host::claim(&session, &node.name, end.target.user == "root", &changes).await;
+            session.close().await;
+            claimed?;
             reporter.note(
-                &node,
-                &format!("preflight passed: {}, host key {key}{device}", found.arch),
+                &node.name,
+                &format!("host lock {} taken, lab directory {}", changes.lock, changes.dir),
             );
         }
-        Err(ProviderError::NotYet(
-            "provider ssh: the preflight passed, but setting the hosts up (a per-lab agent directory, unit and port on each) is not implemented yet; nothing was changed on the hosts".into(),
-        ))
+        Ok(())
     }
 
     async fn check_alive(&self, _dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError> {
@@ -514,11 +586,41 @@ impl Provider for SshProvider {
         true
     }
 
-    async fn delete(&self, _dir: &LabDir, _state: Option<&LabState>) -> Result<(), ProviderError> {
-        // The hosts are not ours: nothing to delete.
-        Ok(())
+    fn packages_in_image(&self) -> bool {
+        // Hosts labctl does not own: `packages:` are checked, never installed.
+        true
+    }
+
+    async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError> {
+        // The hosts are not ours: only what the lab recorded goes.
+        let Some(state) = state else { return Ok(()) };
+        let released = futures::future::join_all(state.nodes.iter().map(|node| async move {
+            let Some(changes) = &node.host else { return Ok(()) };
+            let session = connect_recorded(node).await?;
+            let result = host::release(&session, &node.name, node.ssh_user == "root", changes).await;
+            session.close().await;
+            result
+        }))
+        .await;
+        let mut left = state.clone();
+        let mut errors = Vec::new();
+        left.nodes = Vec::new();
+        for (node, result) in state.nodes.iter().zip(released) {
+            if let Err(e) = result {
+                errors.push(format!("node `{}`: its lab directory and lock stay: {e}", node.name));
+                left.nodes.push(node.clone());
+            }
+        }
+        if errors.is_empty() {
+            return Ok(());
+        }
+        // What could not be undone stays recorded for the next `down`.
+        dir.save(&left)?;
+        Err(ProviderError::Preflight(errors.join("\n")))
     }
 }
+
+pub mod host;
 
 #[cfg(test)]
 mod tests;

@@ -414,6 +414,44 @@ pub struct NodeState {
     /// Provisioning finished on this node.
     #[serde(default)]
     pub provisioned: bool,
+    /// What the lab changed on a host it does not own (provider ssh), so
+    /// `down` undoes exactly that; `None` on machines the lab created,
+    /// which keep the agent and facts in their global places.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostChanges>,
+}
+
+/// Everything a lab put on a host that outlives it: one directory, the
+/// host lock, and the agent's supervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostChanges {
+    /// The lab's directory on the host (`/var/lib/labctl/<lab>-<id>`):
+    /// the agent, its secret, log and pid files, the lab facts.
+    pub dir: String,
+    /// The host lock file, holding [`holder`](Self::holder).
+    pub lock: String,
+    /// The line the lock holds: the lab, its id and the controller.
+    pub holder: String,
+    /// The transient systemd unit the agent runs in (where systemd runs).
+    pub unit: String,
+    /// How the agent is supervised: `systemd` or `watchdog` (once started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<String>,
+    /// The watchdog's pid, where there is no systemd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog_pid: Option<u32>,
+}
+
+impl HostChanges {
+    /// The agent binary in the lab's directory.
+    pub fn agent_path(&self) -> String {
+        format!("{}/rdma-agent", self.dir)
+    }
+
+    /// The agent secret in the lab's directory.
+    pub fn secret_path(&self) -> String {
+        format!("{}/agent.secret", self.dir)
+    }
 }
 
 /// The current time as RFC 3339 (UTC, seconds).
@@ -494,6 +532,7 @@ mod tests {
             agent_sha256: None,
             agent_port: 7470,
             provisioned: true,
+            host: None,
         });
         state
     }

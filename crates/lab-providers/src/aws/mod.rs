@@ -1414,6 +1414,7 @@ impl AwsProvider {
                 agent_sha256: None,
                 agent_port: AGENT_PORT,
                 provisioned: false,
+                host: None,
             });
         }
         aws.save(dir, state)?;

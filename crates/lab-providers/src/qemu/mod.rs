@@ -316,6 +316,7 @@ impl Provider for QemuProvider {
                 agent_sha256: None,
                 agent_port: AGENT_PORT,
                 provisioned: false,
+                host: None,
             });
         }
         let plan_path = dir.root().join(PLAN_FILE);

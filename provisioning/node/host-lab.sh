@@ -1,0 +1,120 @@
+#!/bin/sh
+# What labctl changes on a host it does not own (provider ssh), and how it
+# undoes it. Everything of one lab lives in ONE directory, DIR
+# (/var/lib/labctl/<lab>-<id>), plus the host lock naming the lab that holds
+# the host. Run as root; values come as positional parameters.
+#
+#   host-lab.sh claim   LOCK DIR HOLDER   take the host lock (or find it ours) and make DIR
+#   host-lab.sh start   DIR PORT UNIT     (re)start DIR/rdma-agent on 127.0.0.1:PORT
+#   host-lab.sh running DIR UNIT          exit 0 when the agent runs under its supervisor
+#   host-lab.sh release LOCK DIR UNIT HOLDER  stop the agent, remove DIR, drop the lock if ours
+#
+# HOLDER is one line `lab=<lab> id=<lab id> controller=<host>`; the lock file
+# holds it. start prints `supervisor=systemd unit=UNIT` where systemd is PID 1,
+# else `supervisor=watchdog pid=N` (a shell loop that restarts the agent,
+# DIR/watchdog.sh, its pid in DIR/watchdog.pid, the agent's in DIR/agent.pid).
+set -eu
+cmd=${1:?usage: host-lab.sh claim|start|running|release ...}
+shift
+
+case_dir() {
+    # Refuse anything outside labctl's own directory: release runs rm -rf.
+    case $1 in
+        /var/lib/labctl/?*) ;;
+        *) echo "refusing directory $1: not under /var/lib/labctl/" >&2; exit 21 ;;
+    esac
+}
+
+systemd_here() { [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1; }
+
+# Kills pid $1 if its command line mentions $2 (never a reused pid); waits up to 5 s.
+kill_ours() {
+    pid=$1 mark=$2
+    [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 0
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$mark" || return 0
+    kill "$pid" 2>/dev/null || return 0
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -9 "$pid" 2>/dev/null || :
+}
+
+stop_agent() {
+    dir=$1 unit=$2
+    if systemd_here && systemctl list-units --all --plain --no-legend "$unit.service" 2>/dev/null | grep -q .; then
+        systemctl stop "$unit.service" 2>/dev/null || :
+        systemctl reset-failed "$unit.service" 2>/dev/null || :
+    fi
+    # The watchdog first, so it does not restart the agent killed next.
+    [ -f "$dir/watchdog.pid" ] && kill_ours "$(cat "$dir/watchdog.pid")" "$dir"
+    [ -f "$dir/agent.pid" ] && kill_ours "$(cat "$dir/agent.pid")" "$dir/rdma-agent"
+    rm -f "$dir/watchdog.pid" "$dir/agent.pid"
+}
+
+case $cmd in
+claim)
+    lock=$1 dir=$2 holder=$3
+    case_dir "$dir"
+    mkdir -p "$(dirname "$lock")"
+    if ! (set -C; printf '%s\n' "$holder" >"$lock") 2>/dev/null; then
+        held=$(cat "$lock" 2>/dev/null || :)
+        if [ "$held" != "$holder" ]; then
+            echo "held by: $held" >&2
+            exit 22
+        fi
+    fi
+    mkdir -p -m 0700 "$dir"
+    chmod 0700 "$dir"
+    ;;
+start)
+    dir=$1 port=$2 unit=$3
+    case_dir "$dir"
+    stop_agent "$dir" "$unit"
+    if systemd_here; then
+        systemd-run --unit="$unit" --description="rdma-agent of labctl ($dir)" \
+            --property=Restart=always --property=RestartSec=1 --property=LimitMEMLOCK=infinity \
+            "$dir/rdma-agent" --listen "127.0.0.1:$port" --secret-file "$dir/agent.secret" >/dev/null 2>&1
+        echo "supervisor=systemd unit=$unit"
+    else
+        ulimit -l unlimited 2>/dev/null || :
+        # The watchdog (a file of the lab's directory, so `ps` names it):
+        # restarts the agent a second after it exits, until killed.
+        cat >"$dir/watchdog.sh" <<'WATCHDOG'
+dir=$(dirname "$0") port=$1
+trap 'kill $(cat "$dir/agent.pid" 2>/dev/null) 2>/dev/null; exit 0' TERM INT
+while :; do
+    "$dir/rdma-agent" --listen "127.0.0.1:$port" --secret-file "$dir/agent.secret" >>"$dir/agent.log" 2>&1 &
+    echo $! >"$dir/agent.pid"
+    wait $! || :
+    sleep 1
+done
+WATCHDOG
+        setsid sh "$dir/watchdog.sh" "$port" </dev/null >/dev/null 2>&1 &
+        echo $! >"$dir/watchdog.pid"
+        echo "supervisor=watchdog pid=$!"
+    fi
+    ;;
+running)
+    dir=$1 unit=$2
+    if systemd_here; then
+        systemctl is-active --quiet "$unit.service"
+    else
+        [ -f "$dir/agent.pid" ] && kill -0 "$(cat "$dir/agent.pid")" 2>/dev/null
+    fi
+    ;;
+release)
+    lock=$1 dir=$2 unit=$3 holder=$4
+    case_dir "$dir"
+    [ -d "$dir" ] && stop_agent "$dir" "$unit"
+    rm -rf "$dir"
+    rmdir /var/lib/labctl 2>/dev/null || :
+    if [ -f "$lock" ] && [ "$(cat "$lock")" = "$holder" ]; then
+        rm -f "$lock"
+        rmdir "$(dirname "$lock")" 2>/dev/null || :
+    fi
+    echo released
+    ;;
+*)
+    echo "unknown command $cmd" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,169 @@
+//! `provider: ssh` with `fabric: existing` against hosts that exist: the
+//! suite's own QEMU VMs play them (reached at their forwarded SSH ports with
+//! the e2e lab's key and pinned host keys; their rxe0 plays the RDMA NIC).
+//! `up`, verified traffic, a second lab refused while the first holds the
+//! hosts, `down` twice; then nothing of the ssh lab is left on the VMs and
+//! the QEMU lab still works.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use libtest_mimic::{Failed, Trial};
+use serde_json::Value;
+
+use crate::util::{bin_dir, check, Labctl};
+
+pub fn trials(lab: &Labctl) -> Vec<Trial> {
+    let lab = lab.clone();
+    vec![Trial::test(
+        "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
+        move || test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing(&lab),
+    )]
+}
+
+/// A labs file of lab `name`, provider ssh, whose nodes are the e2e lab's VMs.
+fn ssh_labs_file(qemu: &Labctl, name: &str, dir: &std::path::Path) -> Result<PathBuf, Failed> {
+    let state_dir = qemu.state_dir("e2e");
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(state_dir.join("state.json"))?)?;
+    let nodes = state["nodes"].as_array().ok_or("e2e state has no nodes")?;
+    let first: Ipv4Addr = nodes[0]["data_addr"].as_str().ok_or("no data_addr")?.parse()?;
+    let prefix = nodes[0]["data_prefix"].as_u64().ok_or("no data_prefix")? as u32;
+    let network = Ipv4Addr::from(u32::from(first) & (u32::MAX << (32 - prefix)));
+    let mut text = format!(
+        "labs:\n  - name: {name}\n    provider: ssh\n    fabric: existing\n    data_network: {network}/{prefix}\n    \
+         defaults: {{user: root, identity_file: {}}}\n    nodes:\n",
+        state_dir.join("id_ed25519").display()
+    );
+    for n in nodes {
+        text.push_str(&format!(
+            "      - name: {}\n        host: {}\n        port: {}\n        data_addr: {}\n        host_key: {}\n",
+            n["name"].as_str().ok_or("no name")?,
+            n["ssh_host"].as_str().ok_or("no ssh_host")?,
+            n["ssh_port"],
+            n["data_addr"].as_str().ok_or("no data_addr")?,
+            n["host_key"].as_str().ok_or("no host_key")?,
+        ));
+    }
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+fn verified_run(lab: &Labctl, workload: &str) -> Result<(), Failed> {
+    let run = lab.run(&["run", workload, "--json"]).ok()?.json()?;
+    check(run["verified"] == true, || format!("{workload} not verified: {run}"))
+}
+
+fn test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing(qemu: &Labctl) -> Result<(), Failed> {
+    let dir = bin_dir().join("lab-tests-ssh");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let ssh = Labctl {
+        file: ssh_labs_file(qemu, "sshx", &dir)?,
+        state_base: dir.join("state"),
+    };
+    let other = Labctl {
+        file: ssh_labs_file(qemu, "sshy", &dir)?,
+        state_base: dir.join("state"),
+    };
+    let result = exercise(qemu, &ssh, &other);
+    // Whatever failed above, the hosts are given back.
+    let down = ssh.run(&["down"]);
+    other.run(&["down"]);
+    result?;
+    down.ok()?;
+    let again = ssh.run(&["down"]).ok()?;
+    check(
+        again.stderr.contains("not up") || again.stdout.contains("not up"),
+        || format!("second down: {}{}", again.stdout, again.stderr),
+    )?;
+    check(!ssh.state_dir("sshx").exists(), || "the ssh lab's state stayed".into())?;
+    for node in ["server", "client"] {
+        // What the ssh lab could have left: its directory and lock, a process
+        // from it, a systemd unit, lines in /etc/hosts, a netem qdisc.
+        let left = qemu
+            .run(&[
+                "exec",
+                node,
+                "--",
+                "ls -d /var/lib/labctl /run/labctl 2>/dev/null; ps -o args | grep -F /var/lib/labctl | grep -v grep; \
+                 grep -F labctl:sshx /etc/hosts; (systemctl list-units --all --plain 2>/dev/null | grep -F labctl-agent); \
+                 tc qdisc show | grep -F netem; true",
+            ])
+            .ok()?;
+        check(left.stdout.trim().is_empty(), || {
+            format!("{node}: the ssh lab left this behind:\n{}", left.stdout)
+        })?;
+        let own = qemu
+            .run(&["exec", node, "--", "grep -x LABCTL_LAB=e2e /etc/labctl/lab.env"])
+            .ok()?;
+        check(own.stdout.trim() == "LABCTL_LAB=e2e", || {
+            format!("{node}: the QEMU lab's own lab.env changed: {}", own.stdout)
+        })?;
+    }
+    // The QEMU lab still works: its agents healthy, its traffic verified.
+    let status = qemu.run(&["status", "--json"]).ok()?.json()?;
+    for node in status["nodes"].as_array().ok_or("no nodes")? {
+        check(
+            node["error"].is_null() && node["agent"]["version"] == env!("CARGO_PKG_VERSION"),
+            || format!("QEMU lab node after the ssh lab: {node}"),
+        )?;
+    }
+    verified_run(qemu, "write-read")
+}
+
+fn exercise(qemu: &Labctl, ssh: &Labctl, other: &Labctl) -> Result<(), Failed> {
+    ssh.run(&["up"]).ok()?;
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(ssh.state_dir("sshx").join("state.json"))?)?;
+    let status = ssh.run(&["status", "--json"]).ok()?.json()?;
+    for node in status["nodes"].as_array().ok_or("no nodes")? {
+        check(
+            node["error"].is_null() && node["agent"]["version"] == env!("CARGO_PKG_VERSION"),
+            || format!("ssh lab node: {node}"),
+        )?;
+    }
+    for node in state["nodes"].as_array().ok_or("no nodes")? {
+        let name = node["name"].as_str().ok_or("no name")?;
+        let host = &node["host"];
+        let dir = host["dir"]
+            .as_str()
+            .ok_or_else(|| format!("{name}: no host dir recorded: {node}"))?;
+        check(dir.starts_with("/var/lib/labctl/sshx-"), || {
+            format!("{name}: dir {dir}")
+        })?;
+        check(node["agent_port"] != 7470, || {
+            format!("{name}: the ssh lab took the QEMU lab's agent port")
+        })?;
+        // The agent of the ssh lab runs from its directory, beside the QEMU lab's own.
+        let seen = qemu
+            .run(&[
+                "exec",
+                name,
+                "--",
+                "cat /run/labctl/host.lock; ls /var/lib/labctl; pgrep -c -x rdma-agent",
+            ])
+            .ok()?;
+        check(
+            seen.stdout.contains("lab=sshx") && seen.stdout.lines().last() == Some("2"),
+            || format!("{name}: on the host: {}", seen.stdout),
+        )?;
+        check(host["supervisor"] == "watchdog", || {
+            format!("{name}: supervisor {host}")
+        })?;
+    }
+    verified_run(ssh, "write-read")?;
+    verified_run(ssh, "fabric-write")?;
+    // `up` again is the same lab reconnecting.
+    ssh.run(&["up"]).ok()?;
+    // Another lab on the same hosts is refused, naming the holder, and
+    // leaves nothing of its own.
+    let refused = other.run(&["up"]);
+    check(refused.code != 0, || "a second lab on held hosts came up".into())?;
+    check(refused.stderr.contains("in use by another lab: lab `sshx`"), || {
+        format!("refusal does not name the holder: {}", refused.stderr)
+    })?;
+    check(!other.state_dir("sshy").exists(), || {
+        "the refused lab left state".into()
+    })?;
+    Ok(())
+}
