@@ -31,6 +31,7 @@ mod report;
 mod security;
 mod ssh_existing;
 mod trace;
+mod trace_show;
 mod util;
 mod verbs_example;
 mod verdicts;
@@ -79,6 +80,7 @@ fn main() -> ExitCode {
     lab_trials.extend(ssh_existing::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
     lab_trials.extend(trace::trials(&lab));
+    lab_trials.extend(trace_show::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).
     lab_trials.extend(faults::destructive_trials(&lab));
     let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));

@@ -18,6 +18,8 @@
 //! - [`ci`]: the CI report and its JUnit XML.
 //! - [`trace`]: `labctl run --trace`: clock offsets and both sides' events
 //!   as Chrome trace-event JSON (Perfetto).
+//! - [`trace_view`]: a trace file read back as a terminal swimlane
+//!   (`labctl trace show`).
 //! - [`report`]: saved records loaded back, compared, exported, plotted.
 //! - [`plot`]: line and bar charts (plotters, embedded font); one tick
 //!   formatter and one colour per transport for every chart.
@@ -34,3 +36,4 @@ pub mod run;
 pub mod sweep_chart;
 pub mod topology;
 pub mod trace;
+pub mod trace_view;

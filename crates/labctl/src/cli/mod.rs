@@ -18,6 +18,7 @@ mod schema;
 mod ssh;
 mod status;
 mod table;
+mod trace;
 mod up;
 
 use std::path::PathBuf;
@@ -73,6 +74,8 @@ pub enum Command {
     Impair(impair::ImpairArgs),
     /// Capture a node's RoCEv2 traffic with tcpdump into a pcap on this machine.
     Capture(capture::CaptureArgs),
+    /// Read a trace of `run --trace` back: a swimlane of both nodes' events in time.
+    Trace(trace::TraceArgs),
     /// Saved runs and benches: list, show, compare two (regression diff), export CSV, plot sweeps.
     Report(report::ReportArgs),
     /// Internal: the per-lab VM supervisor.
@@ -102,6 +105,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Impair(a) => impair::run(&args.global, a).await,
         Command::Capture(a) => capture::run(&args.global, a).await,
         Command::Report(a) => report::run(&args.global, a).await,
+        Command::Trace(a) => trace::run(&args.global, a),
         Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
     }
 }
@@ -126,6 +130,11 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         return 2;
     }
     if e.downcast_ref::<lab_core::copy::CopyError>()
+        .is_some_and(|e| e.is_bad_input())
+    {
+        return 2;
+    }
+    if e.downcast_ref::<lab_results::trace_view::TraceViewError>()
         .is_some_and(|e| e.is_bad_input())
     {
         return 2;
