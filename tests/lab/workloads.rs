@@ -189,6 +189,17 @@ fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Fai
         args.extend(extra);
         let r = run_json(lab, &args)?;
         verified(&r).map_err(|e| format!("{workload}: {}", e.message().unwrap_or_default()))?;
+        // No --completion: the client chose by its device, and rxe is a
+        // software device, so it slept on its completion channel.
+        check(
+            r["params"]["completion"] == "event" && r["client"]["facts"]["completion"] == "event",
+            || {
+                format!(
+                    "{workload}: completion {} (client used {}), want event on rxe",
+                    r["params"]["completion"], r["client"]["facts"]["completion"]
+                )
+            },
+        )?;
         let (avg, peak, window, rate) = (
             r["bw_avg_mib_s"].as_f64().unwrap_or(0.0),
             r["bw_peak_mib_s"].as_f64().unwrap_or(0.0),
@@ -208,6 +219,18 @@ fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Fai
             || format!("{workload}: {gbps} Gb/s vs {avg} MiB/s"),
         )?;
     }
+    // Asked for, polling is kept on a software device too.
+    let r = run_json(lab, &["write-bw", "-n", "60", "--completion", "poll"])?;
+    verified(&r)?;
+    check(
+        r["params"]["completion"] == "poll" && r["client"]["facts"]["completion"] == "poll",
+        || {
+            format!(
+                "--completion poll: {} / {}",
+                r["params"]["completion"], r["client"]["facts"]["completion"]
+            )
+        },
+    )?;
     Ok(())
 }
 
@@ -338,7 +361,9 @@ fn test_send_recv_ping_pong_with_completion_events(lab: &Labctl) -> Result<(), F
     )?;
     verified(&r)?;
     check(
-        r["params"]["completion"] == "event" && r["params"]["ping_pong"] == true,
+        r["params"]["completion"] == "event"
+            && r["client"]["facts"]["completion"] == "event"
+            && r["params"]["ping_pong"] == true,
         || format!("params {}", r["params"]),
     )?;
     check(r["lat_us"]["samples"].as_u64() >= Some(10), || {

@@ -586,6 +586,7 @@ mod tests {
                 name: "rxe0".into(),
                 netdev: "eth1".into(),
                 node_guid: String::new(),
+                software: true,
                 ports: vec![RdmaPort {
                     port: 1,
                     state: "PORT_ACTIVE".into(),

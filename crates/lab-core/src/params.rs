@@ -161,6 +161,7 @@ impl From<&SuiteStep> for WorkloadRequest {
             completion: entry.completion.map(|c| match c {
                 SuiteCompletion::Poll => CompletionMode::Poll,
                 SuiteCompletion::Event => CompletionMode::Event,
+                SuiteCompletion::Auto => CompletionMode::Auto,
             }),
             qps: entry.qps,
             ping_pong: entry.ping_pong,

@@ -78,12 +78,14 @@ impl From<AgentError> for RunError {
 /// The parameters a workload runs with when the command line says nothing.
 /// Sized for emulated labs (a few MB/s): seconds, not minutes.
 ///
-/// The verbs bandwidth workloads wait for completions on a completion channel
-/// by default: their client only waits when its send queue is full, and then
-/// sleeping gives the CPU to the RNIC's work (on rxe, the kernel's), where a
-/// busy poll competes with it. Measured on the lab: write-bw ~1.5x ib_write_bw,
-/// which busy-polls and cannot do otherwise (perftest refuses `-e` for WRITE).
-/// Latency loops keep polling: there, a sleep would be the latency.
+/// The verbs bandwidth workloads leave the completion mode to the client's
+/// device (`Auto`): on a software device (rxe, siw) the client sleeps on a
+/// completion channel when its send queue is full, which gives the CPU to
+/// the device's work (the kernel's), where a busy poll competes with it
+/// (measured on the lab: write-bw ~1.5x ib_write_bw, which busy-polls and
+/// cannot do otherwise: perftest refuses `-e` for WRITE); on a NIC it busy
+/// polls, as perftest does. Latency loops always poll: there, a sleep would
+/// be the latency.
 pub fn default_params(workload: &str) -> WorkloadParams {
     let (size, iterations) = match workload {
         "write-read" | "read" | "send-recv" | "write-imm" => (4096, 16),
@@ -108,7 +110,7 @@ pub fn default_params(workload: &str) -> WorkloadParams {
     WorkloadParams {
         workload: workload.to_string(),
         completion: if bandwidth {
-            CompletionMode::Event as i32
+            CompletionMode::Auto as i32
         } else {
             CompletionMode::Poll as i32
         },
@@ -449,7 +451,7 @@ pub async fn run_workload_traced(
         id: session_id,
         lab: lab.spec.name.clone(),
         workload: params.workload.clone(),
-        params: ParamsRecord::from(&params),
+        params: ParamsRecord::from(&params).with_completion_used(client_side.facts.get("completion")),
         verified: overall_verified(&server_side, &client_side),
         bw_peak_mib_s: bw.peak_mib_s,
         bw_peak_window_mib_s: bw.peak_window_mib_s,

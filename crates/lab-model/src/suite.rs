@@ -126,10 +126,13 @@ pub enum SuiteCm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SuiteCompletion {
-    /// Busy-poll the CQ (the default).
+    /// Busy-poll the CQ (the default for all but the bandwidth workloads).
     Poll,
     /// Sleep on a completion channel.
     Event,
+    /// By the client's device: event on a software device (rxe, siw), poll
+    /// on a NIC (the bandwidth workloads' default).
+    Auto,
 }
 
 /// One step of a suite. Exactly one of `workload`, `copy`, `collect`,

@@ -69,6 +69,15 @@ pub struct ParamsRecord {
 }
 
 impl ParamsRecord {
+    /// An `auto` completion mode replaced by the one the client used (its
+    /// result's "completion" fact), so the record says how it waited.
+    pub fn with_completion_used(mut self, used: Option<&String>) -> ParamsRecord {
+        if let (true, Some(used)) = (self.completion == "auto", used) {
+            self.completion = used.clone();
+        }
+        self
+    }
+
     /// The record of the parameters sent to the agents.
     pub fn from(p: &WorkloadParams) -> ParamsRecord {
         ParamsRecord {
@@ -83,10 +92,10 @@ impl ParamsRecord {
             inline_size: p.inline_size,
             num_qps: p.num_qps,
             cm: if p.cm() == CmMode::Oob { "oob" } else { "rdma_cm" }.to_string(),
-            completion: if p.completion() == CompletionMode::Event {
-                "event"
-            } else {
-                "poll"
+            completion: match p.completion() {
+                CompletionMode::Event => "event",
+                CompletionMode::Poll => "poll",
+                CompletionMode::Auto => "auto",
             }
             .to_string(),
             seed: p.seed,

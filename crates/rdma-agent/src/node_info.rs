@@ -115,7 +115,21 @@ fn device(root: &Path, name: &str) -> RdmaDevice {
         netdev,
         node_guid: read_trimmed(dir.join("node_guid")).unwrap_or_default(),
         ports,
+        software: is_software(&dir),
     }
+}
+
+/// Whether the device at `dir` (a /sys/class/infiniband entry) is a
+/// software device: rxe and siw live under /sys/devices/virtual, a NIC's
+/// under its bus (pci0000:00/...).
+fn is_software(dir: &Path) -> bool {
+    std::fs::canonicalize(dir).is_ok_and(|p| p.components().any(|c| c.as_os_str() == "virtual"))
+}
+
+/// Whether the RDMA device `name` on this host is a software device (false
+/// when it cannot be told: a NIC is the safer guess for busy polling).
+pub fn is_software_device(name: &str) -> bool {
+    is_software(&Path::new(SYSFS_IB).join(name))
 }
 
 /// "4: ACTIVE" → "PORT_ACTIVE".
@@ -275,6 +289,27 @@ mod tests {
         assert_eq!(p.gids.len(), 2, "the all-zero GID is skipped");
         assert_eq!(p.gids[0].gid_type, "RoCE v1");
         assert_eq!(p.gids[1].gid_type, "RoCE v2");
+    }
+
+    #[test]
+    fn software_devices_are_the_ones_under_devices_virtual() {
+        // sysfs as the kernel lays it out: class entries are links into
+        // /sys/devices, rxe's under virtual/, a NIC's under its PCI function.
+        let dir = tempdir::Dir::new();
+        let class = dir.path.join("class/infiniband");
+        std::fs::create_dir_all(&class).unwrap();
+        for (name, under) in [
+            ("rxe0", "devices/virtual/infiniband"),
+            ("mlx5_0", "devices/pci0000:00/0000:00:05.0/infiniband"),
+        ] {
+            let real = dir.path.join(under).join(name);
+            std::fs::create_dir_all(real.join("ports")).unwrap();
+            std::os::unix::fs::symlink(&real, class.join(name)).unwrap();
+        }
+        let kinds: Vec<(String, bool)> = devices(&class).into_iter().map(|d| (d.name, d.software)).collect();
+        assert_eq!(kinds, [("mlx5_0".to_string(), false), ("rxe0".to_string(), true)]);
+        // A device that is not there is not called software.
+        assert!(!is_software(&class.join("siw0")));
     }
 
     #[test]

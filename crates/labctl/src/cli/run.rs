@@ -40,6 +40,8 @@ pub enum Completion {
     Poll,
     /// Sleep on a completion channel.
     Event,
+    /// Event on a software device (rxe, siw), poll on a NIC.
+    Auto,
 }
 
 /// Options of `run`.
@@ -87,9 +89,10 @@ pub struct RunArgs {
     /// Connection setup.
     #[arg(long, value_enum, default_value = "rdma-cm")]
     pub cm: Cm,
-    /// Completion handling [default: event for write-bw, read-bw, send-bw and
-    /// atomic-bw (the client sleeps while its send queue is full, leaving the CPU
-    /// to the RNIC's work); poll otherwise].
+    /// Completion handling [default: auto for write-bw, read-bw, send-bw and
+    /// atomic-bw (event on a software device such as rxe: the client sleeps while
+    /// its send queue is full, leaving the CPU to the device's kernel work; poll on
+    /// a NIC); poll otherwise]. The run's record says which mode the client used.
     #[arg(long, value_enum)]
     pub completion: Option<Completion>,
     /// send-recv: answer every message (ping-pong).
@@ -189,6 +192,7 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         completion: run.completion.map(|c| match c {
             Completion::Poll => CompletionMode::Poll,
             Completion::Event => CompletionMode::Event,
+            Completion::Auto => CompletionMode::Auto,
         }),
         ping_pong: run.ping_pong,
         batches: run.batches,

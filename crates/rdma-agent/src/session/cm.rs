@@ -16,7 +16,9 @@ use sideway::ibverbs::queue_pair::QueuePairState;
 use sideway::ibverbs::AccessFlags;
 use tokio::sync::oneshot;
 
-use super::setup::{apply_corrupt_rkey, attach_trace, fill_local_gid, link_config, new_side, rd_atomic, trace_blob};
+use super::setup::{
+    apply_corrupt_rkey, attach_trace, fill_local_gid, link_config, new_side, rd_atomic, resolve_completion, trace_blob,
+};
 use super::side::{ProgressSink, Side};
 use super::{blob, peer_socket_addr, SessionError, SessionSpec};
 use crate::trace::{now_ns, What};
@@ -101,6 +103,7 @@ pub(crate) fn server(
         .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
     let setup = (|| -> Result<Side, SessionError> {
         let device = id.device_name()?;
+        let spec = &resolve_completion(spec, &device);
         let link = Link::open(&link_config(spec, workload, device))?;
         let mut side = new_side(spec, link, cancel, deadline, None);
         trace_cm(&mut side, request_at, 0, &request);
@@ -200,6 +203,7 @@ pub(crate) fn client(
     let route_resolved = wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
     let route_resolved_at = now_ns();
     let device = id.device_name()?;
+    let spec = &resolve_completion(spec, &device);
     let link = Link::open(&link_config(spec, workload, device))?;
     sink(Progress {
         phase: "connect".into(),

@@ -16,7 +16,7 @@ use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 use sideway::ibverbs::AccessFlags;
 use tokio::sync::oneshot;
 
-use super::setup::{apply_corrupt_rkey, attach_trace, link_config, new_side, qp_psn, rd_atomic};
+use super::setup::{apply_corrupt_rkey, attach_trace, link_config, new_side, qp_psn, rd_atomic, resolve_completion};
 use super::side::Side;
 use super::{Command, SessionError, SessionSpec};
 use crate::verbs::{Link, RemoteBuf};
@@ -71,6 +71,7 @@ pub(crate) fn side(
     endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
 ) -> Result<SideResult, SessionError> {
     let (device, port, sgid_index, gid) = location(spec)?;
+    let spec = &resolve_completion(spec, &device);
     let link = Link::open(&link_config(spec, workload, device))?;
     let mut side = new_side(spec, link, cancel, deadline, None);
     side.location.port = port;

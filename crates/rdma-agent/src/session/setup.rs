@@ -44,6 +44,28 @@ pub(crate) fn link_config(spec: &SessionSpec, workload: &dyn Workload, device: S
     }
 }
 
+/// `spec` with an automatic completion mode made concrete for `device`:
+/// event on a software device, poll on a NIC (see [`completion_for`]).
+pub(crate) fn resolve_completion(spec: &SessionSpec, device: &str) -> SessionSpec {
+    let mut spec = spec.clone();
+    let mode = completion_for(spec.params.completion(), crate::node_info::is_software_device(device));
+    spec.params.set_completion(mode);
+    spec
+}
+
+/// The completion mode a side uses: the run's, or for `Auto` the one that
+/// suits the device. A software device's work runs on the host's CPUs, so a
+/// client spinning on its CQ takes the CPU the device needs (on a one-vCPU
+/// emulated guest, measurably: docs/performance.md); a NIC does its work on
+/// its own, and busy polling is what perftest and users expect there.
+pub(crate) fn completion_for(asked: CompletionMode, software_device: bool) -> CompletionMode {
+    match asked {
+        CompletionMode::Auto if software_device => CompletionMode::Event,
+        CompletionMode::Auto => CompletionMode::Poll,
+        other => other,
+    }
+}
+
 /// A side of `spec` on `link`, its waits bounded by `deadline` and `cancel`.
 pub(crate) fn new_side(
     spec: &SessionSpec,
@@ -140,5 +162,22 @@ pub(crate) fn fill_local_gid(side: &mut Side, ip: IpAddr) {
     if let Some(found) = crate::node_info::find_ipv4_gid(v4, Some(&device)) {
         side.location.sgid_index = found.index as u8;
         side.location.gid = found.gid;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_sleeps_on_software_devices_and_polls_on_nics() {
+        use CompletionMode::{Auto, Event, Poll};
+        assert_eq!(completion_for(Auto, true), Event);
+        assert_eq!(completion_for(Auto, false), Poll);
+        // What the run asks for explicitly is kept on either kind.
+        for software in [true, false] {
+            assert_eq!(completion_for(Poll, software), Poll);
+            assert_eq!(completion_for(Event, software), Event);
+        }
     }
 }

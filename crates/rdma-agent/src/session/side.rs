@@ -318,6 +318,9 @@ impl Side {
     pub fn base_result(&self) -> SideResult {
         let mut facts = self.facts.clone();
         facts.insert("device".into(), self.link.device().to_string());
+        // The mode this side waited with (an Auto request resolved by the device).
+        let waited = if self.event_mode() { "event" } else { "poll" };
+        facts.insert("completion".into(), waited.into());
         facts.insert("qpn".into(), self.link.qp_num().to_string());
         if self.link.num_qps() > 1 {
             let qpns: Vec<String> = (0..self.link.num_qps())
