@@ -29,6 +29,7 @@ mod packages;
 mod patterns;
 mod report;
 mod security;
+mod ssh_bad_input;
 mod ssh_existing;
 mod trace;
 mod trace_show;

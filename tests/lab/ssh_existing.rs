@@ -1,7 +1,7 @@
 //! `provider: ssh` with `fabric: existing` against hosts that exist: the
 //! suite's own QEMU VMs play them (reached at their forwarded SSH ports with
 //! the e2e lab's key and pinned host keys; their rxe0 plays the RDMA NIC).
-//! `up`, verified traffic, a second lab refused while the first holds the
+//! `up`, verified traffic, the quick bench, a second lab refused while the first holds the
 //! hosts, `down` twice; then nothing of the ssh lab is left on the VMs and
 //! the QEMU lab still works.
 
@@ -14,15 +14,31 @@ use serde_json::Value;
 use crate::util::{bin_dir, check, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
-    let lab = lab.clone();
-    vec![Trial::test(
-        "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
-        move || test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing(&lab),
-    )]
+    let (a, b) = (lab.clone(), lab.clone());
+    vec![
+        Trial::test(
+            "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
+            move || test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing(&a),
+        ),
+        Trial::test("test_ssh_lab_bad_inputs_fail_clearly_and_leave_nothing", move || {
+            crate::ssh_bad_input::test_ssh_lab_bad_inputs_fail_clearly_and_leave_nothing(&b)
+        }),
+    ]
 }
 
 /// A labs file of lab `name`, provider ssh, whose nodes are the e2e lab's VMs.
 fn ssh_labs_file(qemu: &Labctl, name: &str, dir: &std::path::Path) -> Result<PathBuf, Failed> {
+    ssh_labs_file_with(qemu, name, dir, |_| Vec::new())
+}
+
+/// The same, with `changes(node)` setting fields of a node (a field it
+/// names replaces the one from the e2e lab, a new one is added).
+pub(crate) fn ssh_labs_file_with(
+    qemu: &Labctl,
+    name: &str,
+    dir: &std::path::Path,
+    changes: impl Fn(&str) -> Vec<(&'static str, String)>,
+) -> Result<PathBuf, Failed> {
     let state_dir = qemu.state_dir("e2e");
     let state: Value = serde_json::from_str(&std::fs::read_to_string(state_dir.join("state.json"))?)?;
     let nodes = state["nodes"].as_array().ok_or("e2e state has no nodes")?;
@@ -35,14 +51,23 @@ fn ssh_labs_file(qemu: &Labctl, name: &str, dir: &std::path::Path) -> Result<Pat
         state_dir.join("id_ed25519").display()
     );
     for n in nodes {
-        text.push_str(&format!(
-            "      - name: {}\n        host: {}\n        port: {}\n        data_addr: {}\n        host_key: {}\n",
-            n["name"].as_str().ok_or("no name")?,
-            n["ssh_host"].as_str().ok_or("no ssh_host")?,
-            n["ssh_port"],
-            n["data_addr"].as_str().ok_or("no data_addr")?,
-            n["host_key"].as_str().ok_or("no host_key")?,
-        ));
+        let node = n["name"].as_str().ok_or("no name")?;
+        let mut fields: Vec<(&str, String)> = vec![
+            ("host", n["ssh_host"].as_str().ok_or("no ssh_host")?.to_string()),
+            ("port", n["ssh_port"].to_string()),
+            ("data_addr", n["data_addr"].as_str().ok_or("no data_addr")?.to_string()),
+            ("host_key", n["host_key"].as_str().ok_or("no host_key")?.to_string()),
+        ];
+        for (key, value) in changes(node) {
+            match fields.iter_mut().find(|(k, _)| *k == key) {
+                Some(field) => field.1 = value,
+                None => fields.push((key, value)),
+            }
+        }
+        text.push_str(&format!("      - name: {node}\n"));
+        for (key, value) in fields {
+            text.push_str(&format!("        {key}: {value}\n"));
+        }
     }
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, text)?;
@@ -153,6 +178,21 @@ fn exercise(qemu: &Labctl, ssh: &Labctl, other: &Labctl) -> Result<(), Failed> {
     }
     verified_run(ssh, "write-read")?;
     verified_run(ssh, "fabric-write")?;
+    // perftest against ours on the hosts' own devices: every pair of the
+    // quick suite measured by both tools.
+    let bench = ssh
+        .run(&["bench", "--suite", "quick", "--rounds", "1", "--json"])
+        .ok()?
+        .json()?;
+    let pairs = bench["pairs"].as_array().ok_or("bench without pairs")?;
+    check(pairs.len() >= 4, || format!("quick suite pairs: {}", pairs.len()))?;
+    for pair in pairs {
+        let measured = |side: &str| pair[side]["samples"].as_array().is_some_and(|s| !s.is_empty());
+        check(
+            measured("reference") && measured("ours") && pair["ratio"].as_f64().is_some_and(|r| r > 0.0),
+            || format!("pair not measured by both tools: {pair}"),
+        )?;
+    }
     // `up` again is the same lab reconnecting.
     ssh.run(&["up"]).ok()?;
     // Another lab on the same hosts is refused, naming the holder, and

@@ -209,6 +209,23 @@ impl SshProvider {
                     ),
                 })
             }
+            // Nothing answered as SSH: say where we knocked and what to check.
+            Err(SshError::Protocol { source, .. }) => {
+                return Err(ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!("cannot reach {} over SSH: {source}", end.target.addr()),
+                    fix: "check the node's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)".into(),
+                })
+            }
+            Err(SshError::Timeout {
+                addr, waited_s, last, ..
+            }) => {
+                return Err(ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!("SSH at {addr} did not answer within {waited_s} s (last error: {last})"),
+                    fix: "check the node's host and port, that the host is up, and that this machine can reach it (firewall, VPN)".into(),
+                })
+            }
             Err(e) => return Err(e.into()),
         };
         let result = self.probe(&session, node, &end).await;
