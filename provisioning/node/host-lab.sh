@@ -7,7 +7,9 @@
 #   host-lab.sh claim   LOCK DIR HOLDER   take the host lock (or find it ours) and make DIR
 #   host-lab.sh start   DIR PORT UNIT     (re)start DIR/rdma-agent on 127.0.0.1:PORT
 #   host-lab.sh running DIR UNIT          exit 0 when the agent runs under its supervisor
-#   host-lab.sh release LOCK DIR UNIT HOLDER  stop the agent, remove DIR, drop the lock if ours
+#   host-lab.sh release LOCK DIR UNIT HOLDER RXE
+#                                         stop the agent, remove DIR, delete the rxe
+#                                         link RXE the lab added ("-": none), drop the lock if ours
 #
 # HOLDER is one line `lab=<lab> id=<lab id> controller=<host>`; the lock file
 # holds it. start prints `supervisor=systemd unit=UNIT` where systemd is PID 1,
@@ -23,6 +25,28 @@ case_dir() {
         /var/lib/labctl/?*) ;;
         *) echo "refusing directory $1: not under /var/lib/labctl/" >&2; exit 21 ;;
     esac
+}
+
+# The pids (and command lines) holding rxe device $1 open: the kernel does
+# not let an rxe link go while a process has it open (rdma link delete then
+# blocks, uninterruptibly), and any process that used librdmacm opens every
+# device of the host and keeps it open.
+holders_of() {
+    uv=
+    for d in /sys/class/infiniband_verbs/uverbs*; do
+        [ "$(cat "$d/ibdev" 2>/dev/null)" = "$1" ] && uv=/dev/infiniband/${d##*/}
+    done
+    [ -n "$uv" ] || return 0
+    for p in /proc/[0-9]*; do
+        for f in "$p"/fd/*; do
+            case $(readlink "$f" 2>/dev/null) in
+            "$uv" | "$uv (deleted)")
+                echo "${p#/proc/} $(tr '\0' ' ' <"$p/cmdline" 2>/dev/null)"
+                break
+                ;;
+            esac
+        done
+    done
 }
 
 systemd_here() { [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1; }
@@ -102,10 +126,27 @@ running)
     fi
     ;;
 release)
-    lock=$1 dir=$2 unit=$3 holder=$4
+    lock=$1 dir=$2 unit=$3 holder=$4 rxe=${5:--}
     case_dir "$dir"
     [ -d "$dir" ] && stop_agent "$dir" "$unit"
     rm -rf "$dir"
+    # Only the link this lab added, by its lab-id name, and only an rxe one,
+    # and not while another process holds it (the lock then stays, and the
+    # next `down` tries again).
+    if [ "$rxe" != - ] && [ -e "/sys/class/infiniband/$rxe" ]; then
+        case $(readlink -f "/sys/class/infiniband/$rxe") in
+        */virtual/*) ;;
+        *) echo "refusing to delete $rxe: not a software (rxe) device" >&2; exit 23 ;;
+        esac
+        i=0
+        while held=$(holders_of "$rxe") && [ -n "$held" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+        if [ -n "$held" ]; then
+            echo "the rxe link $rxe this lab added is open in:" >&2
+            echo "$held" | sed 's/^/  pid /' >&2
+            exit 24
+        fi
+        rdma link delete "$rxe"
+    fi
     rmdir /var/lib/labctl 2>/dev/null || :
     if [ -f "$lock" ] && [ "$(cat "$lock")" = "$holder" ]; then
         rm -f "$lock"

@@ -1,14 +1,20 @@
 #!/bin/sh
 # Loads SoftRoCE and binds an rxe device to the NIC that holds the lab's data
 # address, idempotently, then waits for PORT_ACTIVE.
-# Usage: rxe-setup.sh DATA_ADDR        Prints: netdev=<nic> device=<rdma device>
+# Usage: rxe-setup.sh DATA_ADDR [NAME [install|check]]
+#   NAME: the name of the link to add when the NIC has none (default rxe0, rxe1, ...)
+#   check: install no package (hosts labctl does not own); a missing one is an error
+# Prints: netdev=<nic> device=<rdma device> created=<1 if this run added the link, else 0>
 set -u
-addr=${1:?usage: rxe-setup.sh DATA_ADDR}
+addr=${1:?usage: rxe-setup.sh DATA_ADDR [NAME [install|check]]}
+new_name=${2:-}
+packages=${3:-install}
 netdev=$(ip -o -4 addr show | awk -v a="$addr" '{ split($4, p, "/"); if (p[1] == a) { print $2; exit } }')
 [ -n "$netdev" ] || { echo "no interface holds the data address $addr" >&2; exit 10; }
 # Debian-family cloud images: install what a lab image has built in (the
 # verbs libraries for the agent, the rdma tool), once.
 apt_install() {
+    [ "$packages" = install ] || return 1
     command -v apt-get >/dev/null || return 1
     [ -n "${apt_updated:-}" ] || { DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 && apt_updated=1; }
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
@@ -16,6 +22,10 @@ apt_install() {
 verbs=
 for lib in /usr/lib/*/libibverbs.so.1 /usr/lib64/libibverbs.so.1; do [ -e "$lib" ] && verbs=1; done
 if [ -z "$verbs" ] || [ ! -d /etc/libibverbs.d ]; then
+    if [ "$packages" = check ]; then
+        echo "the verbs libraries are missing: install libibverbs1 librdmacm1 ibverbs-providers (Debian/Ubuntu names) on the host" >&2
+        exit 15
+    fi
     apt_install libibverbs1 librdmacm1 ibverbs-providers iproute2 ||
         echo "warning: could not install the verbs libraries (libibverbs1 librdmacm1 ibverbs-providers)" >&2
 fi
@@ -44,12 +54,18 @@ modprobe rdma_ucm 2>/dev/null
 modprobe ib_uverbs 2>/dev/null
 command -v rdma >/dev/null || { echo "the rdma tool is missing: install iproute2" >&2; exit 12; }
 dev=$(rdma link show | awk -v n="$netdev" '{ for (i = 1; i < NF; i++) if ($i == "netdev" && $(i + 1) == n) { split($2, d, "/"); print d[1]; exit } }')
+created=0
 if [ -z "$dev" ]; then
-    dev=rxe0
-    i=0
-    while [ -e "/sys/class/infiniband/$dev" ]; do i=$((i + 1)); dev=rxe$i; done
+    if [ -n "$new_name" ]; then
+        dev=$new_name
+    else
+        dev=rxe0
+        i=0
+        while [ -e "/sys/class/infiniband/$dev" ]; do i=$((i + 1)); dev=rxe$i; done
+    fi
     out=$(rdma link add "$dev" type rxe netdev "$netdev" 2>&1) ||
         { echo "rdma link add $dev type rxe netdev $netdev failed: $out" >&2; exit 13; }
+    created=1
 fi
 i=0
 while :; do
@@ -59,4 +75,4 @@ while :; do
     [ $i -ge 100 ] && { echo "$dev on $netdev did not reach PORT_ACTIVE (state: ${state:-none})" >&2; exit 14; }
     sleep 0.2
 done
-echo "netdev=$netdev device=$dev"
+echo "netdev=$netdev device=$dev created=$created"

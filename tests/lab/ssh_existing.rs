@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::util::{bin_dir, check, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
-    let (a, b) = (lab.clone(), lab.clone());
+    let (a, b, c) = (lab.clone(), lab.clone(), lab.clone());
     vec![
         Trial::test(
             "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
@@ -23,6 +23,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         Trial::test("test_ssh_lab_bad_inputs_fail_clearly_and_leave_nothing", move || {
             crate::ssh_bad_input::test_ssh_lab_bad_inputs_fail_clearly_and_leave_nothing(&b)
         }),
+        Trial::test(
+            "test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them",
+            move || test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them(&c),
+        ),
     ]
 }
 
@@ -206,4 +210,93 @@ fn exercise(qemu: &Labctl, ssh: &Labctl, other: &Labctl) -> Result<(), Failed> {
         "the refused lab left state".into()
     })?;
     Ok(())
+}
+
+/// `fabric: rxe` on hosts that exist: the client VM's rxe0 is deleted
+/// first, the server's kept. `up` adds a link only on the client (named
+/// after the lab's id, recorded), uses the server's own; `down` removes
+/// exactly the added one. The client's rxe0 is put back afterwards, whatever
+/// happened, and the QEMU lab verified.
+fn test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them(qemu: &Labctl) -> Result<(), Failed> {
+    let dir = bin_dir().join("lab-tests-ssh-rxe");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let qemu_state: Value = serde_json::from_str(&std::fs::read_to_string(qemu.state_dir("e2e").join("state.json"))?)?;
+    let netdev = qemu_state["nodes"][1]["data_netdev"]
+        .as_str()
+        .unwrap_or("eth1")
+        .to_string();
+    let file = ssh_labs_file(qemu, "sshr", &dir)?;
+    let text = std::fs::read_to_string(&file)?.replace("fabric: existing", "fabric: rxe");
+    std::fs::write(&file, text)?;
+    let ssh = Labctl {
+        file,
+        state_base: dir.join("state"),
+    };
+    // The QEMU lab's agent has the device open (librdmacm opens every
+    // device it sees and keeps it): restart it (its init respawns it) so the
+    // link can go.
+    qemu.run(&[
+        "exec",
+        "client",
+        "--",
+        "pkill -x rdma-agent; sleep 2; rdma link delete rxe0",
+    ])
+    .ok()?;
+    let result = rxe_lab(qemu, &ssh);
+    let down = ssh.run(&["down"]);
+    let restore = qemu.run(&[
+        "exec",
+        "client",
+        "--",
+        &format!(
+            "pkill -x rdma-agent; sleep 2; rdma link show | grep -q ' netdev {netdev} ' || rdma link add rxe0 type rxe netdev {netdev}; \
+             for i in $(seq 50); do grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && break; sleep 0.2; done; rdma link show"
+        ),
+    ]);
+    result?;
+    down.ok()?;
+    restore.ok()?;
+    // Exactly the added link went: the client has only its rxe0 again, the server its own.
+    for node in ["server", "client"] {
+        let links = qemu.run(&["exec", node, "--", "rdma link show"]).ok()?.stdout;
+        check(
+            links.lines().count() == 1 && links.contains("link rxe0/1") && !links.contains("rxe_"),
+            || format!("{node} after down: {links}"),
+        )?;
+    }
+    verified_run(qemu, "write-read")?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn rxe_lab(qemu: &Labctl, ssh: &Labctl) -> Result<(), Failed> {
+    let up = ssh.run(&["up"]).ok()?;
+    let state: Value = serde_json::from_str(&std::fs::read_to_string(ssh.state_dir("sshr").join("state.json"))?)?;
+    let node = |name: &str| {
+        state["nodes"]
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["name"] == name))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let (server, client) = (node("server"), node("client"));
+    let added = client["host"]["rxe_link"].as_str().unwrap_or("").to_string();
+    check(
+        added.starts_with("rxe_") && client["rdma_device"] == added.as_str(),
+        || format!("client: no added link recorded: {client}"),
+    )?;
+    check(
+        server["host"]["rxe_link"].is_null() && server["rdma_device"] == "rxe0",
+        || format!("server: its own rxe0 should be used and not recorded: {server}"),
+    )?;
+    check(
+        up.stderr.contains(&format!("added rxe link {added}")) && up.stderr.contains("using rxe0"),
+        || format!("up did not say what it added and what it used:\n{}", up.stderr),
+    )?;
+    let on_host = qemu.run(&["exec", "client", "--", "rdma link show"]).ok()?.stdout;
+    check(on_host.contains(&format!("link {added}/1 state ACTIVE")), || {
+        format!("client links: {on_host}")
+    })?;
+    verified_run(ssh, "write-read")
 }

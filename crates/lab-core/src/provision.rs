@@ -228,7 +228,23 @@ where
         let device = step(reporter, &name, "efa", check_efa(&session, job.node)).await?;
         job.node.rdma_device = Some(device);
     } else if job.rxe {
-        let (netdev, device) = step(reporter, &name, "rxe", setup_rxe(&session, job.node)).await?;
+        let (netdev, device, added) = step(reporter, &name, "rxe", setup_rxe(&session, job.node)).await?;
+        if job.node.host.is_some() {
+            let what = if added {
+                format!("added rxe link {device} on {netdev} (down removes it)")
+            } else {
+                format!("using {device}, the RDMA link {netdev} had already (down leaves it)")
+            };
+            reporter.note(&name, &what);
+        }
+        // On a host the lab does not own, the link it recorded is undone at
+        // `down` only if it is the one in use: a netdev that had a link of
+        // its own keeps it, and the record goes.
+        if let Some(changes) = job.node.host.as_mut() {
+            if changes.rxe_link.as_deref() != Some(device.as_str()) {
+                changes.rxe_link = None;
+            }
+        }
         job.node.data_netdev = Some(netdev);
         job.node.rdma_device = Some(device);
     }
@@ -353,9 +369,16 @@ pub async fn check_efa(session: &SshSession, node: &NodeState) -> Result<String,
     }
 }
 
-/// Loads rdma_rxe and binds an rxe device to the data NIC; returns (netdev, device).
-pub async fn setup_rxe(session: &SshSession, node: &NodeState) -> Result<(String, String), ProvisionError> {
-    let command = as_root(node, RemoteCommand::new("sh").arg("-s").arg(node.data_addr.to_string()));
+/// Loads rdma_rxe and binds an rxe device to the data NIC unless it has
+/// one; returns (netdev, device, whether this call added the device). On a
+/// host the lab does not own, a new link takes the name the lab recorded
+/// and no package is installed.
+pub async fn setup_rxe(session: &SshSession, node: &NodeState) -> Result<(String, String, bool), ProvisionError> {
+    let mut command = RemoteCommand::new("sh").arg("-s").arg(node.data_addr.to_string());
+    if let Some(changes) = &node.host {
+        command = command.arg(changes.rxe_link.as_deref().unwrap_or("")).arg("check");
+    }
+    let command = as_root(node, command);
     let mut out = ssh::CommandOutput::default();
     out.status = session
         .exec_streaming(&command, Some(RXE_SETUP.as_bytes()), |is_err, data| {
@@ -382,7 +405,7 @@ pub async fn setup_rxe(session: &SshSession, node: &NodeState) -> Result<(String
             .find_map(|kv| kv.strip_prefix(key).map(str::to_string))
             .unwrap_or_default()
     };
-    Ok((field("netdev="), field("device=")))
+    Ok((field("netdev="), field("device="), field("created=") == "1"))
 }
 
 /// Checks that the node's architecture and glibc can run the agent build.

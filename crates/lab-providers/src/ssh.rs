@@ -538,7 +538,7 @@ impl Provider for SshProvider {
             };
             reporter.note(&node.name, &preflight_note(f));
             let end = self.endpoint(node)?;
-            let changes = host::planned_changes(&lab.name, &state.id, &controller);
+            let changes = host::planned_changes(&lab.name, &state.id, &controller, self.fabric == Fabric::Rxe);
             let picked = f.device.as_ref();
             // Recorded before the host is touched: `delete` undoes a claim
             // cut short, and its directory name is the lab's own.
@@ -624,7 +624,11 @@ impl Provider for SshProvider {
         left.nodes = Vec::new();
         for (node, result) in state.nodes.iter().zip(released) {
             if let Err(e) = result {
-                errors.push(format!("node `{}`: its lab directory and lock stay: {e}", node.name));
+                // The error names the node; what stays is recorded for the next `down`.
+                errors.push(format!(
+                    "{e}\n  (node `{}` stays in the lab's state: the next `labctl down` tries again)",
+                    node.name
+                ));
                 left.nodes.push(node.clone());
             }
         }

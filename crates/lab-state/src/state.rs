@@ -440,6 +440,11 @@ pub struct HostChanges {
     /// The watchdog's pid, where there is no systemd.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watchdog_pid: Option<u32>,
+    /// `fabric: rxe`: the rxe link this lab adds on the data netdev when
+    /// that netdev has none (recorded before it is added, cleared when the
+    /// netdev had one: a link the lab did not add is never removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rxe_link: Option<String>,
 }
 
 impl HostChanges {

@@ -375,18 +375,6 @@ fn check_ssh(i: usize, lab: &LabSpec) -> Option<Issue> {
     if !ssh {
         return None;
     }
-    if lab.fabric == Fabric::Rxe {
-        return Some(Issue::at(
-            lab_field(i, "fabric"),
-            Aim::Value,
-            if lab.nodes.is_empty() {
-                "provider ssh does not support fabric rxe yet".to_string()
-            } else {
-                "provider ssh needs `fabric:` to say which RDMA devices to use; fabric rxe (the default, SoftRoCE that labctl sets up) is not supported on hosts that exist yet".to_string()
-            },
-            "write `fabric: existing` to use the hosts' own RDMA devices (an rxe set up beforehand counts), or `fabric: none` for TCP only",
-        ));
-    }
     let not_here = |what: &str| {
         format!("`{what}` does not apply to provider ssh: the hosts exist already and labctl does not size, image or install them")
     };

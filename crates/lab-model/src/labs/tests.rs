@@ -219,7 +219,6 @@ fn malformed_cases() -> Vec<Case> {
         case("ssh host starts with dash", ssh_lab("provider: ssh\n    fabric: existing", "host: \"-oProxyCommand=x\""), 7, 15, "host `-oProxyCommand=x` starts with `-`", "a host name"),
         case("ssh node without host", ssh_lab("provider: ssh\n    fabric: existing", "data_addr: 10.77.0.1"), 6, 15, "node `x` has no `host`", "add `host: NAME-OR-ADDRESS`"),
         case("ssh node without data_addr", ssh_lab("provider: ssh\n    fabric: existing", "host: h1"), 6, 15, "node `x` has no `data_addr`", "ip -br addr"),
-        case("ssh default fabric rxe", ssh_lab("provider: ssh", "host: h1"), 2, 5, "fabric rxe (the default, SoftRoCE that labctl sets up) is not supported on hosts that exist yet", "write `fabric: existing`"),
         case("ssh image", ssh_lab("provider: ssh\n    fabric: existing\n    image: ubuntu", "host: h1"), 5, 12, "`image` does not apply to provider ssh", "remove the image line"),
         case("ssh packages", ssh_lab("provider: ssh\n    fabric: existing\n    packages: [gcc]", "host: h1"), 5, 5, "`packages` does not apply to provider ssh", "install what the lab needs on the hosts yourself"),
         case("ssh cpus", ssh_node("cpus: 2"), 9, 9, "`cpus` does not apply to provider ssh", "remove the cpus line"),

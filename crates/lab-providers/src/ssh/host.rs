@@ -1,6 +1,8 @@
 //! What the SSH provider changes on a host and how it undoes it: the host
-//! lock, the lab's one directory, the agent's supervisor (the node-side
-//! half is `provisioning/node/host-lab.sh`). Nothing outside those.
+//! lock, the lab's one directory, the agent's supervisor, and with
+//! `fabric: rxe` the rxe link the lab adds where the data netdev has none
+//! (the node-side half is `provisioning/node/host-lab.sh`; the link is added
+//! by provisioning's rxe setup). Nothing outside those.
 
 use std::collections::BTreeSet;
 
@@ -25,10 +27,13 @@ pub const AGENT_PORTS: std::ops::RangeInclusive<u16> = 7471..=7570;
 
 /// Exit status of `host-lab.sh claim` when another lab holds the host.
 const HELD_ELSEWHERE: i32 = 22;
+/// Exit status of `host-lab.sh release` when the lab's rxe link is open elsewhere.
+const RXE_IN_USE: i32 = 24;
 
 /// What labctl records for lab `lab` (id `id`) on a host, before it
-/// touches it; `controller` names the machine running labctl.
-pub fn planned_changes(lab: &str, id: &str, controller: &str) -> HostChanges {
+/// touches it; `controller` names the machine running labctl. With
+/// `adds_rxe` (fabric rxe), the name of the rxe link it would add.
+pub fn planned_changes(lab: &str, id: &str, controller: &str, adds_rxe: bool) -> HostChanges {
     let short = &id[..id.len().min(8)];
     HostChanges {
         dir: format!("{LABS_ROOT}/{lab}-{short}"),
@@ -37,6 +42,9 @@ pub fn planned_changes(lab: &str, id: &str, controller: &str) -> HostChanges {
         unit: format!("labctl-agent-{lab}-{short}"),
         supervisor: None,
         watchdog_pid: None,
+        // Named after the lab's id: the host lock keeps other labs off the
+        // host, and the name says whose link it is.
+        rxe_link: adds_rxe.then(|| format!("rxe_{short}")),
     }
 }
 
@@ -153,9 +161,26 @@ pub async fn release(
     let out = session
         .exec(&root(
             login_is_root,
-            &["release", &changes.lock, &changes.dir, &changes.unit, &changes.holder],
+            &[
+                "release",
+                &changes.lock,
+                &changes.dir,
+                &changes.unit,
+                &changes.holder,
+                changes.rxe_link.as_deref().unwrap_or("-"),
+            ],
         ))
         .await?;
+    if out.status == RXE_IN_USE {
+        return Err(ProviderError::Host {
+            node: node.to_string(),
+            problem: format!(
+                "{}; the link and the host lock stay",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            fix: "stop those processes (a program that used rdma_cm keeps every RDMA device of the host open until it exits), then run `labctl down` again".into(),
+        });
+    }
     if out.status != 0 {
         return Err(ProviderError::Host {
             node: node.to_string(),
@@ -194,7 +219,10 @@ mod tests {
 
     #[test]
     fn test_planned_changes_name_the_lab_and_its_id() {
-        let c = planned_changes("bench", "0123456789abcdef", "ctl1");
+        let c = planned_changes("bench", "0123456789abcdef", "ctl1", false);
+        assert_eq!(c.rxe_link, None);
+        let rxe = planned_changes("bench", "0123456789abcdef", "ctl1", true);
+        assert_eq!(rxe.rxe_link.as_deref(), Some("rxe_01234567"));
         assert_eq!(c.dir, "/var/lib/labctl/bench-01234567");
         assert_eq!(c.lock, "/run/labctl/host.lock");
         assert_eq!(c.holder, "lab=bench id=0123456789abcdef controller=ctl1");
