@@ -189,7 +189,10 @@ impl Doc {
                 .ok_or_else(|| format!("flow {s} has no end"))?;
             let (ts_s, ts_f) = (s["ts"].as_f64().unwrap_or(0.0), f["ts"].as_f64().unwrap_or(0.0));
             check(ts_f >= ts_s - self.err_us, || {
-                format!("{name}: the peer saw it at {ts_f} us, before it was posted at {ts_s} us (error {} us)", self.err_us)
+                format!(
+                    "{name}: the peer saw it at {ts_f} us, before it was posted at {ts_s} us (error {} us)",
+                    self.err_us
+                )
             })?;
             out.push((ts_s, ts_f, f["pid"].as_u64().unwrap_or(0)));
         }
@@ -213,7 +216,10 @@ fn signaled_posts_completed(d: &Doc, pid: u64, name: &str) -> Result<usize, Fail
 /// The client's one-sided or atomic posts target the server's registration.
 fn targets_registration(d: &Doc, post: &Value) -> Result<(), Failed> {
     let mr = d.remote_mr()?;
-    let (addr, len) = (hex(&mr["args"]["addr"]), mr["args"]["len"].as_str().unwrap_or("0").parse::<u64>()?);
+    let (addr, len) = (
+        hex(&mr["args"]["addr"]),
+        mr["args"]["len"].as_str().unwrap_or("0").parse::<u64>()?,
+    );
     let at = hex(&post["args"]["remote_addr"]);
     check(
         post["args"]["rkey"] == mr["args"]["rkey"] && at >= addr && at < addr + len,
@@ -242,18 +248,28 @@ fn write_imm(d: &Doc) -> Result<(), Failed> {
 
 fn send_recv(d: &Doc, iterations: usize, size: u64) -> Result<(), Failed> {
     let sends = d.named(CLIENT, "post SEND");
-    check(sends.len() == iterations, || format!("client SEND posts: {}", sends.len()))?;
+    check(sends.len() == iterations, || {
+        format!("client SEND posts: {}", sends.len())
+    })?;
     signaled_posts_completed(d, CLIENT, "post SEND")?;
     let recvs = d.named(SERVER, "completion RECV");
-    let full = recvs.iter().filter(|c| c["args"]["byte_len"] == size.to_string()).count();
-    check(full == iterations, || format!("server: {full} RECV completions of {size} bytes: {recvs:?}"))?;
+    let full = recvs
+        .iter()
+        .filter(|c| c["args"]["byte_len"] == size.to_string())
+        .count();
+    check(full == iterations, || {
+        format!("server: {full} RECV completions of {size} bytes: {recvs:?}")
+    })?;
     // The first receive was posted before the first SEND left the client.
     let first_recv_post = d
         .named(SERVER, "post RECV")
         .iter()
         .filter_map(|e| e["ts"].as_f64())
         .fold(f64::INFINITY, f64::min);
-    let first_send = sends.iter().filter_map(|e| e["ts"].as_f64()).fold(f64::INFINITY, f64::min);
+    let first_send = sends
+        .iter()
+        .filter_map(|e| e["ts"].as_f64())
+        .fold(f64::INFINITY, f64::min);
     check(first_recv_post <= first_send + d.err_us, || {
         format!("server posted its first RECV at {first_recv_post} us, after the first SEND at {first_send} us")
     })?;
@@ -263,7 +279,9 @@ fn send_recv(d: &Doc, iterations: usize, size: u64) -> Result<(), Failed> {
         .iter()
         .filter(|e| e["args"]["completed_after_us"].as_f64().is_some())
         .count();
-    check(consumed >= iterations, || format!("server: {consumed} RECV posts completed"))?;
+    check(consumed >= iterations, || {
+        format!("server: {consumed} RECV posts completed")
+    })?;
     let flows = d.flows("SEND")?;
     check(flows.len() == iterations && flows.iter().all(|f| f.2 == SERVER), || {
         format!("SEND flows: {flows:?}")
@@ -271,7 +289,10 @@ fn send_recv(d: &Doc, iterations: usize, size: u64) -> Result<(), Failed> {
 }
 
 fn atomic(d: &Doc) -> Result<(), Failed> {
-    for (post, done) in [("post FETCH_ADD", "completion FETCH_ADD"), ("post COMPARE_SWAP", "completion COMPARE_SWAP")] {
+    for (post, done) in [
+        ("post FETCH_ADD", "completion FETCH_ADD"),
+        ("post COMPARE_SWAP", "completion COMPARE_SWAP"),
+    ] {
         let posts = d.named(CLIENT, post);
         check(!posts.is_empty(), || format!("client: no {post}"))?;
         for p in &posts {
@@ -305,14 +326,18 @@ fn oob_blob(d: &Doc) -> Result<(), Failed> {
     let mr = d.remote_mr()?;
     let sent = d.x(SERVER, "blob_sent");
     let got = d.x(CLIENT, "blob_received");
-    check(sent.len() == 1 && got.len() == 1, || format!("oob blobs: sent {sent:?}, received {got:?}"))?;
+    check(sent.len() == 1 && got.len() == 1, || {
+        format!("oob blobs: sent {sent:?}, received {got:?}")
+    })?;
     check(
         hex(&got[0]["args"]["addr"]) == hex(&mr["args"]["addr"]) && got[0]["args"]["rkey"] == mr["args"]["rkey"],
         || format!("oob blob {} differs from the registration {mr}", got[0]),
     )?;
     let flows = d.flows("capability blob")?;
     check(flows.iter().any(|f| f.2 == CLIENT), || format!("blob flows: {flows:?}"))?;
-    check(d.x(CLIENT, "cm").is_empty(), || "oob run recorded rdma_cm events".into())
+    check(d.x(CLIENT, "cm").is_empty(), || {
+        "oob run recorded rdma_cm events".into()
+    })
 }
 
 /// Names the workload in a check's failure.
@@ -324,8 +349,12 @@ fn context(what: &'static str) -> impl Fn(Failed) -> Failed {
 fn other_verbs_workloads(lab: &Labctl) -> Result<(), Failed> {
     let dir = tempfile_dir();
     write_imm(&Doc::run(lab, &dir, &["write-imm", "--batches", "4"])?).map_err(context("write-imm"))?;
-    send_recv(&Doc::run(lab, &dir, &["send-recv", "--iterations", "8", "--size", "4096"])?, 8, 4096)
-        .map_err(context("send-recv"))?;
+    send_recv(
+        &Doc::run(lab, &dir, &["send-recv", "--iterations", "8", "--size", "4096"])?,
+        8,
+        4096,
+    )
+    .map_err(context("send-recv"))?;
     atomic(&Doc::run(lab, &dir, &["atomic"])?).map_err(context("atomic"))?;
     read(&Doc::run(lab, &dir, &["read"])?).map_err(context("read"))?;
     oob_blob(&Doc::run(lab, &dir, &["write-read", "--cm", "oob"])?).map_err(context("write-read --cm oob"))?;

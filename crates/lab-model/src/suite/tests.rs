@@ -55,7 +55,10 @@ fn test_suite_must_fit_the_lab() {
     let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
     assert!(e.contains("fabric-*"), "{e}");
     let e = check("workloads:\n  - workload: fabric-write\n    trace: true\n").unwrap_err();
-    assert!(e.contains("`trace` records verbs sessions") && e.contains("remove the trace line"), "{e}");
+    assert!(
+        e.contains("`trace` records verbs sessions") && e.contains("remove the trace line"),
+        "{e}"
+    );
     let e = check("workloads:\n  - workload: bulk-tcp\n    trace: true\n").unwrap_err();
     assert!(e.contains("bulk-tcp does not run on verbs"), "{e}");
     assert!(check("workloads:\n  - workload: write-imm\n    trace: true\n").is_ok());
