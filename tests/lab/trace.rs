@@ -255,7 +255,7 @@ fn send_recv(d: &Doc, iterations: usize, size: u64) -> Result<(), Failed> {
     let recvs = d.named(SERVER, "completion RECV");
     let full = recvs
         .iter()
-        .filter(|c| c["args"]["byte_len"] == size.to_string())
+        .filter(|c| c["args"]["byte_len"].as_str().and_then(|s| s.parse::<u64>().ok()) == Some(size))
         .count();
     check(full == iterations, || {
         format!("server: {full} RECV completions of {size} bytes: {recvs:?}")
