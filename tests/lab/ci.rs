@@ -191,6 +191,10 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
     check(cases[1]["run"]["params"]["size"] == 8192, || {
         format!("{}", cases[1]["run"]["params"])
     })?;
+    traced_step(&cases[1], &run.stdout)?;
+    check(cases[0].get("trace").is_none(), || {
+        format!("untraced step with a trace: {}", cases[0])
+    })?;
     let failed = &cases[2];
     let why = failed["message"].as_str().unwrap_or("");
     check(failed["status"] == "failed", || format!("{failed}"))?;
@@ -225,6 +229,33 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
         || format!("{}: {kept:?}", saved.display()),
     )?;
     nothing_left(lab)
+}
+
+/// The `trace: true` step (send-recv, 8 x 8192 B): its trace sits next to
+/// its run record, the summary names it, and both nodes' events are in it.
+fn traced_step(case: &Value, summary: &str) -> Result<(), Failed> {
+    let path = case["trace"]
+        .as_str()
+        .ok_or_else(|| format!("traced step without a trace: {case}"))?;
+    let saved = case["run"]["saved_to"].as_str().unwrap_or("");
+    check(
+        std::path::Path::new(path).parent() == std::path::Path::new(saved).parent(),
+        || format!("trace {path} is not next to the run record {saved}"),
+    )?;
+    check(summary.contains(&format!("trace {path}")), || {
+        format!("the summary does not name {path}:\n{summary}")
+    })?;
+    let doc = read_json(std::path::Path::new(path))?;
+    let events = doc["traceEvents"].as_array().ok_or("no traceEvents")?;
+    let count = |pid: u64, name: &str| events.iter().filter(|e| e["pid"] == pid && e["name"] == name).count();
+    let (sends, receipts) = (count(2, "post SEND"), count(1, "completion RECV"));
+    check(sends == 8 && receipts >= 8, || {
+        format!("trace of send-recv: {sends} client SEND posts, {receipts} server RECV completions")
+    })?;
+    check(
+        doc["otherData"]["workload"] == "send-recv" && doc["otherData"]["run_id"] == case["run"]["id"],
+        || format!("trace metadata: {}", doc["otherData"]),
+    )
 }
 
 fn test_ci_sigterm_mid_suite_still_tears_down(lab: &Labctl) -> Result<(), Failed> {

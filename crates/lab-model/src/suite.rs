@@ -216,6 +216,11 @@ pub struct SuiteStep {
     /// fabric-* workloads: the libfabric provider. Default: from the lab's fabric.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// workload (verbs workloads only): record a trace of both nodes, as
+    /// `labctl run --trace` does, written next to the run's record; the
+    /// summary and the report name the file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trace: bool,
 }
 
 /// What a step does, borrowed from its [`SuiteStep`].
@@ -683,6 +688,7 @@ impl SuiteStep {
             ("seed", self.seed.is_some()),
             ("corrupt_rkey", self.corrupt_rkey),
             ("provider", self.provider.is_some()),
+            ("trace", self.trace),
         ]
         .into_iter()
         .filter_map(|(key, given)| given.then_some(key))
@@ -877,6 +883,13 @@ impl Suite {
                             index,
                             format!("`provider` applies to the fabric-* workloads, not to {workload}"),
                             "remove the provider line".into(),
+                        ));
+                    }
+                    if step.trace && (is_fabric(workload) || workload == "bulk-tcp") {
+                        return Err(mismatch(
+                            index,
+                            format!("`trace` records verbs sessions; {workload} does not run on verbs"),
+                            "remove the trace line".into(),
                         ));
                     }
                 }

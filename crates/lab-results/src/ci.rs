@@ -61,6 +61,10 @@ pub struct CaseResult {
     /// copy and collect: each file moved and checked.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub transfers: Vec<TransferRecord>,
+    /// A traced workload step (`trace: true`): the trace's file (Chrome
+    /// trace-event JSON, as `labctl run --trace` writes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// One command of an exec or pair step.
@@ -232,6 +236,7 @@ impl CiReport {
                     run: None,
                     commands: Vec::new(),
                     transfers: Vec::new(),
+                    trace: None,
                 })
                 .collect(),
             passed: 0,

@@ -25,13 +25,15 @@ use std::time::Instant;
 
 use lab_model::suite::{StepKind, Suite, SuiteError};
 use lab_results::ci::{not_verified_reason, CaseStatus, CiReport};
+use lab_results::run::RunRecord;
+use lab_results::trace::{chrome_trace, SideTrace, TraceContext};
 use lab_state::progress::Reporter;
 
 use self::step::StepOutcome;
 use crate::facts::LabFacts;
 use crate::lab::Lab;
 use crate::params::WorkloadRequest;
-use crate::run::run_workload;
+use crate::run::run_workload_traced;
 
 /// Where a suite's files are.
 #[derive(Debug, Clone)]
@@ -125,6 +127,7 @@ pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mu
         case.run = outcome.run;
         case.commands = outcome.commands;
         case.transfers = outcome.transfers;
+        case.trace = outcome.trace.map(|p| p.display().to_string());
         reporter.end("ci", &label, started.elapsed());
         let verdict = match &case.message {
             None => "passed".to_string(),
@@ -147,12 +150,46 @@ async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> Ste
         Ok(opts) => opts,
         Err(e) => return StepOutcome::failed(e.to_string()),
     };
-    match run_workload(lab, &opts, |_| {}).await {
-        Ok(record) => StepOutcome {
-            failure: (!record.verified).then(|| not_verified_reason(&record)),
-            run: Some(record),
-            ..StepOutcome::default()
-        },
+    let mut opts = opts;
+    if step.trace {
+        // The ring size and sampling of `labctl run --trace`'s defaults.
+        opts.params.trace = Some(agent_proto::v1::TraceOptions::default());
+    }
+    match run_workload_traced(lab, &opts, |_| {}).await {
+        Ok((record, traces)) => {
+            let mut failure = (!record.verified).then(|| not_verified_reason(&record));
+            let trace = match traces.map(|sides| write_step_trace(&record, &sides)) {
+                Some(Ok(path)) => Some(path),
+                Some(Err(e)) => {
+                    failure.get_or_insert(e);
+                    None
+                }
+                None => None,
+            };
+            StepOutcome {
+                failure,
+                run: Some(record),
+                trace,
+                ..StepOutcome::default()
+            }
+        }
         Err(e) => StepOutcome::failed(e.to_string()),
     }
+}
+
+/// Writes a traced step's trace next to its run record (`<record>.trace.json`).
+fn write_step_trace(record: &RunRecord, sides: &[SideTrace]) -> Result<PathBuf, String> {
+    let saved = record
+        .saved_to
+        .as_deref()
+        .ok_or("the run record was not saved, so its trace has no place")?;
+    let path = PathBuf::from(saved.strip_suffix(".json").unwrap_or(saved).to_string() + ".trace.json");
+    let ctx = TraceContext {
+        lab: record.lab.clone(),
+        workload: record.workload.clone(),
+        run_id: record.id.clone(),
+    };
+    let text = serde_json::to_vec(&chrome_trace(&ctx, sides)).map_err(|e| format!("the trace: {e}"))?;
+    std::fs::write(&path, text).map_err(|e| format!("writing the trace to {}: {e}", path.display()))?;
+    Ok(path)
 }

@@ -27,6 +27,8 @@ pub struct StepOutcome {
     pub commands: Vec<CommandRecord>,
     /// A copy or collect step's files.
     pub transfers: Vec<TransferRecord>,
+    /// A traced workload step's trace file.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 impl StepOutcome {

@@ -238,6 +238,9 @@ fn print_summary(r: &CiReport, json_path: &Path, junit_path: &Path, artifacts: &
         };
         let why = why.lines().next().unwrap_or_default().to_string();
         println!("  {verdict:<7} {:<width$} {:>6.1}s  {why}", case.name, case.duration_s);
+        if let Some(trace) = &case.trace {
+            println!("  {:<7} {:<width$}          trace {trace}", "", "");
+        }
     }
     step("down", &r.down);
     if let Some(signal) = &r.signal {

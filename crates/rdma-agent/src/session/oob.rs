@@ -16,7 +16,9 @@ use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 use sideway::ibverbs::AccessFlags;
 use tokio::sync::oneshot;
 
-use super::setup::{apply_corrupt_rkey, attach_trace, link_config, new_side, qp_psn, rd_atomic, resolve_completion};
+use super::setup::{
+    apply_corrupt_rkey, attach_trace, link_config, new_side, qp_psn, rd_atomic, resolve_completion, trace_blob,
+};
 use super::side::Side;
 use super::{Command, SessionError, SessionSpec};
 use crate::verbs::{Link, RemoteBuf};
@@ -106,6 +108,10 @@ pub(crate) fn side(
             length: exposed.len,
         })
         .collect();
+    if side.exposed.is_some() {
+        // The endpoint carries the blob oob mode's peer reads (cm mode: private data).
+        trace_blob(&mut side, true, &exposed);
+    }
     if let Some(tx) = endpoint_tx.take() {
         let _ = tx.send(Ok(Endpoint {
             address: spec.bind_ip()?.to_string(),
@@ -129,6 +135,14 @@ pub(crate) fn side(
             }
         }
     };
+    if let Some(first) = peer.qps.first().filter(|q| q.rkey != 0 || q.length != 0) {
+        let received = RemoteBuf {
+            addr: first.addr,
+            rkey: first.rkey,
+            len: first.length,
+        };
+        trace_blob(&mut side, false, &received);
+    }
     let connected = connect(&mut side, &peer, mtu);
     if let Some(reply) = reply {
         let _ = reply.send(
