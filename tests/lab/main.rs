@@ -23,6 +23,7 @@ mod facts;
 mod faults;
 mod files;
 mod graph;
+mod html_report;
 mod impair;
 mod lifecycle;
 mod packages;
@@ -34,6 +35,7 @@ mod trace;
 mod util;
 mod verbs_example;
 mod verdicts;
+mod webdriver;
 mod workloads;
 
 use std::process::ExitCode;
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
     lab_trials.extend(ssh_existing::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
     lab_trials.extend(trace::trials(&lab));
+    lab_trials.extend(html_report::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).
     lab_trials.extend(faults::destructive_trials(&lab));
     let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));

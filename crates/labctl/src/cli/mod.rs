@@ -13,6 +13,7 @@ mod graph;
 mod impair;
 mod init;
 mod report;
+mod report_html;
 mod run;
 mod schema;
 mod ssh;
