@@ -113,13 +113,26 @@ impl Browser {
             self.port,
             body.len()
         )?;
+        // The reply's head, then exactly Content-Length bytes: chromedriver may
+        // keep the connection open whatever the request asked.
         let mut reply = Vec::new();
-        stream.read_to_end(&mut reply)?;
-        let reply = String::from_utf8_lossy(&reply);
-        let (_, json_text) = reply
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| format!("{method} {path}: no HTTP body in {reply:?}"))?;
-        serde_json::from_str(json_text).map_err(|e| format!("{method} {path}: {e}: {json_text}").into())
+        let mut byte = [0u8; 1];
+        while !reply.ends_with(b"\r\n\r\n") {
+            if stream.read(&mut byte)? == 0 {
+                return Err(format!("{method} {path}: connection closed in the reply's head").into());
+            }
+            reply.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&reply).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| format!("{method} {path}: no Content-Length in {head:?}"))?;
+        let mut body = vec![0u8; length];
+        stream.read_exact(&mut body)?;
+        serde_json::from_slice(&body)
+            .map_err(|e| format!("{method} {path}: {e}: {}", String::from_utf8_lossy(&body)).into())
     }
 }
 

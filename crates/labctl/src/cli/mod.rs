@@ -112,6 +112,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<lab_model::suite::SuiteError>().is_some()
         || e.downcast_ref::<init::WouldOverwrite>().is_some()
         || e.downcast_ref::<graph::UnknownExtension>().is_some()
+        || e.downcast_ref::<report_html::HtmlInputError>().is_some()
         || e.downcast_ref::<lab_core::params::RequestError>().is_some()
     {
         return 2;

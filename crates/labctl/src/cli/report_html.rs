@@ -13,6 +13,15 @@ use serde_json::{json, Value};
 
 use super::global::{open_lab, GlobalArgs};
 
+/// Bad input to `report html` (exit 2): an unknown id, an unwritable -o, a file that is not a trace.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct HtmlInputError(String);
+
+fn bad(message: String) -> anyhow::Error {
+    HtmlInputError(message).into()
+}
+
 /// How many ids an unknown-id error lists.
 const IDS_SHOWN: usize = 8;
 
@@ -35,9 +44,9 @@ pub struct HtmlArgs {
 /// Fails unless `dir` exists (or can be made) and a file can be written in it.
 fn check_writable(dir: &Path) -> anyhow::Result<()> {
     let fix = "give -o a directory you can write to";
-    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("-o {}: cannot create it: {e}; {fix}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| bad(format!("-o {}: cannot create it: {e}; {fix}", dir.display())))?;
     let probe = dir.join(format!(".labctl-report-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| anyhow::anyhow!("-o {}: cannot write in it: {e}; {fix}", dir.display()))?;
+    std::fs::write(&probe, b"").map_err(|e| bad(format!("-o {}: cannot write in it: {e}; {fix}", dir.display())))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -45,22 +54,22 @@ fn check_writable(dir: &Path) -> anyhow::Result<()> {
 /// The trace document, checked to be Chrome trace-event JSON.
 fn read_trace(path: &Path) -> anyhow::Result<(String, Value)> {
     let bytes = std::fs::read(path).map_err(|e| {
-        anyhow::anyhow!(
+        bad(format!(
             "--trace {}: cannot read it: {e}; give the file `labctl run WORKLOAD --trace FILE` wrote",
             path.display()
-        )
+        ))
     })?;
     let doc: Value = serde_json::from_slice(&bytes).map_err(|e| {
-        anyhow::anyhow!(
+        bad(format!(
             "--trace {}: not JSON ({e}); give the file `labctl run --trace` wrote",
             path.display()
-        )
+        ))
     })?;
     if !doc["traceEvents"].is_array() {
-        anyhow::bail!(
+        return Err(bad(format!(
             "--trace {}: no `traceEvents` list, so not a Chrome trace; give the file `labctl run --trace` wrote",
             path.display()
-        );
+        )));
     }
     let name = path
         .file_name()
@@ -78,14 +87,14 @@ fn find<'a>(saved: &'a [Saved], id: &str, dir: &Path) -> anyhow::Result<&'a Save
                 .take(IDS_SHOWN)
                 .map(|s| format!("{} ({} {})", s.id(), s.kind(), s.started_at()))
                 .collect();
-            anyhow::anyhow!(
+            bad(format!(
                 "{e}\n  most recent: {}",
                 if recent.is_empty() {
                     "none".to_string()
                 } else {
                     recent.join(", ")
                 }
-            )
+            ))
         }
         e => e.into(),
     })
