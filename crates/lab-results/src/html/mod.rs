@@ -123,6 +123,25 @@ pub fn render(input: &PageInput) -> Result<(String, PageContents), PlotError> {
         body.push_str("</section>\n");
     }
 
+    // The trace right after the topology: the timeline is what a reader looks for first.
+    let mut trace_json = String::new();
+    if let Some((name, doc)) = &input.trace {
+        contents.trace = Some(name.clone());
+        contents.trace_slices = doc["traceEvents"]
+            .as_array()
+            .map_or(0, |events| events.iter().filter(|e| e["ph"] == "X").count());
+        body.push_str(&format!(
+            "<section id=\"trace\"><h2>Trace {}</h2>\n<p class=\"note\">one lane per node and QP; a slice runs from a post to its completion; arrows are messages between the nodes. Times are microseconds on the controller's clock.</p>\n<div id=\"timeline\" data-trace-slices=\"{}\"></div>\n</section>\n",
+            escape(name),
+            contents.trace_slices
+        ));
+        trace_json = format!(
+            "<script type=\"application/json\" id=\"trace-data\">{}</script>\n<script>{}</script>\n",
+            script_json(doc),
+            TIMELINE_JS
+        );
+    }
+
     for run in &input.runs {
         contents.runs.push(run.id.clone());
         body.push_str(&run_section(run));
@@ -189,24 +208,6 @@ pub fn render(input: &PageInput) -> Result<(String, PageContents), PlotError> {
         body.push_str("<section id=\"history\"><h2>Ratios over time</h2>\n");
         chart(&mut body, "ratios-over-time", line_chart_svg(&c))?;
         body.push_str("</section>\n");
-    }
-
-    let mut trace_json = String::new();
-    if let Some((name, doc)) = &input.trace {
-        contents.trace = Some(name.clone());
-        contents.trace_slices = doc["traceEvents"]
-            .as_array()
-            .map_or(0, |events| events.iter().filter(|e| e["ph"] == "X").count());
-        body.push_str(&format!(
-            "<section id=\"trace\"><h2>Trace {}</h2>\n<p class=\"note\">one lane per node and QP; a slice runs from a post to its completion; arrows are messages between the nodes. Times are microseconds on the controller's clock.</p>\n<div id=\"timeline\" data-trace-slices=\"{}\"></div>\n</section>\n",
-            escape(name),
-            contents.trace_slices
-        ));
-        trace_json = format!(
-            "<script type=\"application/json\" id=\"trace-data\">{}</script>\n<script>{}</script>\n",
-            script_json(doc),
-            TIMELINE_JS
-        );
     }
 
     let html = format!(
