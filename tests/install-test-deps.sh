@@ -5,11 +5,12 @@
 # libibverbs-dev (the C verbs example in examples/, built on the host and run
 # on the nodes); and moto (PyPI `moto[server]`, the EC2 emulator the AWS
 # provider's tests start), in a venv of its own so the system Python is left
-# alone.
+# alone; chromium and chromium-driver (the headless browser that opens
+# `labctl report html`'s page in tests/lab/html_report.rs).
 # Safe to re-run; installs only what is missing. Needs root (or sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash provisioning/host/install-deps.sh python3 python3-venv gcc make libibverbs-dev
+bash provisioning/host/install-deps.sh python3 python3-venv gcc make libibverbs-dev chromium chromium-driver
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/labctl/venv
 if [ ! -x "$venv/bin/moto_server" ]; then
     echo "install-test-deps: installing moto[server] into $venv"

@@ -23,6 +23,7 @@ mod facts;
 mod faults;
 mod files;
 mod graph;
+mod html_report;
 mod impair;
 mod lifecycle;
 mod packages;
@@ -36,6 +37,7 @@ mod trace_show;
 mod util;
 mod verbs_example;
 mod verdicts;
+mod webdriver;
 mod workloads;
 
 use std::process::ExitCode;
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
     lab_trials.extend(faults::trials(&lab));
     lab_trials.extend(trace::trials(&lab));
     lab_trials.extend(trace_show::trials(&lab));
+    lab_trials.extend(html_report::trials(&lab));
     // Last: these break the lab (the teardown trial then checks `down` still cleans).
     lab_trials.extend(faults::destructive_trials(&lab));
     let wanted = |t: &Trial| args.filter.as_deref().is_none_or(|f| t.name().contains(f));

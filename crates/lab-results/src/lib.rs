@@ -21,6 +21,8 @@
 //! - [`trace_view`]: a trace file read back as a terminal swimlane
 //!   (`labctl trace show`).
 //! - [`report`]: saved records loaded back, compared, exported, plotted.
+//! - [`html`]: `labctl report html`, one self-contained page of charts,
+//!   numbers, topology and a trace timeline.
 //! - [`plot`]: line and bar charts (plotters, embedded font); one tick
 //!   formatter and one colour per transport for every chart.
 //! - [`topology`]: the lab's topology model and its Mermaid, DOT and SVG
@@ -30,6 +32,7 @@
 pub mod bench;
 pub mod bulk;
 pub mod ci;
+pub mod html;
 pub mod plot;
 pub mod report;
 pub mod run;

@@ -330,6 +330,21 @@ pub fn write_line_chart(chart: &LineChart, stem: &Path) -> Result<Vec<PathBuf>, 
     Ok(vec![png, svg])
 }
 
+/// `chart` as an SVG document in a string (for pages that inline it).
+pub fn line_chart_svg(chart: &LineChart) -> Result<String, PlotError> {
+    if !chart.series.iter().flat_map(|s| &s.points).any(|p| chart.keeps(p)) {
+        return Err(PlotError::Empty(chart.title.clone()));
+    }
+    register_font();
+    let mut svg = String::new();
+    draw_line(
+        chart,
+        SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area(),
+    )
+    .map_err(failed(Path::new("(inline svg)")))?;
+    Ok(svg)
+}
+
 impl LineChart {
     /// A point that can be drawn: finite, and positive x on a log axis.
     fn keeps(&self, &(x, y): &(f64, f64)) -> bool {
@@ -439,6 +454,21 @@ pub fn write_bar_chart(chart: &BarChart, stem: &Path) -> Result<Vec<PathBuf>, Pl
     draw_bars(chart, BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area()).map_err(failed(&png))?;
     draw_bars(chart, SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area()).map_err(failed(&svg))?;
     Ok(vec![png, svg])
+}
+
+/// `chart` as an SVG document in a string (for pages that inline it).
+pub fn bar_chart_svg(chart: &BarChart) -> Result<String, PlotError> {
+    if chart.bars.is_empty() || chart.bars.iter().any(|b| !b.value.is_finite()) {
+        return Err(PlotError::Empty(chart.title.clone()));
+    }
+    register_font();
+    let mut svg = String::new();
+    draw_bars(
+        chart,
+        SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area(),
+    )
+    .map_err(failed(Path::new("(inline svg)")))?;
+    Ok(svg)
 }
 
 fn draw_bars<DB: DrawingBackend>(chart: &BarChart, root: DrawingArea<DB, Shift>) -> Result<(), String> {

@@ -13,6 +13,7 @@ mod graph;
 mod impair;
 mod init;
 mod report;
+mod report_html;
 mod run;
 mod schema;
 mod ssh;
@@ -115,6 +116,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<lab_model::suite::SuiteError>().is_some()
         || e.downcast_ref::<init::WouldOverwrite>().is_some()
         || e.downcast_ref::<graph::UnknownExtension>().is_some()
+        || e.downcast_ref::<report_html::HtmlInputError>().is_some()
         || e.downcast_ref::<lab_core::params::RequestError>().is_some()
     {
         return 2;

@@ -1,5 +1,6 @@
 //! `labctl report`: the lab's saved runs and benches: list them, show one,
-//! compare two (a regression diff), export runs as CSV, plot size sweeps.
+//! compare two (a regression diff), export runs as CSV, plot size sweeps,
+//! and one self-contained HTML page of them (`report html`, report_html.rs).
 //! Works from the results directory alone; the lab need not be up.
 
 use std::io::Write;
@@ -90,9 +91,15 @@ pub enum ReportCommand {
         #[arg(short, long, value_name = "DIR", default_value = ".")]
         output: PathBuf,
     },
+    /// One self-contained page (DIR/index.html): charts of runs and benches,
+    /// their numbers, the lab's topology and a trace's timeline; no network needed.
+    Html(super::report_html::HtmlArgs),
 }
 
 pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitCode> {
+    if let ReportCommand::Html(html) = &report.command {
+        return super::report_html::run(args, html).await;
+    }
     let lab = open_lab(args)?;
     let dir = lab.dir.results_dir();
     let (saved, skipped) = load_dir(&dir)?;
@@ -237,6 +244,7 @@ pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitC
                 println!("{}", path.display());
             }
         }
+        ReportCommand::Html(_) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,206 @@
+use super::*;
+use crate::bench::{PairSpec, SideStats, Stats, Suite};
+use serde_json::json;
+
+fn run() -> RunRecord {
+    let mut r = RunRecord {
+        id: "run<1>&\"x\"".into(),
+        lab: "e2e".into(),
+        workload: "write-lat".into(),
+        bw_avg_mib_s: 12.345678,
+        started_at: "2026-11-26T20:00:00Z".into(),
+        ..RunRecord::default()
+    };
+    r.lat_us.min = 80.0;
+    r.lat_us.typical = 100.5;
+    r.lat_us.avg = 101.0;
+    r.lat_us.p99 = 150.0;
+    r.lat_us.p999 = 170.0;
+    r.lat_us.max = 180.0;
+    r.lat_us.samples = 20;
+    r
+}
+
+fn side(tool: &str, v: f64) -> SideStats {
+    SideStats {
+        tool: tool.into(),
+        command: String::new(),
+        stats: Stats::of([Some(v)]),
+        cpu_client_s_per_gib: Stats::default(),
+        cpu_total_s_per_gib: Stats::default(),
+        samples: Vec::new(),
+    }
+}
+
+fn pair(size: u64, metric: Metric, ours: f64, perftest: f64) -> PairRecord {
+    let (workload, tool) = match metric {
+        Metric::LatTypicalUs => ("write-lat", "ib_write_lat"),
+        _ => ("write-bw", "ib_write_bw"),
+    };
+    PairRecord {
+        spec: PairSpec {
+            workload: workload.into(),
+            tool: tool.into(),
+            size,
+            iterations: 20,
+            depth: None,
+            metric,
+            target: None,
+            provider: None,
+            qps: 1,
+            sweep_point: true,
+        },
+        unit: metric.unit().into(),
+        better: "higher".into(),
+        reference: side(tool, perftest),
+        ours: side(workload, ours),
+        ratio: Some(ours / perftest),
+        meets_target: None,
+        cpu_ratio: None,
+    }
+}
+
+fn bench(id: &str, started_at: &str) -> BenchRecord {
+    BenchRecord {
+        schema: 1,
+        id: id.into(),
+        lab: "e2e".into(),
+        suite: Suite::Sweep,
+        rounds: 1,
+        server: "server".into(),
+        client: "client".into(),
+        perftest_version: "6.06".into(),
+        perftest_device: [("rxe0".into(), 1), ("rxe0".into(), 1)],
+        started_at: started_at.into(),
+        duration_s: 1.0,
+        pairs: [2, 4096]
+            .iter()
+            .flat_map(|&s| {
+                [
+                    pair(s, Metric::BwAvgMibS, s as f64, s as f64 * 1.25),
+                    pair(s, Metric::LatTypicalUs, 100.0, 90.0),
+                ]
+            })
+            .collect(),
+        agent_rss: Vec::new(),
+        orchestration: None,
+        saved_to: None,
+    }
+}
+
+fn trace() -> Value {
+    json!({"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "server <s>"}},
+        {"ph": "X", "name": "post WRITE", "pid": 1, "tid": 1, "ts": 0.0, "dur": 5.0, "args": {}},
+        {"ph": "X", "name": "</script><script>alert(1)</script>", "pid": 2, "tid": 1, "ts": 3.0, "dur": 1.0, "args": {}},
+    ]})
+}
+
+fn page() -> (String, PageContents) {
+    let r = run();
+    let (b1, b2) = (bench("b1", "2026-11-25T10:00:00Z"), bench("b2", "2026-11-26T10:00:00Z"));
+    render(&PageInput {
+        lab: "lab<&>",
+        runs: vec![&r],
+        benches: vec![&b2],
+        history: vec![&b1, &b2],
+        topology: None,
+        trace: Some(("t<1>.json".into(), trace())),
+    })
+    .unwrap()
+}
+
+#[test]
+fn names_are_escaped_and_a_trace_cannot_end_its_script() {
+    let (html, _) = page();
+    assert!(html.contains("labctl report: lab lab&lt;&amp;&gt;"), "lab name");
+    assert!(
+        html.contains("data-run=\"run&lt;1&gt;&amp;&quot;x&quot;\""),
+        "run id in an attribute"
+    );
+    assert!(html.contains("Trace t&lt;1&gt;.json"));
+    assert!(!html.contains("lab<&>") && !html.contains("run<1>"));
+    // One `</script>` per script element: the trace's text cannot close one early.
+    assert_eq!(html.matches("</script>").count(), 2);
+    let data = &html[html.find("id=\"trace-data\">").unwrap()..];
+    let data = &data["id=\"trace-data\">".len()..data.find("</script>").unwrap()];
+    let back: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(back, trace(), "the embedded JSON reads back unchanged");
+}
+
+#[test]
+fn the_page_needs_no_network() {
+    let (html, _) = page();
+    for attr in ["src=", "href="] {
+        for (i, _) in html.match_indices(attr) {
+            let value = html[i + attr.len()..].trim_start_matches(['"', '\'']);
+            assert!(
+                !value.starts_with("http:") && !value.starts_with("https:") && !value.starts_with("//"),
+                "{attr} loads from the network: {}",
+                &html[i..(i + 80).min(html.len())]
+            );
+        }
+    }
+    assert!(!html.contains("<link") && !html.contains("@import") && !html.contains("url(http"));
+    assert!(
+        html.contains("<style>") && html.contains("(function ()"),
+        "style and script are inline"
+    );
+}
+
+#[test]
+fn numbers_carry_the_records_values_and_every_chart_is_drawn() {
+    let (html, contents) = page();
+    assert!(html.contains("data-field=\"bw_avg_mib_s\" data-value=\"12.345678\">12.346<"));
+    assert!(html.contains("data-field=\"lat_us.typical\" data-value=\"100.5\">100.5<"));
+    assert!(
+        html.contains("data-field=\"ratio\" data-value=\"0.8\">"),
+        "bench ratio 2/2.5"
+    );
+    assert_eq!(
+        contents.charts,
+        [
+            "run-run<1>&\"x\"-latency",
+            "bench-b2-sweep-bw",
+            "bench-b2-sweep-lat",
+            "bench-b2-ratios",
+            "ratios-over-time"
+        ]
+    );
+    assert_eq!(html.matches("<figure class=\"chart\"").count(), 5);
+    // Each chart is an inline SVG with drawn shapes, not an XML document.
+    assert!(!html.contains("<?xml"));
+    for name in &contents.charts {
+        let at = html.find(&format!("data-chart=\"{}\"", escape(name))).unwrap();
+        let fig = &html[at..at + html[at..].find("</figure>").unwrap()];
+        assert!(
+            fig.contains("<svg") && (fig.contains("<polyline") || fig.contains("<rect")),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        (contents.trace.as_deref(), contents.trace_slices),
+        (Some("t<1>.json"), 2)
+    );
+    assert_eq!(
+        (contents.runs.len(), contents.benches.as_slice()),
+        (1, &["b2".to_string()][..])
+    );
+}
+
+#[test]
+fn a_run_without_latency_samples_has_no_empty_chart() {
+    let mut r = run();
+    r.lat_us = Default::default();
+    let (html, contents) = render(&PageInput {
+        lab: "e2e",
+        runs: vec![&r],
+        benches: Vec::new(),
+        history: Vec::new(),
+        topology: None,
+        trace: None,
+    })
+    .unwrap();
+    assert!(contents.charts.is_empty() && contents.trace.is_none());
+    assert!(!html.contains("<script"), "no trace, no script");
+}
