@@ -429,6 +429,15 @@ fn arrow(w: &Wire, width: usize) -> String {
     }
 }
 
+/// "client mc", or "client" when the node is named after its role.
+fn who(role: &str, node: &str) -> String {
+    if node == role {
+        role.to_string()
+    } else {
+        format!("{role} {node}")
+    }
+}
+
 /// The swimlane as text, about `width` columns wide (at least 80).
 pub fn render(s: &Swimlane, width: usize) -> String {
     let width = width.max(80);
@@ -436,9 +445,10 @@ pub fn render(s: &Swimlane, width: usize) -> String {
     let wire_w = 26;
     let side_w = (width - time_w - wire_w - 6) / 2;
     let mut out = String::new();
+    let (client, server) = (who("client", &s.client), who("server", &s.server));
     out.push_str(&format!(
-        "{} on lab {}, run {}: client {} ↔ server {}\n",
-        s.workload, s.lab, s.run_id, s.client, s.server
+        "{} on lab {}, run {}: {client} ↔ {server}\n",
+        s.workload, s.lab, s.run_id
     ));
     out.push_str(&format!(
         "time: ms since the first event, both nodes on the controller's clock (each ±{:.3} ms)\n",
@@ -452,9 +462,9 @@ pub fn render(s: &Swimlane, width: usize) -> String {
     out.push_str(&format!(
         "{:>time_w$}  {}  {}  {}\n",
         "ms",
-        fit(&format!("client {}", s.client), side_w),
+        fit(&client, side_w),
         fit("wire", wire_w),
-        fit(&format!("server {}", s.server), side_w).trim_end()
+        fit(&server, side_w).trim_end()
     ));
     for r in &s.rows {
         let text = match (s.several_qps, r.qp) {

@@ -25,6 +25,11 @@ use crate::topology::{to_svg, Topology};
 pub const TIMELINE_JS: &str = include_str!("timeline.js");
 /// The page's style sheet.
 const STYLE_CSS: &str = include_str!("style.css");
+/// Crops the topology's SVG to what is drawn (its bounding box).
+const FIT_TOPOLOGY_JS: &str = "document.querySelectorAll('figure.topology svg').forEach(function (s) { \
+var b = s.getBBox(); if (b.width > 0 && b.height > 0) { \
+s.setAttribute('viewBox', [b.x - 4, b.y - 4, b.width + 8, b.height + 8].join(' ')); \
+s.setAttribute('width', b.width + 8); s.setAttribute('height', b.height + 8); } });";
 
 /// What the page is made of.
 pub struct PageInput<'a> {
@@ -110,6 +115,8 @@ pub fn render(input: &PageInput) -> Result<(String, PageContents), PlotError> {
         match to_svg(t) {
             Ok(svg) => {
                 body.push_str(&format!("<figure class=\"topology\">{}</figure>\n", inline_svg(&svg)));
+                // layout-rs sizes its canvas larger than the drawing: fit it.
+                body.push_str(&format!("<script>{FIT_TOPOLOGY_JS}</script>\n"));
                 contents.topology = true;
             }
             Err(e) => body.push_str(&format!(
@@ -131,7 +138,7 @@ pub fn render(input: &PageInput) -> Result<(String, PageContents), PlotError> {
             .as_array()
             .map_or(0, |events| events.iter().filter(|e| e["ph"] == "X").count());
         body.push_str(&format!(
-            "<section id=\"trace\"><h2>Trace {}</h2>\n<p class=\"note\">one lane per node and QP; a slice runs from a post to its completion; arrows are messages between the nodes. Times are microseconds on the controller's clock.</p>\n<div id=\"timeline\" data-trace-slices=\"{}\"></div>\n</section>\n",
+            "<section id=\"trace\"><h2>Trace {}</h2>\n<p class=\"note\">one lane per node and QP; a slice runs from a post to its completion; arrows are messages between the nodes. Times are on the controller's clock (each node's events moved by its measured offset).</p>\n<div id=\"timeline\" data-trace-slices=\"{}\"></div>\n</section>\n",
             escape(name),
             contents.trace_slices
         ));
@@ -252,7 +259,12 @@ fn run_section(r: &RunRecord) -> String {
         ("lat_us.max", r.lat_us.max, "µs"),
         ("duration_s", r.duration_s, "s"),
     ];
+    // A run without latency samples (write-read, the -bw loops) shows no latency rows of zeros.
+    let no_latency = r.lat_us.samples == 0;
     for (field, v, unit) in rows {
+        if no_latency && field.starts_with("lat_us.") {
+            continue;
+        }
         s.push_str(&format!("<tr><td>{field}</td>{}<td>{unit}</td></tr>\n", cell(field, v)));
     }
     s.push_str("</table>\n");

@@ -45,16 +45,25 @@
   var marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5,
     markerWidth: 6, markerHeight: 6, orient: "auto-start-reverse" }, defs);
   el("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#555" }, marker);
-  // The time axis: 5 ticks, microseconds.
-  for (var i = 0; i <= 5; i++) {
-    var t = (span * i) / 5, tx = x(t);
+  // The time axis: about 5 ticks at a 1-2-5 step, in the unit that suits
+  // the span (µs, ms or s), labelled with as few decimals as the step needs.
+  var unit = span >= 2e6 ? [1e6, "s"] : span >= 2e3 ? [1e3, "ms"] : [1, "µs"];
+  var raw = span / unit[0] / 5, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  var step = [1, 2, 5, 10].map(function (m) { return m * mag; }).find(function (s) { return s >= raw; });
+  var decimals = Math.max(0, -Math.floor(Math.log10(step)));
+  for (var t = 0; t * unit[0] <= span * 1.0001; t += step) {
+    var tx = x(t * unit[0]);
     el("line", { x1: tx, x2: tx, y1: TOP - 6, y2: height - 20, stroke: "#ddd" }, svg);
-    el("text", { x: tx, y: TOP - 10, "class": "tick" }, svg).textContent = t.toFixed(0) + " µs";
+    el("text", { x: tx, y: TOP - 10, "class": "tick", "text-anchor": "middle" }, svg).textContent =
+      t.toFixed(decimals) + " " + unit[1];
   }
   var colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
   order.forEach(function (key, i) {
     var l = lanes[key];
-    var name = (processNames[l.pid] || "pid " + l.pid) + " · " + (threadNames[key] || "tid " + l.tid);
+    // "server server" (role and node named alike) reads as "server".
+    var proc = (processNames[l.pid] || "pid " + l.pid).split(" ");
+    var who = proc.length === 2 && proc[0] === proc[1] ? proc[0] : proc.join(" ");
+    var name = who + " · " + (threadNames[key] || "tid " + l.tid);
     if (i % 2 === 0) el("rect", { x: 0, y: y(key), width: WIDTH, height: LANE, fill: "#f6f6f6" }, svg);
     el("text", { x: 4, y: y(key) + LANE / 2 + 4, "class": "lane" }, svg).textContent = name;
   });
