@@ -32,8 +32,9 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
+use shorthand::{NoLongForm, Shorthand};
 
 use crate::endpoint::Endpoint;
 use crate::problem::Problem;
@@ -391,7 +392,11 @@ pub struct PairStep {
     pub port: Option<u16>,
     /// The server is ready when a line of its output (stdout or stderr)
     /// matches this regular expression.
-    #[serde(default, deserialize_with = "de_some_regex", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "shorthand::de_some_regex",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ready: Option<String>,
     /// What the server's exit status must be: `zero` (default) or `any`.
     #[serde(default)]
@@ -489,62 +494,6 @@ enum PairSideSchema {
 fn de_some_workload<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     crate::scalar::de_workload(d).map(Some)
 }
-
-fn de_some_regex<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    use crate::scalar::{scalar, Scalar};
-    let fix = "write a regular expression (Rust regex syntax) that matches a line the server prints when it is ready";
-    scalar(d, |v| match v {
-        Scalar::Str(text) => match regex::Regex::new(&text) {
-            Ok(_) => Ok(Some(text.into_owned())),
-            Err(e) => {
-                let why = e.to_string();
-                let why = why.lines().last().unwrap_or_default().trim();
-                let why = why.strip_prefix("error: ").unwrap_or(why).to_string();
-                Err(Problem::new(format!("`ready` is not a regular expression: {why}"), fix))
-            }
-        },
-        other => Err(Problem::new(
-            format!("`ready` must be a regular expression, found {}", other.describe()),
-            fix,
-        )),
-    })
-}
-
-/// A value given as one string, a list of strings, or a mapping (the long
-/// form `L`), turned into `T` by `short`/`long`. The mapping is read by
-/// `L`'s own Deserialize, so its errors keep their position.
-struct Shorthand<T, L> {
-    expecting: &'static str,
-    short: fn(Result<String, Vec<String>>) -> Result<T, Problem>,
-    long: fn(L) -> T,
-    marker: PhantomData<L>,
-}
-
-impl<'de, T, L: Deserialize<'de>> Visitor<'de> for Shorthand<T, L> {
-    type Value = T;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.expecting)
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
-        (self.short)(Ok(v.to_string())).map_err(Problem::into_de)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<T, A::Error> {
-        let words = Vec::<String>::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        (self.short)(Err(words)).map_err(Problem::into_de)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-        L::deserialize(de::value::MapAccessDeserializer::new(map)).map(self.long)
-    }
-}
-
-/// A mapping-less value: there is no long form.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NoLongForm {}
 
 fn command(words: Result<String, Vec<String>>) -> Result<CommandSpec, Problem> {
     match words {
@@ -1011,6 +960,8 @@ fn read_problem(kind: ErrorKind, leaf: Option<&str>) -> (String, String) {
         ErrorKind::Other(message) => (message, shape.into()),
     }
 }
+
+mod shorthand;
 
 #[cfg(test)]
 mod tests;
