@@ -264,20 +264,9 @@ fn arg_bytes(e: &Value, key: &str) -> Option<u64> {
     arg(e, key).parse().ok()
 }
 
-/// "56 B", "4 KiB", "1.5 MiB".
-pub fn bytes_short(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 || v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[unit])
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
-    }
+/// A byte count as the charts label it ("56 B", "4 KiB").
+fn bytes_short(n: u64) -> String {
+    crate::plot::bytes_label(n as f64)
 }
 
 /// The row's text and wire for one complete event.
@@ -624,6 +613,8 @@ mod tests {
         assert!(swimlane(&no_sides, 0).unwrap_err().contains("client NODE"));
         assert_eq!(bytes_short(56), "56 B");
         assert_eq!(bytes_short(4096), "4 KiB");
-        assert_eq!(bytes_short(1536 * 1024), "1.5 MiB");
+        // Sizes that are no whole KiB stay exact, as on the charts' axes.
+        assert_eq!(bytes_short(1536 * 1024), "1536 KiB");
+        assert_eq!(bytes_short(4097), "4097 B");
     }
 }

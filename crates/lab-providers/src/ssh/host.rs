@@ -150,8 +150,9 @@ pub fn describe_holder(line: &str) -> String {
     )
 }
 
-/// Stops the lab's agent, removes its directory and its host lock (only
-/// while the lock is still the lab's own). Idempotent.
+/// Stops the lab's agent, removes its directory, the rxe link it added
+/// (not while another process holds it open) and its host lock (only while
+/// the lock is still the lab's own). Idempotent.
 pub async fn release(
     session: &SshSession,
     node: &str,
