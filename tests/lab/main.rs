@@ -33,6 +33,7 @@ mod security;
 mod ssh_bad_input;
 mod ssh_existing;
 mod trace;
+mod trace_fabric;
 mod trace_show;
 mod util;
 mod verbs_example;

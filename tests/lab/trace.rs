@@ -8,7 +8,11 @@ use crate::util::{check, Labctl};
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
     let other = lab.clone();
+    let fabric = lab.clone();
     vec![
+        Trial::test("test_trace_fabric_write_both_nodes", move || {
+            crate::trace_fabric::run(&fabric)
+        }),
         Trial::test("test_trace_write_read_both_nodes_aligned", move || write_read(&lab)),
         Trial::test("test_trace_more_write_imm_send_recv_atomic_read_oob", move || {
             other_verbs_workloads(&other)
@@ -16,7 +20,7 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
     ]
 }
 
-fn hex(v: &Value) -> u64 {
+pub(crate) fn hex(v: &Value) -> u64 {
     u64::from_str_radix(v.as_str().unwrap_or("").trim_start_matches("0x"), 16).unwrap_or(u64::MAX)
 }
 
@@ -120,24 +124,24 @@ fn write_read(lab: &Labctl) -> Result<(), Failed> {
     Ok(())
 }
 
-fn tempfile_dir() -> std::path::PathBuf {
+pub(crate) fn tempfile_dir() -> std::path::PathBuf {
     let dir = crate::util::bin_dir().join(format!("trace-test-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     dir
 }
 
 /// The parsed trace of one run, with the lookups the checks share.
-struct Doc {
+pub(crate) struct Doc {
     doc: Value,
     err_us: f64,
 }
 
-const SERVER: u64 = 1;
-const CLIENT: u64 = 2;
+pub(crate) const SERVER: u64 = 1;
+pub(crate) const CLIENT: u64 = 2;
 
 impl Doc {
     /// Runs `labctl run ARGS --trace` and reads the trace back.
-    fn run(lab: &Labctl, dir: &std::path::Path, args: &[&str]) -> Result<Doc, Failed> {
+    pub(crate) fn run(lab: &Labctl, dir: &std::path::Path, args: &[&str]) -> Result<Doc, Failed> {
         let path = dir.join(format!("{}.json", args.join("_").replace(['-', '/'], "_")));
         let path_s = path.display().to_string();
         let mut full: Vec<&str> = vec!["run"];
@@ -156,15 +160,20 @@ impl Doc {
         self.doc["traceEvents"].as_array().into_iter().flatten()
     }
 
+    /// The metadata of each node (events, dropped, sample_every, clock).
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = &Value> {
+        self.doc["otherData"]["nodes"].as_array().into_iter().flatten()
+    }
+
     /// The spans of `pid` in category `cat`.
-    fn x(&self, pid: u64, cat: &str) -> Vec<&Value> {
+    pub(crate) fn x(&self, pid: u64, cat: &str) -> Vec<&Value> {
         self.events()
             .filter(|e| e["ph"] == "X" && e["pid"] == pid && e["cat"] == cat)
             .collect()
     }
 
     /// The spans of `pid` named `name`.
-    fn named(&self, pid: u64, name: &str) -> Vec<&Value> {
+    pub(crate) fn named(&self, pid: u64, name: &str) -> Vec<&Value> {
         self.events()
             .filter(|e| e["ph"] == "X" && e["pid"] == pid && e["name"] == name)
             .collect()
@@ -179,7 +188,7 @@ impl Doc {
     }
 
     /// Flow arrows named `name`, as (start ts, end ts, end pid), each checked causal.
-    fn flows(&self, name: &str) -> Result<Vec<(f64, f64, u64)>, Failed> {
+    pub(crate) fn flows(&self, name: &str) -> Result<Vec<(f64, f64, u64)>, Failed> {
         let starts: Vec<&Value> = self.events().filter(|e| e["ph"] == "s" && e["name"] == name).collect();
         let mut out = Vec::new();
         for s in starts {
@@ -201,7 +210,7 @@ impl Doc {
 }
 
 /// Every signaled post of `pid` ends at a completion on its side (a span, not a 1 µs mark).
-fn signaled_posts_completed(d: &Doc, pid: u64, name: &str) -> Result<usize, Failed> {
+pub(crate) fn signaled_posts_completed(d: &Doc, pid: u64, name: &str) -> Result<usize, Failed> {
     let posts = d.named(pid, name);
     for p in &posts {
         if p["args"]["signaled"] == "true" {

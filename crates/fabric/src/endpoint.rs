@@ -18,6 +18,7 @@ use fabric_sys as sys;
 
 use crate::error::{check, strerror, FabricError, Result};
 use crate::info::{c_str, Info};
+use crate::observe::{Call, Event, Observer};
 
 /// Size of one control-message slot.
 pub const MSG_SLOT_SIZE: usize = 8192;
@@ -165,6 +166,7 @@ pub struct Endpoint {
     async_errors: VecDeque<FabricError>,
     write_flags: u64,
     cancel: Option<Arc<AtomicBool>>,
+    observer: Option<Observer>,
 }
 
 // SAFETY: every libfabric object here is owned exclusively by this value and only
@@ -195,6 +197,12 @@ impl Endpoint {
     /// Opens fabric, domain, CQ, AV and an enabled RDM endpoint for `info`'s
     /// first entry, and posts the control-message receives.
     pub fn open(info: Info) -> Result<Endpoint> {
+        Endpoint::open_observed(info, None)
+    }
+
+    /// As [`Endpoint::open`], with `observer` told of everything the endpoint
+    /// does from its first registration on ([`crate::observe`]).
+    pub fn open_observed(info: Info, observer: Option<Observer>) -> Result<Endpoint> {
         let provider = info.provider_name();
         let mut e = Endpoint {
             mr_mode: info.mr_mode(),
@@ -219,6 +227,7 @@ impl Endpoint {
             async_errors: VecDeque::new(),
             write_flags: sys::FI_DELIVERY_COMPLETE as u64,
             cancel: None,
+            observer,
         };
         let raw = e.info.raw();
         // SAFETY: `raw` is a valid fi_info owned by e.info; each out-pointer is a field of
@@ -346,6 +355,13 @@ impl Endpoint {
                 message: strerror(22),
             });
         }
+        if self.observer.is_some() {
+            let address = self.address_string(addr);
+            self.observe(&Event::PeerInserted {
+                fi_addr: out,
+                address: &address,
+            });
+        }
         Ok(PeerAddr(out))
     }
 
@@ -412,6 +428,14 @@ impl Endpoint {
                 call: "fi_mr_key",
                 code: sys::FI_EINVAL as i32,
                 message: "key not available (FI_MR_RAW is not supported)".into(),
+            });
+        }
+        if let Some(observe) = self.observer.as_mut() {
+            observe(&Event::Registered {
+                addr: mr.buf.ptr as u64,
+                len: len as u64,
+                key: mr.key,
+                remote: access == Access::Remote,
             });
         }
         self.mrs.push(mr);
@@ -723,10 +747,7 @@ impl Endpoint {
                     context: ctx,
                     data: data.unwrap_or(0),
                 };
-                let mut flags = sys::FI_COMPLETION as u64 | self.write_flags;
-                if data.is_some() {
-                    flags |= sys::FI_REMOTE_CQ_DATA as u64;
-                }
+                let flags = write_msg_flags(self.write_flags, data);
                 // SAFETY: the iov points into a registered buffer that outlives the operation
                 // (its inflight count pins it); the descriptor arrays are read during the call;
                 // ctx stays valid until completion.
@@ -737,7 +758,18 @@ impl Endpoint {
             return Ok(false);
         }
         check(call, ret as i64)?;
+        if self.observer.is_some() {
+            let posted = posted_event(slot, self.write_flags);
+            self.observe(&posted);
+        }
         Ok(true)
+    }
+
+    /// Tells the observer, if any.
+    fn observe(&mut self, event: &Event<'_>) {
+        if let Some(observe) = self.observer.as_mut() {
+            observe(event);
+        }
     }
 
     fn release(&mut self, kind: &OpKind) {
@@ -802,6 +834,16 @@ impl Endpoint {
     }
 
     fn complete(&mut self, entry: &sys::fi_cq_data_entry) -> Result<()> {
+        if self.observer.is_some() {
+            let op = self.inflight.get(&(entry.op_context as usize)).map(|s| s.id);
+            let data = (entry.flags & sys::FI_REMOTE_CQ_DATA as u64 != 0).then_some(entry.data);
+            self.observe(&Event::Completed {
+                op,
+                flags: entry.flags,
+                len: entry.len as u64,
+                data,
+            });
+        }
         let remote_write = sys::FI_REMOTE_WRITE as u64;
         if entry.flags & remote_write != 0 {
             // Target side of an RMA write. Its `len` is not reliable (0 on tcp): only
@@ -848,6 +890,11 @@ impl Endpoint {
         // SAFETY: fi_cq_strerror returns a NUL-terminated string (ours or the provider's) or NULL.
         let prov_message = unsafe { c_str(p) };
         let slot = self.inflight.remove(&(err.op_context as usize));
+        self.observe(&Event::Failed {
+            op: slot.as_ref().map(|s| s.id),
+            err: err.err,
+            prov_errno: err.prov_errno,
+        });
         let op = slot
             .as_ref()
             .map_or_else(|| "operation".to_string(), |s| s.kind.to_string());
@@ -986,6 +1033,43 @@ impl Endpoint {
     /// Operations posted or parked and not yet completed (receives included).
     pub fn outstanding(&self) -> usize {
         self.inflight.len() + self.pending.len()
+    }
+}
+
+/// `fi_writemsg`'s flags: a completion, the endpoint's delivery mode, and
+/// remote CQ data when the write carries an immediate.
+fn write_msg_flags(write_flags: u64, data: Option<u64>) -> u64 {
+    let mut flags = sys::FI_COMPLETION as u64 | write_flags;
+    if data.is_some() {
+        flags |= sys::FI_REMOTE_CQ_DATA as u64;
+    }
+    flags
+}
+
+/// What posting `slot` was, for the observer.
+fn posted_event(slot: &OpSlot, write_flags: u64) -> Event<'static> {
+    let (call, len, remote_addr, key, data, flags) = match slot.kind {
+        OpKind::Recv { .. } => (Call::Recv, MSG_SLOT_SIZE, 0, 0, None, 0),
+        OpKind::Send { len, .. } => (Call::Send, len, 0, 0, None, 0),
+        OpKind::Write {
+            len, raddr, key, data, ..
+        } => (
+            Call::WriteMsg,
+            len,
+            raddr,
+            key,
+            data,
+            write_msg_flags(write_flags, data),
+        ),
+    };
+    Event::Posted {
+        call,
+        op: slot.id,
+        len: len as u64,
+        remote_addr,
+        key,
+        data,
+        flags,
     }
 }
 

@@ -12,6 +12,8 @@
 //! - [`perf`] — the `fabric-bw` (windowed writes, final one with the count as
 //!   immediate data, slot check on the target) and `fabric-lat` (`fi_pingpong`-style
 //!   send/recv ping-pong) protocols.
+//! - [`observe`] — what an endpoint does (registrations, posts, CQ entries),
+//!   told to an optional observer: the agent's `run --trace` records it.
 //! - [`error`] — [`FabricError`].
 //!
 //! All `unsafe` of the data path lives here and in `fabric-sys`.
@@ -33,6 +35,8 @@ pub mod endpoint;
 pub mod error;
 /// Provider discovery.
 pub mod info;
+/// What an endpoint does, for a watcher (the agent's trace).
+pub mod observe;
 /// The fabric-bw and fabric-lat protocols.
 pub mod perf;
 /// The fabric-write protocol.

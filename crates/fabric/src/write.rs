@@ -283,22 +283,39 @@ impl Client {
         mr_size: usize,
         timeout: Duration,
     ) -> Result<Client, WriteError> {
+        let client = Client::register(ep, server_address, mr_size)?;
+        client.send_connect(ep, timeout)?;
+        Ok(client)
+    }
+
+    /// The first half of [`Client::connect`]: inserts the server's address and
+    /// registers the regions, sending nothing yet (a caller that records what
+    /// CONNECT will carry does so between the halves).
+    pub fn register(ep: &mut Endpoint, server_address: &[u8], mr_size: usize) -> Result<Client, WriteError> {
         let server = ep.insert_peer(server_address)?;
         let mut mrs = Vec::new();
-        let mut remote = Vec::new();
         for _ in 0..MR_COUNT {
-            let mr = ep.register(mr_size, Access::Remote)?;
-            remote.push(ep.remote_mr(mr)?);
-            mrs.push(mr);
+            mrs.push(ep.register(mr_size, Access::Remote)?);
         }
+        Ok(Client { server, mrs })
+    }
+
+    /// The second half of [`Client::connect`]: sends CONNECT (this side's
+    /// address and its regions) and waits for the send to complete.
+    pub fn send_connect(&self, ep: &mut Endpoint, timeout: Duration) -> Result<(), WriteError> {
+        let remote = self
+            .mrs
+            .iter()
+            .map(|&mr| ep.remote_mr(mr))
+            .collect::<Result<Vec<_>, _>>()?;
         let msg = Message::Connect(Connect {
             address: ep.address()?,
             mrs: remote,
         })
         .encode();
-        let op = ep.send(server, &msg)?;
+        let op = ep.send(self.server, &msg)?;
         ep.wait_op(op, timeout)?;
-        Ok(Client { server, mrs })
+        Ok(())
     }
 
     /// The client's target regions.

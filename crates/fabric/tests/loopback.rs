@@ -2,10 +2,11 @@
 //! fabric addresses exchanged over a channel (the controller relays them in the
 //! product). No VMs and no RDMA hardware needed.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use fabric::observe::{completion_name, Call, Event, Observer};
 use fabric::write::{scatter_pages, Client, RandomFill, Server, WriteError, MR_SIZE};
 use fabric::{Access, Endpoint, FabricError, Hints, RemoteMr};
 
@@ -288,4 +289,165 @@ fn test_fabric_lat_server_catches_a_corrupted_ping() {
     assert!(err.contains("64 B"), "{err}");
     // Only the first ping of the first size was corrupted.
     assert_eq!((served[1].pings, served[1].verdict.clone()), (10, Ok(())));
+}
+
+/// What an observer saw, owned.
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Registered {
+        addr: u64,
+        len: u64,
+        key: u64,
+        remote: bool,
+    },
+    Peer,
+    Posted {
+        call: Call,
+        op: u64,
+        len: u64,
+        remote_addr: u64,
+        key: u64,
+        data: Option<u64>,
+    },
+    Completed {
+        op: Option<u64>,
+        name: &'static str,
+        data: Option<u64>,
+    },
+    Failed,
+}
+
+fn open_observed() -> (Endpoint, Arc<Mutex<Vec<Seen>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let observer: Observer = Box::new(move |e: &Event<'_>| {
+        let s = match *e {
+            Event::Registered { addr, len, key, remote } => Seen::Registered { addr, len, key, remote },
+            Event::PeerInserted { .. } => Seen::Peer,
+            Event::Posted {
+                call,
+                op,
+                len,
+                remote_addr,
+                key,
+                data,
+                ..
+            } => Seen::Posted {
+                call,
+                op,
+                len,
+                remote_addr,
+                key,
+                data,
+            },
+            Event::Completed { op, flags, data, .. } => Seen::Completed {
+                op,
+                name: completion_name(flags),
+                data,
+            },
+            Event::Failed { .. } => Seen::Failed,
+        };
+        log.lock().unwrap().push(s);
+    });
+    let info = Hints::new().provider(PROVIDER).node("127.0.0.1").get().unwrap();
+    (Endpoint::open_observed(info, Some(observer)).unwrap(), seen)
+}
+
+#[test]
+fn test_observer_sees_each_write_its_completion_and_the_immediate() {
+    const PAGES: usize = 6;
+    const PAGE: u64 = 4096;
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let server = thread::spawn(move || {
+        let (mut ep, seen) = open_observed();
+        addr_tx.send(ep.address().unwrap()).unwrap();
+        let mut server = Server::new(&mut ep, 2 * PAGE as usize).unwrap();
+        server.accept(&mut ep, TIMEOUT).unwrap();
+        let report = server.serve(&mut ep, TIMEOUT).unwrap();
+        drop(ep);
+        (report, Arc::try_unwrap(seen).unwrap().into_inner().unwrap())
+    });
+    let (mut ep, client_seen) = open_observed();
+    let server_addr = addr_rx.recv().unwrap();
+    let mut client = Client::connect(&mut ep, &server_addr, MR_SIZE, TIMEOUT).unwrap();
+    let regions: Vec<RemoteMr> = client.mrs().iter().map(|m| ep.remote_mr(*m).unwrap()).collect();
+    let req = RandomFill {
+        context: 0x5eed,
+        seed: 11,
+        page_size: PAGE,
+        pages: scatter_pages(5, PAGES, PAGE as usize, 2, MR_SIZE),
+    };
+    client.random_fill(&mut ep, &req, TIMEOUT).unwrap();
+    let (report, server_seen) = server.join().unwrap();
+    let client_seen = client_seen.lock().unwrap().clone();
+
+    // The server: one fi_writemsg per page, into the pages the request named
+    // (region address + page offset, the region's key), the immediate on the
+    // last one only, and a completion for each of its writes.
+    let writes: Vec<&Seen> = server_seen
+        .iter()
+        .filter(|s| {
+            matches!(
+                s,
+                Seen::Posted {
+                    call: Call::WriteMsg,
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert_eq!(writes.len(), PAGES, "{server_seen:#?}");
+    for (w, page) in writes.iter().zip(&req.pages) {
+        let Seen::Posted {
+            op,
+            len,
+            remote_addr,
+            key,
+            data,
+            ..
+        } = w
+        else {
+            unreachable!()
+        };
+        let region = regions[page.mr as usize];
+        assert_eq!((*len, *key), (PAGE, region.key));
+        assert_eq!(*remote_addr, region.addr + u64::from(page.page) * PAGE);
+        let last = std::ptr::eq(*w, *writes.last().unwrap());
+        assert_eq!(*data, last.then_some(report.immediate));
+        assert!(
+            server_seen.contains(&Seen::Completed {
+                op: Some(*op),
+                name: "FI_WRITE",
+                data: None
+            }),
+            "write {op} has its completion"
+        );
+    }
+    // Both sides inserted the peer; the server received CONNECT and RandomFill.
+    assert!(server_seen.contains(&Seen::Peer) && client_seen.contains(&Seen::Peer));
+    let received = |seen: &[Seen]| {
+        seen.iter()
+            .filter(|s| matches!(s, Seen::Completed { name: "FI_RECV", .. }))
+            .count()
+    };
+    assert_eq!(received(&server_seen), 2);
+    // The client: its two remote regions registered as it sent them, two
+    // sends (CONNECT, RandomFill), and the target-side entry with the immediate.
+    // (A region's `addr` is its local buffer; a peer names it by that only
+    // under FI_MR_VIRT_ADDR, and tcp;ofi_rxm uses offsets.)
+    for r in &regions {
+        assert!(client_seen.iter().any(|s| matches!(s,
+            Seen::Registered { len, key, remote: true, .. } if *len == r.size && *key == r.key)));
+    }
+    let sends = client_seen
+        .iter()
+        .filter(|s| matches!(s, Seen::Posted { call: Call::Send, .. }))
+        .count();
+    assert_eq!(sends, 2);
+    assert!(client_seen.contains(&Seen::Completed {
+        op: None,
+        name: "FI_REMOTE_WRITE",
+        data: Some(report.immediate)
+    }));
+    assert!(!client_seen.contains(&Seen::Failed) && !server_seen.contains(&Seen::Failed));
 }

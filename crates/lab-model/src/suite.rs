@@ -217,7 +217,7 @@ pub struct SuiteStep {
     /// fabric-* workloads: the libfabric provider. Default: from the lab's fabric.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    /// workload (verbs workloads only): record a trace of both nodes, as
+    /// workload (verbs and fabric-* workloads): record a trace of both nodes, as
     /// `labctl run --trace` does, written next to the run's record; the
     /// summary and the report name the file.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -834,10 +834,10 @@ impl Suite {
                             "remove the provider line".into(),
                         ));
                     }
-                    if step.trace && (is_fabric(workload) || workload == "bulk-tcp") {
+                    if step.trace && workload == "bulk-tcp" {
                         return Err(mismatch(
                             index,
-                            format!("`trace` records verbs sessions; {workload} does not run on verbs"),
+                            "`trace` records verbs and libfabric sessions; bulk-tcp runs on a TCP socket".into(),
                             "remove the trace line".into(),
                         ));
                     }

@@ -14,7 +14,9 @@
 //! 1 µs marks. Flow arrows ("s"/"f") join the blob sent to the blob
 //! received, and each SEND / SEND_WITH_IMM / WRITE_WITH_IMM to the receive
 //! completion it caused on the peer (RC delivers them in posting order per
-//! QP; only drawn when both traces are complete: no sampling, no drops).
+//! QP; only drawn when both traces are complete: no sampling, no drops);
+//! for libfabric sides, each `fi_send` to the peer's `FI_RECV` entry and each
+//! `fi_writemsg` with remote CQ data to the peer's `FI_REMOTE_WRITE` entry.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -213,7 +215,7 @@ fn label(e: &TraceEvent) -> String {
         "completion" => format!("completion {}", e.name),
         "qp" => format!("QP -> {}", e.name),
         "cm" => e.name.trim_start_matches("RDMA_CM_EVENT_").to_string(),
-        "mr" => "reg_mr".into(),
+        "mr" => e.name.clone(),
         "blob_sent" => "blob sent".into(),
         "blob_received" => "blob received".into(),
         _ => e.name.clone(),
@@ -259,19 +261,55 @@ fn completion_of_posts(events: &[TraceEvent]) -> HashMap<usize, usize> {
     out
 }
 
-/// (sender post, receiver completion) pairs: the n-th message post on a QP
-/// consumed the peer's n-th receive completion on the same QP index.
+/// What a post makes the peer complete, and through which queue: verbs
+/// SEND / SEND_WITH_IMM / WRITE_WITH_IMM consume the peer's posted RECVs in
+/// order; a libfabric `fi_send` is the peer's next `FI_RECV` entry, and an
+/// `fi_writemsg` carrying remote CQ data the peer's next `FI_REMOTE_WRITE`
+/// entry with data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Delivery {
+    VerbsReceive,
+    FabricMessage,
+    FabricCqData,
+}
+
+fn delivery_of_post(e: &TraceEvent) -> Option<Delivery> {
+    if e.kind != "post" {
+        return None;
+    }
+    match e.name.as_str() {
+        "SEND" | "SEND_WITH_IMM" | "WRITE_WITH_IMM" => Some(Delivery::VerbsReceive),
+        "fi_send" => Some(Delivery::FabricMessage),
+        "fi_writemsg" if e.args.contains_key("cq_data") => Some(Delivery::FabricCqData),
+        _ => None,
+    }
+}
+
+fn delivery_of_completion(e: &TraceEvent) -> Option<Delivery> {
+    if e.kind != "completion" {
+        return None;
+    }
+    match e.name.as_str() {
+        "RECV" | "RECV_RDMA_WITH_IMM" => Some(Delivery::VerbsReceive),
+        "FI_RECV" => Some(Delivery::FabricMessage),
+        "FI_REMOTE_WRITE" if e.args.contains_key("cq_data") => Some(Delivery::FabricCqData),
+        _ => None,
+    }
+}
+
+/// (sender post, receiver completion) pairs: the n-th post of a kind on a QP
+/// caused the peer's n-th completion of that kind on the same QP index.
 fn message_pairs(sender: &[TraceEvent], receiver: &[TraceEvent]) -> Vec<(usize, usize)> {
-    let consumes =
-        |e: &TraceEvent| e.kind == "post" && matches!(e.name.as_str(), "SEND" | "SEND_WITH_IMM" | "WRITE_WITH_IMM");
-    let received = |e: &TraceEvent| e.kind == "completion" && matches!(e.name.as_str(), "RECV" | "RECV_RDMA_WITH_IMM");
-    let mut receipts: HashMap<u32, VecDeque<usize>> = HashMap::new();
-    for (i, e) in receiver.iter().enumerate().filter(|(_, e)| received(e)) {
-        receipts.entry(e.qp).or_default().push_back(i);
+    let mut receipts: HashMap<(u32, Delivery), VecDeque<usize>> = HashMap::new();
+    for (i, e) in receiver.iter().enumerate() {
+        if let Some(d) = delivery_of_completion(e) {
+            receipts.entry((e.qp, d)).or_default().push_back(i);
+        }
     }
     let mut out = Vec::new();
-    for (i, e) in sender.iter().enumerate().filter(|(_, e)| consumes(e)) {
-        if let Some(r) = receipts.get_mut(&e.qp).and_then(|q| q.pop_front()) {
+    for (i, e) in sender.iter().enumerate() {
+        let Some(d) = delivery_of_post(e) else { continue };
+        if let Some(r) = receipts.get_mut(&(e.qp, d)).and_then(|q| q.pop_front()) {
             out.push((i, r));
         }
     }
@@ -416,5 +454,75 @@ mod tests {
         // The whole document is plain JSON a viewer can read back.
         let text = serde_json::to_string(&doc).unwrap();
         assert!(serde_json::from_str::<Value>(&text).is_ok());
+    }
+
+    #[test]
+    fn fabric_sends_and_cq_data_writes_get_flows_to_the_peer_entries_they_cause() {
+        let client = side(
+            "client",
+            0,
+            vec![
+                event(10_000, 0, "post", "fi_send", &[("wr_id", "0x1"), ("signaled", "true")]),
+                event(20_000, 0, "completion", "FI_SEND", &[("wr_id", "0x1")]),
+                event(90_000, 0, "completion", "FI_REMOTE_WRITE", &[("cq_data", "0x5eed")]),
+            ],
+        );
+        let server = side(
+            "server",
+            0,
+            vec![
+                event(15_000, 0, "completion", "FI_RECV", &[("wr_id", "0x9")]),
+                // A write without data causes no entry on the peer: no flow.
+                event(
+                    30_000,
+                    0,
+                    "post",
+                    "fi_writemsg",
+                    &[("wr_id", "0x2"), ("signaled", "true")],
+                ),
+                event(
+                    40_000,
+                    0,
+                    "post",
+                    "fi_writemsg",
+                    &[("wr_id", "0x3"), ("signaled", "true"), ("cq_data", "0x5eed")],
+                ),
+                event(60_000, 0, "completion", "FI_WRITE", &[("wr_id", "0x3")]),
+            ],
+        );
+        let ctx = TraceContext {
+            lab: "lab".into(),
+            workload: "fabric-write".into(),
+            run_id: "r2".into(),
+        };
+        let doc = chrome_trace(&ctx, &[server, client]);
+        let events = doc["traceEvents"].as_array().unwrap();
+        let starts: Vec<(&str, f64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "s")
+            .map(|e| (e["name"].as_str().unwrap(), e["ts"].as_f64().unwrap()))
+            .collect();
+        let ends: Vec<(&str, f64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "f")
+            .map(|e| (e["name"].as_str().unwrap(), e["ts"].as_f64().unwrap()))
+            .collect();
+        assert_eq!(doc["otherData"]["flows"], 2, "{starts:?}");
+        // fi_writemsg with data (server, 40 µs after its first event at 15) ends at the
+        // client's FI_REMOTE_WRITE; fi_send (client, 10) at the server's FI_RECV.
+        assert!(
+            starts.contains(&("fi_writemsg", 30.0)) && ends.contains(&("fi_writemsg", 80.0)),
+            "{starts:?} {ends:?}"
+        );
+        assert!(
+            starts.contains(&("fi_send", 0.0)) && ends.contains(&("fi_send", 5.0)),
+            "{starts:?} {ends:?}"
+        );
+        // The write with data is a span lasting until its FI_WRITE entry.
+        let span = events
+            .iter()
+            .find(|e| e["ph"] == "X" && e["args"]["wr_id"] == "0x3")
+            .expect("the write's span");
+        assert_eq!(span["dur"], 20.0);
     }
 }

@@ -228,13 +228,14 @@ pub fn swimlane(doc: &Value, limit: usize) -> Result<Swimlane, String> {
     })
 }
 
-/// A ring of receives posted back to back is one row: "post RECV 0 B ×10".
+/// A ring of receives posted back to back is one row: "post RECV 0 B ×10"
+/// (libfabric's "post fi_recv 8 KiB ×16" likewise).
 fn collapse_receive_posts(rows: impl Iterator<Item = Row>) -> Vec<Row> {
     let mut out: Vec<(Row, usize)> = Vec::new();
     for row in rows {
         match out.last_mut() {
             Some((last, n))
-                if row.text.starts_with("post RECV")
+                if (row.text.starts_with("post RECV") || row.text.starts_with("post fi_recv"))
                     && last.text == row.text
                     && last.side == row.side
                     && last.qp == row.qp =>
@@ -301,6 +302,20 @@ fn describe(e: &Value, side: Side) -> (String, Option<Wire>) {
             }
             (text, None)
         }
+        "mr" if name == "fi_mr_reg" => {
+            let reach = if arg(e, "access").contains("REMOTE") {
+                "peers may write"
+            } else {
+                "local only"
+            };
+            let text = format!(
+                "fi_mr_reg {} {} key {} ({reach})",
+                size("len"),
+                arg(e, "addr"),
+                arg(e, "key")
+            );
+            (text, None)
+        }
         "mr" => {
             let remote = arg(e, "access").contains("REMOTE");
             let text = if remote {
@@ -332,6 +347,9 @@ fn describe(e: &Value, side: Side) -> (String, Option<Wire>) {
             if !arg(e, "imm").is_empty() {
                 text.push_str(&format!(" imm {}", arg(e, "imm")));
             }
+            if !arg(e, "cq_data").is_empty() {
+                text.push_str(&format!(" data {}", arg(e, "cq_data")));
+            }
             if !arg(e, "remote_addr").is_empty() {
                 text.push_str(&format!(" → {}", arg(e, "remote_addr")));
             }
@@ -340,13 +358,19 @@ fn describe(e: &Value, side: Side) -> (String, Option<Wire>) {
             }
             let len_label = len.map(|l| format!(" {}", bytes_short(l))).unwrap_or_default();
             let wire = match op {
+                "fi_writemsg" if !arg(e, "cq_data").is_empty() => toward_peer(format!("write{len_label} + data")),
+                "fi_writemsg" => toward_peer(format!("write{len_label}")),
+                "fi_send" => toward_peer(format!("message{len_label}")),
                 "READ" => toward_peer(format!("READ request{len_label}")),
                 "FETCH_ADD" | "COMPARE_SWAP" => toward_peer(op.to_string()),
                 _ => toward_peer(format!("{op}{len_label}")),
             };
             (text, wire)
         }
-        "post_recv" => (format!("post RECV {}", size("len")), None),
+        "post_recv" => {
+            let op = name.trim_start_matches("post ");
+            (format!("post {op} {}", size("len")), None)
+        }
         "completion" => {
             let op = name.trim_start_matches("completion ");
             let status = arg(e, "status");
@@ -358,6 +382,12 @@ fn describe(e: &Value, side: Side) -> (String, Option<Wire>) {
             if op.starts_with("RECV") && !arg(e, "imm").is_empty() {
                 text.push_str(&format!(" imm {}", arg(e, "imm")));
             }
+            if op == "FI_RECV" {
+                text.push_str(&format!(" {}", size("byte_len")));
+            }
+            if !arg(e, "cq_data").is_empty() {
+                text.push_str(&format!(" data {}", arg(e, "cq_data")));
+            }
             text.push_str(if ok { " ok" } else { " " });
             if !ok {
                 text.push_str(status);
@@ -367,6 +397,8 @@ fn describe(e: &Value, side: Side) -> (String, Option<Wire>) {
                 "READ" => back(format!("READ response {}", size("byte_len"))),
                 "FETCH_ADD" | "COMPARE_SWAP" => back("original value".into()),
                 "WRITE" | "SEND" | "RDMA_WRITE" => back("ack".into()),
+                // fabric-* writes ask for delivery complete: the target acknowledged placement.
+                "FI_WRITE" => back("ack".into()),
                 _ => None,
             };
             (text, wire)

@@ -39,6 +39,7 @@ use fabric::{FabricError, Hints};
 use tokio::sync::oneshot;
 
 use crate::cpu::CpuTimes;
+use crate::fabric_trace::FabricTrace;
 use crate::metrics::{bandwidth, latency, PeakTracker};
 use crate::plan::{self, Plan};
 use crate::session::{ProgressSink, SessionError, SessionHandle, SessionSpec};
@@ -247,14 +248,20 @@ pub fn spawn(
         workload = %spec.params.workload, provider = provider(&spec.params));
     crate::session::spawn_thread_session(spec, "fabric", span, run, move |spec, cancel, run, endpoint_tx| {
         let deadline = Instant::now() + spec.timeout();
-        match run {
-            None => serve(spec, kind, &cancel, deadline, endpoint_tx),
+        let trace = FabricTrace::for_run(&spec.params);
+        let trace = trace.as_ref();
+        let mut outcome = match run {
+            None => serve(spec, kind, &cancel, trace, deadline, endpoint_tx),
             Some((peer, sink)) => match kind {
-                Kind::Bw => client_bw(spec, &cancel, deadline, &peer, sink),
-                Kind::Lat => client_lat(spec, &cancel, deadline, &peer, sink),
-                Kind::Write => client(spec, &cancel, deadline, &peer, sink),
+                Kind::Bw => client_bw(spec, &cancel, trace, deadline, &peer, sink),
+                Kind::Lat => client_lat(spec, &cancel, trace, deadline, &peer, sink),
+                Kind::Write => client(spec, &cancel, trace, deadline, &peer, sink),
             },
+        };
+        if let Some(trace) = trace {
+            trace.finish(&mut outcome);
         }
+        outcome
     })
 }
 
@@ -280,11 +287,16 @@ pub fn universe_size_default(current: Option<&str>, sysfs: &std::path::Path) -> 
     soft.then_some(SOFT_ROCE_UNIVERSE_SIZE)
 }
 
-/// Opens the session's provider bound to this node's data address.
-fn open(spec: &SessionSpec, cancel: &Arc<AtomicBool>) -> Result<fabric::Endpoint, SessionError> {
+/// Opens the session's provider bound to this node's data address, watched
+/// by the side's trace when it has one.
+fn open(
+    spec: &SessionSpec,
+    cancel: &Arc<AtomicBool>,
+    trace: Option<&FabricTrace>,
+) -> Result<fabric::Endpoint, SessionError> {
     let ip = bind_ip(&spec.bind_addr)?;
     let info = Hints::new().provider(provider(&spec.params)).node(ip).get()?;
-    let mut ep = fabric::Endpoint::open(info)?;
+    let mut ep = fabric::Endpoint::open_observed(info, trace.map(FabricTrace::observer))?;
     ep.set_cancel(Arc::clone(cancel));
     Ok(ep)
 }
@@ -353,10 +365,11 @@ fn serve(
     spec: &SessionSpec,
     kind: Kind,
     cancel: &Arc<AtomicBool>,
+    trace: Option<&FabricTrace>,
     deadline: Instant,
     endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
 ) -> Result<SideResult, SessionError> {
-    let mut ep = open(spec, cancel)?;
+    let mut ep = open(spec, cancel, trace)?;
     match kind {
         Kind::Bw => return serve_bw(spec, &mut ep, deadline, endpoint_tx),
         Kind::Lat => return serve_lat(spec, &mut ep, deadline, endpoint_tx),
@@ -372,6 +385,11 @@ fn serve(
     }
     announce(spec, &ep, endpoint_tx)?;
     let connect = server.accept(&mut ep, left(deadline))?;
+    if let Some(trace) = trace {
+        for mr in &connect.mrs {
+            trace.blob(false, mr);
+        }
+    }
     tracing::info!(client = %ep.address_string(&connect.address), mrs = connect.mrs.len(), "CONNECT");
     let start = Instant::now();
     let cpu_start = CpuTimes::thread_now();
@@ -415,6 +433,7 @@ fn serve(
 fn client(
     spec: &SessionSpec,
     cancel: &Arc<AtomicBool>,
+    trace: Option<&FabricTrace>,
     deadline: Instant,
     peer: &FabricEndpoint,
     mut sink: ProgressSink,
@@ -434,7 +453,7 @@ fn client(
             message,
         })
     };
-    let mut ep = open(spec, cancel)?;
+    let mut ep = open(spec, cancel, trace)?;
     progress(
         "connect",
         0,
@@ -446,7 +465,13 @@ fn client(
             peer.fabric_addr.len()
         ),
     );
-    let mut client = Client::connect(&mut ep, &peer.fabric_addr, MR_SIZE, left(deadline))?;
+    let mut client = Client::register(&mut ep, &peer.fabric_addr, MR_SIZE)?;
+    if let Some(trace) = trace {
+        for mr in client.mrs() {
+            trace.blob(true, &ep.remote_mr(*mr)?);
+        }
+    }
+    client.send_connect(&mut ep, left(deadline))?;
     let page = spec.params.size;
     let count = spec.params.iterations as usize;
     let req = random_fill(&spec.params, context_of(&spec.id));
@@ -686,6 +711,7 @@ fn measured_result(
 fn client_bw(
     spec: &SessionSpec,
     cancel: &Arc<AtomicBool>,
+    trace: Option<&FabricTrace>,
     deadline: Instant,
     peer: &FabricEndpoint,
     sink: ProgressSink,
@@ -695,7 +721,7 @@ fn client_bw(
     let sizes = sizes(&spec.params, Kind::Bw);
     let max = *sizes.iter().max().expect("at least one size");
     let depth = tx_depth(&spec.params);
-    let mut ep = open(spec, cancel)?;
+    let mut ep = open(spec, cancel, trace)?;
     progress(
         "connect",
         0,
@@ -767,6 +793,7 @@ fn client_bw(
 fn client_lat(
     spec: &SessionSpec,
     cancel: &Arc<AtomicBool>,
+    trace: Option<&FabricTrace>,
     deadline: Instant,
     peer: &FabricEndpoint,
     sink: ProgressSink,
@@ -775,7 +802,7 @@ fn client_lat(
     let mut progress = reporter(sink);
     let sizes = sizes(&spec.params, Kind::Lat);
     let max = *sizes.iter().max().expect("at least one size");
-    let mut ep = open(spec, cancel)?;
+    let mut ep = open(spec, cancel, trace)?;
     progress(
         "connect",
         0,

@@ -19,7 +19,8 @@
 //!   stop and depth from its parameters, for verbs and libfabric alike.
 //! - [`fabric_session`]: the libfabric workloads (`fabric-write`, `fabric-bw`,
 //!   `fabric-lat`), one side per thread, on the safe `fabric` crate (no
-//!   `unsafe` here).
+//!   `unsafe` here); [`fabric_trace`] records what their endpoints do for
+//!   `run --trace`.
 //! - [`tcp_session`]: `bulk-tcp`, the TCP counterpart of `bulk-rdma` (same
 //!   bytes, same measurements, a plain kernel socket); [`timeline`] keeps a
 //!   transfer's progress over time for both.
@@ -36,6 +37,7 @@
 
 pub mod cpu;
 pub mod fabric_session;
+pub mod fabric_trace;
 pub mod metrics;
 pub mod node_info;
 pub mod pattern;

@@ -10,13 +10,14 @@
 //!
 //! Times are on [`now_ns`], the agent's monotonic clock, which the `Clock`
 //! RPC also answers with, so the controller can align two nodes.
-//! This module must not know verbs objects: callers hand it plain numbers.
+//! This module must not know verbs or libfabric objects: callers hand it
+//! plain numbers (libfabric's flag names come from [`fabric::observe`]).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use agent_proto::v1::{Trace, TraceEvent, TraceOptions};
+use agent_proto::v1::{SideResult, Trace, TraceEvent, TraceOptions};
 
 /// Ring size when the request says 0.
 pub const DEFAULT_MAX_EVENTS: u32 = 65_536;
@@ -69,8 +70,8 @@ pub enum What {
         sent: bool,
         /// Buffer address.
         addr: u64,
-        /// Its rkey.
-        rkey: u32,
+        /// Its rkey (a libfabric MR key for fabric-* sides).
+        rkey: u64,
         /// Its length.
         len: u64,
     },
@@ -112,6 +113,61 @@ pub enum What {
         byte_len: u32,
         /// Immediate data, if it carried any.
         imm: Option<u32>,
+    },
+    /// libfabric: a buffer was registered (`fi_mr_reg`).
+    FabricMr {
+        /// Its address.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// The key a peer names it by.
+        key: u64,
+        /// Whether peers may write it.
+        remote: bool,
+    },
+    /// libfabric: a peer went into the address vector (`fi_av_insert`).
+    FabricPeer {
+        /// The `fi_addr_t` it got.
+        fi_addr: u64,
+        /// Its address as the provider prints it.
+        address: String,
+    },
+    /// libfabric: an operation was posted (`fi_writemsg`, `fi_send`, `fi_recv`).
+    FabricPost {
+        /// The call's name.
+        call: &'static str,
+        /// The operation's id (its completion carries it).
+        op: u64,
+        /// Bytes (a receive: the room).
+        len: u64,
+        /// Remote address (writes).
+        remote_addr: u64,
+        /// Remote region's key (writes).
+        key: u64,
+        /// Remote CQ data put on a write.
+        data: Option<u64>,
+        /// The flags passed.
+        flags: u64,
+    },
+    /// libfabric: a CQ entry was read.
+    FabricCompletion {
+        /// The operation it completes; None on the target of a peer's write.
+        op: Option<u64>,
+        /// The entry's flags.
+        flags: u64,
+        /// The entry's length.
+        len: u64,
+        /// Remote CQ data it carries.
+        data: Option<u64>,
+    },
+    /// libfabric: an error entry was read.
+    FabricError {
+        /// The operation it fails, when known.
+        op: Option<u64>,
+        /// libfabric's error number.
+        err: i32,
+        /// The provider's error number.
+        prov_errno: i32,
     },
     /// The side's verdict.
     Verify {
@@ -256,6 +312,21 @@ fn measure_record_cost() -> f64 {
     per_event
 }
 
+/// Ends a traced side: records its verdict and hands the trace to its
+/// result (a failed side's trace is lost with its result).
+pub fn attach<E>(mut tracer: Tracer, result: &mut Result<SideResult, E>) {
+    if let Ok(r) = result {
+        tracer.record(
+            0,
+            What::Verify {
+                verified: r.verified,
+                detail: r.verify_detail.clone(),
+            },
+        );
+        r.trace = Some(tracer.into_proto());
+    }
+}
+
 fn to_proto(e: &Event) -> TraceEvent {
     let mut args = HashMap::new();
     let mut arg = |k: &str, v: String| {
@@ -347,6 +418,71 @@ fn to_proto(e: &Event) -> TraceEvent {
                 arg("imm", format!("{imm:#x}"));
             }
             ("completion", opcode.to_string())
+        }
+        What::FabricMr { addr, len, key, remote } => {
+            arg("addr", format!("{addr:#x}"));
+            arg("len", len.to_string());
+            arg("key", format!("{key:#x}"));
+            let access = if *remote {
+                "FI_READ|FI_WRITE|FI_SEND|FI_RECV|FI_REMOTE_READ|FI_REMOTE_WRITE"
+            } else {
+                "FI_READ|FI_WRITE|FI_SEND|FI_RECV"
+            };
+            arg("access", access.to_string());
+            ("mr", "fi_mr_reg".to_string())
+        }
+        What::FabricPeer { fi_addr, address } => {
+            arg("fi_addr", fi_addr.to_string());
+            arg("address", address.clone());
+            ("av", "fi_av_insert".to_string())
+        }
+        What::FabricPost {
+            call,
+            op,
+            len,
+            remote_addr,
+            key,
+            data,
+            flags,
+        } => {
+            arg("wr_id", format!("{op:#x}"));
+            arg("len", len.to_string());
+            if *key != 0 || *remote_addr != 0 {
+                arg("remote_addr", format!("{remote_addr:#x}"));
+                arg("key", format!("{key:#x}"));
+            }
+            if let Some(data) = data {
+                arg("cq_data", format!("{data:#x}"));
+            }
+            if *flags != 0 {
+                arg("flags", fabric::observe::flag_names(*flags));
+            }
+            // Every operation of a fabric endpoint asks for its CQ entry.
+            arg("signaled", "true".to_string());
+            let kind = if *call == "fi_recv" { "post_recv" } else { "post" };
+            (kind, call.to_string())
+        }
+        What::FabricCompletion { op, flags, len, data } => {
+            if let Some(op) = op {
+                arg("wr_id", format!("{op:#x}"));
+            }
+            arg("flags", fabric::observe::flag_names(*flags));
+            arg("byte_len", len.to_string());
+            if let Some(data) = data {
+                arg("cq_data", format!("{data:#x}"));
+            }
+            ("completion", fabric::observe::completion_name(*flags).to_string())
+        }
+        What::FabricError { op, err, prov_errno } => {
+            if let Some(op) = op {
+                arg("wr_id", format!("{op:#x}"));
+            }
+            arg(
+                "status",
+                format!("error {err}: {}", std::io::Error::from_raw_os_error(*err)),
+            );
+            arg("prov_errno", prov_errno.to_string());
+            ("completion", "fi_cq_readerr".to_string())
         }
         What::Verify { verified, detail } => {
             arg("verified", verified.to_string());

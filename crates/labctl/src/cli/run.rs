@@ -8,7 +8,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use lab_core::agent_proto::v1::{CmMode, CompletionMode, Fault, TraceOptions};
 use lab_core::params::WorkloadRequest;
 use lab_core::run::run_workload_traced;
-use lab_model::workloads::{is_fabric, WORKLOADS};
+use lab_model::workloads::WORKLOADS;
 use lab_results::run::RunRecord;
 use lab_results::trace::{chrome_trace, TraceContext};
 
@@ -137,7 +137,7 @@ pub struct RunArgs {
     pub counters: bool,
     /// Record a trace of both nodes (rdma_cm, QP states, MRs, the {addr, rkey} blob, every
     /// post and completion) aligned on one clock, and write it as Chrome trace-event JSON
-    /// to FILE (open it in ui.perfetto.dev). Verbs workloads only.
+    /// to FILE (open it in ui.perfetto.dev). Verbs and fabric-* workloads.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
     /// With --trace: the ring size per node; older events are dropped (and counted).
@@ -147,15 +147,8 @@ pub struct RunArgs {
 
 /// Creates the trace's file; refuses workloads that record no trace.
 fn open_trace_file(path: &std::path::Path, workload: &str) -> anyhow::Result<(std::path::PathBuf, std::fs::File)> {
-    if is_fabric(workload) || workload == "bulk-tcp" {
-        anyhow::bail!(
-            "--trace records verbs sessions; `{workload}` runs on {}: drop --trace",
-            if workload == "bulk-tcp" {
-                "a TCP socket"
-            } else {
-                "libfabric"
-            }
-        );
+    if workload == "bulk-tcp" {
+        anyhow::bail!("--trace records verbs and libfabric sessions; `bulk-tcp` runs on a TCP socket: drop --trace");
     }
     let file = std::fs::File::create(path).map_err(|e| {
         anyhow::anyhow!(

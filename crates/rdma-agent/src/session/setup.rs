@@ -87,18 +87,8 @@ pub(crate) fn new_side(
 /// Ends a traced side: records its verdict and hands the trace to its
 /// result (a failed side's trace is lost with its result).
 pub(crate) fn attach_trace(side: &mut Side, result: &mut Result<SideResult, SessionError>) {
-    let Some(mut tracer) = side.link.take_tracer() else {
-        return;
-    };
-    if let Ok(r) = result {
-        tracer.record(
-            0,
-            What::Verify {
-                verified: r.verified,
-                detail: r.verify_detail.clone(),
-            },
-        );
-        r.trace = Some(tracer.into_proto());
+    if let Some(tracer) = side.link.take_tracer() {
+        crate::trace::attach(*tracer, result);
     }
 }
 
@@ -110,7 +100,7 @@ pub(crate) fn trace_blob(side: &mut Side, sent: bool, b: &crate::verbs::RemoteBu
             What::Blob {
                 sent,
                 addr: b.addr,
-                rkey: b.rkey,
+                rkey: b.rkey.into(),
                 len: b.len,
             },
         );
