@@ -34,6 +34,7 @@ mod ssh_bad_input;
 mod ssh_existing;
 mod trace;
 mod trace_fabric;
+mod trace_failed;
 mod trace_show;
 mod util;
 mod verbs_example;

@@ -9,7 +9,11 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
     let other = lab.clone();
     let fabric = lab.clone();
+    let failed = lab.clone();
     vec![
+        Trial::test("test_trace_failed_run_keeps_both_sides", move || {
+            crate::trace_failed::run(&failed)
+        }),
         Trial::test("test_trace_fabric_write_both_nodes", move || {
             crate::trace_fabric::run(&fabric)
         }),

@@ -15,7 +15,7 @@ use crate::impair;
 use crate::lab::{Lab, LabError};
 use agent_proto::v1::{
     run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, CompletionMode, ConnectRequest, NodeInfoRequest,
-    PrepareRequest, Progress, Role, RunRequest, SideResult, WorkloadParams,
+    PrepareRequest, Progress, Role, RunRequest, SideResult, TakeTraceRequest, Trace, WorkloadParams,
 };
 use lab_model::workloads::{is_fabric, WORKLOADS};
 use lab_remote::agent::{self, deadline, AgentError, Client};
@@ -67,6 +67,16 @@ pub enum RunError {
     /// The result could not be saved.
     #[error("saving the run: {0}")]
     Save(String),
+    /// A traced run failed: the error, and what both sides recorded up to it.
+    #[error("{error}")]
+    Traced {
+        /// What failed.
+        error: Box<RunError>,
+        /// The run's session id.
+        run_id: String,
+        /// Both sides' traces (a side that kept none has an empty one).
+        traces: Vec<SideTrace>,
+    },
 }
 
 impl From<AgentError> for RunError {
@@ -326,6 +336,40 @@ async fn sample_clock(peer: &mut Peer, anchor: Instant) -> Result<ClockEstimate,
     Ok(estimate_offset(&samples).expect("round trips on a monotonic clock are never negative"))
 }
 
+/// How long a failed run waits for each agent's failed side to keep its trace.
+const FAILED_TRACE_WAIT_MS: u32 = 3000;
+
+/// The trace `peer` kept of its side of session `session_id` if that side
+/// failed, and why; (empty, None) when it kept none (an agent without
+/// TakeTrace, or a side that failed before it recorded anything).
+async fn failed_trace(peer: &mut Peer, session_id: &str) -> (Trace, Option<String>) {
+    let req = TakeTraceRequest {
+        session_id: session_id.to_string(),
+        wait_ms: FAILED_TRACE_WAIT_MS,
+    };
+    let wait = Duration::from_millis(u64::from(FAILED_TRACE_WAIT_MS) + 2000);
+    match tokio::time::timeout(wait, peer.client.take_trace(req)).await {
+        Ok(Ok(reply)) => {
+            let reply = reply.into_inner();
+            match reply.trace {
+                Some(trace) => (trace, Some(reply.error)),
+                None => (Trace::default(), None),
+            }
+        }
+        _ => (Trace::default(), None),
+    }
+}
+
+fn side_trace(role: &str, node: &str, clock: ClockEstimate, (trace, failed): (Trace, Option<String>)) -> SideTrace {
+    SideTrace {
+        role: role.into(),
+        node: node.to_string(),
+        trace,
+        clock,
+        failed,
+    }
+}
+
 /// As [`run_workload`]; when `opts.params.trace` asks for a trace, also
 /// returns both sides' traces with their clocks' offsets from the
 /// controller's (sampled before the run).
@@ -409,7 +453,24 @@ pub async fn run_workload_traced(
                 };
                 let _ = tokio::time::timeout(Duration::from_secs(5), peer.client.abort(abort)).await;
             }
-            return Err(explain_link_failure(e, &server.node, &client.node));
+            let error = explain_link_failure(e, &server.node, &client.node);
+            return Err(match clocks {
+                Some((server_clock, client_clock)) => {
+                    let (server_failed, client_failed) = futures::join!(
+                        failed_trace(&mut server, &session_id),
+                        failed_trace(&mut client, &session_id)
+                    );
+                    RunError::Traced {
+                        error: Box::new(error),
+                        run_id: session_id,
+                        traces: vec![
+                            side_trace("server", &opts.server, server_clock, server_failed),
+                            side_trace("client", &opts.client, client_clock, client_failed),
+                        ],
+                    }
+                }
+                None => error,
+            });
         }
     };
 
@@ -429,18 +490,18 @@ pub async fn run_workload_traced(
     };
     let traces = clocks.map(|(server_clock, client_clock)| {
         vec![
-            SideTrace {
-                role: "server".into(),
-                node: opts.server.clone(),
-                trace: server_side.trace.take().unwrap_or_default(),
-                clock: server_clock,
-            },
-            SideTrace {
-                role: "client".into(),
-                node: opts.client.clone(),
-                trace: client_side.trace.take().unwrap_or_default(),
-                clock: client_clock,
-            },
+            side_trace(
+                "server",
+                &opts.server,
+                server_clock,
+                (server_side.trace.take().unwrap_or_default(), None),
+            ),
+            side_trace(
+                "client",
+                &opts.client,
+                client_clock,
+                (client_side.trace.take().unwrap_or_default(), None),
+            ),
         ]
     });
     let headline = &client_side;

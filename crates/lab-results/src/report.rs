@@ -212,7 +212,9 @@ pub fn load_dir(dir: &Path) -> Result<(Vec<Saved>, Vec<Skipped>), ReportError> {
         let path = entry.map_err(io_err(dir))?.path();
         // Atomic writes leave `.<name>.tmp<n>` files only while they run.
         let hidden = path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
-        if hidden || path.extension().is_none_or(|e| e != "json") {
+        // `<record>.trace.json` files (run --trace, ci `trace: true`) are traces, not records.
+        let trace = path.to_string_lossy().ends_with(".trace.json");
+        if hidden || trace || path.extension().is_none_or(|e| e != "json") {
             continue;
         }
         let parsed = std::fs::read(&path)

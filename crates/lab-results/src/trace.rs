@@ -77,6 +77,9 @@ pub struct SideTrace {
     pub trace: Trace,
     /// Its clock against the controller's.
     pub clock: ClockEstimate,
+    /// Why the side failed, when it did (its trace then ends at the failure;
+    /// None for a side that ended with a result).
+    pub failed: Option<String>,
 }
 
 /// What the JSON's metadata names besides the sides.
@@ -88,7 +91,13 @@ pub struct TraceContext {
     pub workload: String,
     /// The run's id (its record's).
     pub run_id: String,
+    /// The run's error when it failed (the sides' traces then end at the
+    /// failure; each failed side says why in its node entry).
+    pub error: Option<String>,
 }
+
+/// The opcode an agent records for a failed completion (its own is not valid).
+const FAILED_OPCODE: &str = "FAILED";
 
 /// A process id per side in the JSON.
 fn pid(index: usize) -> usize {
@@ -117,6 +126,8 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
                 "args": {"name": format!("QP {qp} (qpn {qpn})")}}));
         }
         let ends = completion_of_posts(&side.trace.events);
+        // A failed verbs completion carries no valid opcode: it is named after its post.
+        let post_of: HashMap<usize, usize> = ends.iter().map(|(&post, &end)| (end, post)).collect();
         for (k, e) in side.trace.events.iter().enumerate() {
             let tid = if is_qp_event(e) { e.qp + 1 } else { 0 };
             let mut args: BTreeMap<&str, Value> = e.args.iter().map(|(k, v)| (k.as_str(), json!(v))).collect();
@@ -133,8 +144,14 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
                 }
                 None => 1.0,
             };
+            let name = match post_of.get(&k) {
+                Some(&post) if e.kind == "completion" && e.name == FAILED_OPCODE => {
+                    format!("completion {}", side.trace.events[post].name)
+                }
+                _ => label(e),
+            };
             out.push(
-                json!({"ph": "X", "name": label(e), "cat": e.kind, "pid": pid(i), "tid": tid,
+                json!({"ph": "X", "name": name, "cat": e.kind, "pid": pid(i), "tid": tid,
                 "ts": ts, "dur": dur, "args": args}),
             );
         }
@@ -188,14 +205,15 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
             json!({"role": s.role, "node": s.node, "clock_offset_ns": s.clock.offset_ns,
                 "clock_error_ns": s.clock.error_ns, "clock_rtt_ns": s.clock.rtt_ns, "clock_samples": s.clock.samples,
                 "events": s.trace.events.len(), "dropped": s.trace.dropped, "ring_size": s.trace.capacity,
-                "sample_every": s.trace.sample_every, "record_cost_ns": s.trace.record_cost_ns})
+                "sample_every": s.trace.sample_every, "record_cost_ns": s.trace.record_cost_ns,
+                "failed": s.failed})
         })
         .collect();
     json!({
         "traceEvents": out,
         "displayTimeUnit": "ns",
         "otherData": {
-            "lab": ctx.lab, "workload": ctx.workload, "run_id": ctx.run_id,
+            "lab": ctx.lab, "workload": ctx.workload, "run_id": ctx.run_id, "error": ctx.error,
             "clock": "controller clock (each node's events moved by its offset; +/- its error bound), microseconds since the first event",
             "flows": flows,
             "nodes": nodes,
@@ -376,6 +394,7 @@ mod tests {
                 rtt_ns: 2_000,
                 samples: 8,
             },
+            failed: None,
         }
     }
 
@@ -415,6 +434,7 @@ mod tests {
             lab: "lab".into(),
             workload: "write-imm".into(),
             run_id: "r1".into(),
+            error: None,
         };
         let doc = chrome_trace(&ctx, &[server, client]);
         let events = doc["traceEvents"].as_array().unwrap();
@@ -494,6 +514,7 @@ mod tests {
             lab: "lab".into(),
             workload: "fabric-write".into(),
             run_id: "r2".into(),
+            error: None,
         };
         let doc = chrome_trace(&ctx, &[server, client]);
         let events = doc["traceEvents"].as_array().unwrap();

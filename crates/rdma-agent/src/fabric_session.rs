@@ -259,7 +259,7 @@ pub fn spawn(
             },
         };
         if let Some(trace) = trace {
-            trace.finish(&mut outcome);
+            trace.finish(&mut outcome, &spec.id);
         }
         outcome
     })

@@ -93,11 +93,12 @@ impl FabricTrace {
         );
     }
 
-    /// Ends the side: records its verdict and hands the trace to its result.
-    pub fn finish(&self, result: &mut Result<SideResult, SessionError>) {
+    /// Ends the side of session `session_id`: records its verdict and hands
+    /// the trace to its result, or keeps it for TakeTrace if it failed.
+    pub fn finish(&self, result: &mut Result<SideResult, SessionError>, session_id: &str) {
         let mut ring = self.ring();
         let tracer = std::mem::replace(&mut *ring, Tracer::new(1, 1));
-        crate::trace::attach(tracer, result);
+        crate::trace::attach(tracer, result, session_id);
     }
 }
 
@@ -154,7 +155,7 @@ mod tests {
             verify_detail: "all pages".into(),
             ..Default::default()
         });
-        trace.finish(&mut result);
+        trace.finish(&mut result, "s1");
         let events = result.unwrap().trace.expect("attached").events;
         let kinds: Vec<(&str, &str)> = events.iter().map(|e| (e.kind.as_str(), e.name.as_str())).collect();
         assert_eq!(
@@ -196,7 +197,7 @@ mod tests {
             });
         }
         let mut result = Ok(SideResult::default());
-        trace.finish(&mut result);
+        trace.finish(&mut result, "s1");
         let trace = result.unwrap().trace.expect("attached");
         assert_eq!(trace.sample_every, 64);
         assert_eq!(trace.events.iter().filter(|e| e.kind == "post").count(), 2);

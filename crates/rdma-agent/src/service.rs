@@ -12,7 +12,7 @@ use agent_proto::v1::agent_server::{Agent, AgentServer};
 use agent_proto::v1::{
     run_event, AbortReply, AbortRequest, ClockReply, ClockRequest, CmMode, CollectRequest, ConnectReply,
     ConnectRequest, HealthReply, HealthRequest, NodeInfoReply, NodeInfoRequest, PrepareReply, PrepareRequest, Role,
-    RunEvent, RunRequest, SideResult, WorkloadParams,
+    RunEvent, RunRequest, SideResult, TakeTraceReply, TakeTraceRequest, WorkloadParams,
 };
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
@@ -452,5 +452,24 @@ impl Agent for AgentService {
         Ok(Response::new(ClockReply {
             now_ns: crate::trace::now_ns(),
         }))
+    }
+
+    async fn take_trace(&self, req: Request<TakeTraceRequest>) -> Result<Response<TakeTraceReply>, Status> {
+        let req = req.into_inner();
+        // The wait is bounded: an aborted side ends within its next poll.
+        let wait = Duration::from_millis(u64::from(req.wait_ms).min(10_000));
+        let until = Instant::now() + wait;
+        loop {
+            if let Some(failed) = crate::trace::take_failed(&req.session_id) {
+                return Ok(Response::new(TakeTraceReply {
+                    trace: Some(failed.trace),
+                    error: failed.error,
+                }));
+            }
+            if Instant::now() >= until {
+                return Ok(Response::new(TakeTraceReply::default()));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }

@@ -13,11 +13,15 @@
 //! This module must not know verbs or libfabric objects: callers hand it
 //! plain numbers (libfabric's flag names come from [`fabric::observe`]).
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use agent_proto::v1::{SideResult, Trace, TraceEvent, TraceOptions};
+
+/// The opcode recorded for a failed completion, whose own opcode field is
+/// not valid; the controller names it after the post it completes.
+pub const FAILED_OPCODE: &str = "FAILED";
 
 /// Ring size when the request says 0.
 pub const DEFAULT_MAX_EVENTS: u32 = 65_536;
@@ -312,19 +316,74 @@ fn measure_record_cost() -> f64 {
     per_event
 }
 
-/// Ends a traced side: records its verdict and hands the trace to its
-/// result (a failed side's trace is lost with its result).
-pub fn attach<E>(mut tracer: Tracer, result: &mut Result<SideResult, E>) {
-    if let Ok(r) = result {
-        tracer.record(
-            0,
-            What::Verify {
-                verified: r.verified,
-                detail: r.verify_detail.clone(),
-            },
-        );
-        r.trace = Some(tracer.into_proto());
+/// Ends a traced side of session `session_id`: records its verdict and
+/// hands the trace to its result; a side that failed records why and keeps
+/// its trace for [`take_failed`] (the controller's TakeTrace).
+pub fn attach<E: std::fmt::Display>(mut tracer: Tracer, result: &mut Result<SideResult, E>, session_id: &str) {
+    match result {
+        Ok(r) => {
+            tracer.record(
+                0,
+                What::Verify {
+                    verified: r.verified,
+                    detail: r.verify_detail.clone(),
+                },
+            );
+            r.trace = Some(tracer.into_proto());
+        }
+        Err(e) => {
+            let error = e.to_string();
+            tracer.record(
+                0,
+                What::Verify {
+                    verified: false,
+                    detail: format!("side failed: {error}"),
+                },
+            );
+            keep_failed(session_id, error, tracer.into_proto());
+        }
     }
+}
+
+/// Failed sides' traces kept for the controller; the newest few only (a
+/// controller that never asks must not make the agent grow). Process-wide
+/// because the session thread that fails outlives the RPC that started it.
+static FAILED: Mutex<VecDeque<FailedTrace>> = Mutex::new(VecDeque::new());
+/// How many failed sides' traces are kept.
+const FAILED_KEPT: usize = 4;
+
+/// A failed side's trace and why it failed.
+#[derive(Debug, Clone)]
+pub struct FailedTrace {
+    /// The session.
+    pub session_id: String,
+    /// The side's error.
+    pub error: String,
+    /// What it recorded up to the error.
+    pub trace: Trace,
+}
+
+fn failed() -> std::sync::MutexGuard<'static, VecDeque<FailedTrace>> {
+    FAILED.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn keep_failed(session_id: &str, error: String, trace: Trace) {
+    let mut kept = failed();
+    if kept.len() == FAILED_KEPT {
+        kept.pop_front();
+    }
+    kept.push_back(FailedTrace {
+        session_id: session_id.to_string(),
+        error,
+        trace,
+    });
+}
+
+/// Takes the kept trace of session `session_id`'s failed side, if any.
+pub fn take_failed(session_id: &str) -> Option<FailedTrace> {
+    let mut kept = failed();
+    let at = kept.iter().position(|f| f.session_id == session_id)?;
+    kept.remove(at)
 }
 
 fn to_proto(e: &Event) -> TraceEvent {
@@ -524,6 +583,31 @@ mod tests {
         assert_eq!(proto.events[0].args["wr_id"], "0x6");
         assert_eq!(proto.dropped, 6);
         assert!(proto.record_cost_ns > 0.0);
+    }
+
+    #[test]
+    fn a_failed_side_keeps_its_trace_for_the_controller_once() {
+        let mut tr = Tracer::new(8, 1);
+        note(&mut tr, 1);
+        let mut result: Result<SideResult, String> = Err("WRITE completion failed".into());
+        attach(tr, &mut result, "session-a");
+        assert!(take_failed("session-b").is_none());
+        let kept = take_failed("session-a").expect("kept");
+        assert_eq!(kept.error, "WRITE completion failed");
+        let last = kept.trace.events.last().expect("the verdict");
+        assert_eq!(
+            (last.kind.as_str(), last.args["verified"].as_str()),
+            ("verify", "false")
+        );
+        assert!(last.args["detail"].contains("side failed: WRITE completion failed"));
+        assert!(take_failed("session-a").is_none(), "taken once");
+        // Only the newest few are kept.
+        for i in 0..FAILED_KEPT + 2 {
+            let mut result: Result<SideResult, String> = Err("x".into());
+            attach(Tracer::new(1, 1), &mut result, &format!("s{i}"));
+        }
+        assert!(take_failed("s0").is_none() && take_failed("s1").is_none());
+        assert!(take_failed(&format!("s{}", FAILED_KEPT + 1)).is_some());
     }
 
     #[test]

@@ -33,7 +33,7 @@ use self::step::StepOutcome;
 use crate::facts::LabFacts;
 use crate::lab::Lab;
 use crate::params::WorkloadRequest;
-use crate::run::run_workload_traced;
+use crate::run::{run_workload_traced, RunError};
 
 /// Where a suite's files are.
 #[derive(Debug, Clone)]
@@ -173,8 +173,37 @@ async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> Ste
                 ..StepOutcome::default()
             }
         }
+        Err(RunError::Traced { error, run_id, traces }) => {
+            let mut outcome = StepOutcome::failed(error.to_string());
+            match write_failed_step_trace(lab, &opts.params.workload, &run_id, &error, &traces) {
+                Ok(path) => outcome.trace = Some(path),
+                Err(e) => outcome.failure = Some(format!("{error}; and its trace: {e}")),
+            }
+            outcome
+        }
         Err(e) => StepOutcome::failed(e.to_string()),
     }
+}
+
+/// Writes a failed traced step's trace where its record would have gone
+/// (`<stamp>-<workload>-<run id>.trace.json` in the lab's results).
+fn write_failed_step_trace(
+    lab: &Lab,
+    workload: &str,
+    run_id: &str,
+    error: &RunError,
+    sides: &[SideTrace],
+) -> Result<PathBuf, String> {
+    let ctx = TraceContext {
+        lab: lab.spec.name.clone(),
+        workload: workload.to_string(),
+        run_id: run_id.to_string(),
+        error: Some(error.to_string()),
+    };
+    let text = serde_json::to_vec(&chrome_trace(&ctx, sides)).map_err(|e| format!("the trace: {e}"))?;
+    lab.dir
+        .save_result(&lab_state::now_rfc3339(), &format!("{workload}-{run_id}.trace"), &text)
+        .map_err(|e| format!("writing the trace: {e}"))
 }
 
 /// Writes a traced step's trace next to its run record (`<record>.trace.json`).
@@ -188,6 +217,7 @@ fn write_step_trace(record: &RunRecord, sides: &[SideTrace]) -> Result<PathBuf, 
         lab: record.lab.clone(),
         workload: record.workload.clone(),
         run_id: record.id.clone(),
+        error: None,
     };
     let text = serde_json::to_vec(&chrome_trace(&ctx, sides)).map_err(|e| format!("the trace: {e}"))?;
     std::fs::write(&path, text).map_err(|e| format!("writing the trace to {}: {e}", path.display()))?;

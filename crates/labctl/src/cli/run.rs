@@ -7,10 +7,10 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use lab_core::agent_proto::v1::{CmMode, CompletionMode, Fault, TraceOptions};
 use lab_core::params::WorkloadRequest;
-use lab_core::run::run_workload_traced;
+use lab_core::run::{run_workload_traced, RunError};
 use lab_model::workloads::WORKLOADS;
 use lab_results::run::RunRecord;
-use lab_results::trace::{chrome_trace, TraceContext};
+use lab_results::trace::{chrome_trace, SideTrace, TraceContext};
 
 use super::global::{open_lab, GlobalArgs};
 use super::table::{Align, Table};
@@ -218,7 +218,7 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     // Progress: on every phase change, and at most once a second within one.
     let quiet = run.json;
     let mut last: Option<(String, f64)> = None;
-    let (record, traces) = run_workload_traced(&lab, &opts, |p| {
+    let outcome = run_workload_traced(&lab, &opts, |p| {
         let due = match &last {
             Some((phase, at)) => *phase != p.phase || p.elapsed_s - at >= 1.0,
             None => true,
@@ -237,35 +237,38 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
             p.elapsed_s, p.phase, p.ops, p.bytes
         );
     })
-    .await?;
+    .await;
+    let (record, traces) = match outcome {
+        Ok(done) => done,
+        // What both sides recorded up to the failure is written before the error is told.
+        Err(RunError::Traced { error, run_id, traces }) => {
+            if let Some((path, file)) = trace_file {
+                let ctx = TraceContext {
+                    lab: lab.spec.name.clone(),
+                    workload: opts.params.workload.clone(),
+                    run_id,
+                    error: Some(error.to_string()),
+                };
+                write_trace(&path, file, &ctx, &traces, quiet)?;
+            }
+            return Err((*error).into());
+        }
+        Err(e) => {
+            // Nothing was recorded: the file opened for the trace goes.
+            if let Some((path, _)) = &trace_file {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e.into());
+        }
+    };
     if let (Some((path, file)), Some(sides)) = (trace_file, traces) {
         let ctx = TraceContext {
             lab: record.lab.clone(),
             workload: record.workload.clone(),
             run_id: record.id.clone(),
+            error: None,
         };
-        let doc = chrome_trace(&ctx, &sides);
-        serde_json::to_writer(std::io::BufWriter::new(file), &doc)
-            .map_err(|e| anyhow::anyhow!("writing the trace to {}: {e}", path.display()))?;
-        if !quiet {
-            for s in &sides {
-                eprintln!(
-                    "  trace {:<6} {}: {} events, {} dropped, every {} post/completion, clock {:+.3} ms +/- {:.3} ms, {:.0} ns/event",
-                    s.role,
-                    s.node,
-                    s.trace.events.len(),
-                    s.trace.dropped,
-                    s.trace.sample_every,
-                    s.clock.offset_ns as f64 / 1e6,
-                    s.clock.error_ns as f64 / 1e6,
-                    s.trace.record_cost_ns
-                );
-            }
-            eprintln!(
-                "  trace written to {} (open it in https://ui.perfetto.dev)",
-                path.display()
-            );
-        }
+        write_trace(&path, file, &ctx, &sides, quiet)?;
     }
     if run.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
@@ -277,6 +280,41 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Writes the trace's JSON to `file` and says what it holds.
+fn write_trace(
+    path: &std::path::Path,
+    file: std::fs::File,
+    ctx: &TraceContext,
+    sides: &[SideTrace],
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let doc = chrome_trace(ctx, sides);
+    serde_json::to_writer(std::io::BufWriter::new(file), &doc)
+        .map_err(|e| anyhow::anyhow!("writing the trace to {}: {e}", path.display()))?;
+    if quiet {
+        return Ok(());
+    }
+    for s in sides {
+        eprintln!(
+            "  trace {:<6} {}: {} events, {} dropped, every {} post/completion, clock {:+.3} ms +/- {:.3} ms, {:.0} ns/event{}",
+            s.role,
+            s.node,
+            s.trace.events.len(),
+            s.trace.dropped,
+            s.trace.sample_every,
+            s.clock.offset_ns as f64 / 1e6,
+            s.clock.error_ns as f64 / 1e6,
+            s.trace.record_cost_ns,
+            s.failed.as_deref().map(|e| format!(", FAILED: {e}")).unwrap_or_default()
+        );
+    }
+    eprintln!(
+        "  trace written to {} (open it in https://ui.perfetto.dev)",
+        path.display()
+    );
+    Ok(())
 }
 
 pub(crate) fn print_record(r: &RunRecord) {

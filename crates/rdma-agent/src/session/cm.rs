@@ -178,7 +178,7 @@ pub(crate) fn server(
     for id in &ids {
         id.disconnect();
     }
-    attach_trace(&mut side, &mut result);
+    attach_trace(&mut side, &mut result, &spec.id);
     result
 }
 
@@ -281,7 +281,7 @@ pub(crate) fn client(
     for id in &ids {
         id.disconnect();
     }
-    attach_trace(&mut side, &mut result);
+    attach_trace(&mut side, &mut result, &spec.id);
     // Give the DREQs a moment to leave before the ids are destroyed.
     let _ = channel.next_event(Duration::from_millis(200), "DISCONNECTED");
     result

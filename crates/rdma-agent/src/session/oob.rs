@@ -167,7 +167,7 @@ pub(crate) fn side(
     }
     side.start_clock();
     let mut result = workload.run(&mut side);
-    attach_trace(&mut side, &mut result);
+    attach_trace(&mut side, &mut result, &spec.id);
     result
 }
 

@@ -84,11 +84,11 @@ pub(crate) fn new_side(
     Side::new(link, spec.params.clone(), spec.role, bounds, progress, initial_psn())
 }
 
-/// Ends a traced side: records its verdict and hands the trace to its
-/// result (a failed side's trace is lost with its result).
-pub(crate) fn attach_trace(side: &mut Side, result: &mut Result<SideResult, SessionError>) {
+/// Ends a traced side of session `session_id`: records its verdict and
+/// hands the trace to its result, or keeps it for TakeTrace if it failed.
+pub(crate) fn attach_trace(side: &mut Side, result: &mut Result<SideResult, SessionError>, session_id: &str) {
     if let Some(tracer) = side.link.take_tracer() {
-        crate::trace::attach(*tracer, result);
+        crate::trace::attach(*tracer, result, session_id);
     }
 }
 

@@ -966,10 +966,17 @@ impl Link {
             for (c, wc) in out.iter().zip(self.wcs.iter()).take(n as usize) {
                 if tr.sample_completion() {
                     let qp = self.qps.iter().position(|q| q.qp_number() == wc.qp_num).unwrap_or(0);
+                    let status = super::wc::wc_status_name(c.status).0;
                     let what = crate::trace::What::Completion {
                         wr_id: c.wr_id,
-                        status: super::wc::wc_status_name(c.status).0,
-                        opcode: super::wc::wc_opcode_name(c.opcode),
+                        status,
+                        // Only wr_id, status, qp_num and vendor_err are valid in a failed
+                        // completion (ibv_poll_cq(3)); the trace names it by its post.
+                        opcode: if status == "IBV_WC_SUCCESS" {
+                            super::wc::wc_opcode_name(c.opcode)
+                        } else {
+                            crate::trace::FAILED_OPCODE
+                        },
                         byte_len: c.byte_len,
                         imm: c.has_imm.then_some(c.imm),
                     };
