@@ -367,6 +367,7 @@ fn side_trace(role: &str, node: &str, clock: ClockEstimate, (trace, failed): (Tr
         trace,
         clock,
         failed,
+        clock_after: None,
     }
 }
 
@@ -407,8 +408,9 @@ pub async fn run_workload_traced(
         )
     )?;
 
+    // One anchor for the samples before and after the run: the drift between them is taken out.
+    let anchor = Instant::now();
     let clocks = if opts.params.trace.is_some() {
-        let anchor = Instant::now();
         Some((
             sample_clock(&mut server, anchor).await?,
             sample_clock(&mut client, anchor).await?,
@@ -488,8 +490,17 @@ pub async fn run_workload_traced(
         }
         None => None,
     };
+    let clocks_after = match clocks {
+        // Sampled after the run, so the trace can take each clock's drift over it out.
+        Some(_) => Some((
+            sample_clock(&mut server, anchor).await.ok(),
+            sample_clock(&mut client, anchor).await.ok(),
+        )),
+        None => None,
+    };
     let traces = clocks.map(|(server_clock, client_clock)| {
-        vec![
+        let (server_after, client_after) = clocks_after.unwrap_or_default();
+        let mut sides = vec![
             side_trace(
                 "server",
                 &opts.server,
@@ -502,7 +513,10 @@ pub async fn run_workload_traced(
                 client_clock,
                 (client_side.trace.take().unwrap_or_default(), None),
             ),
-        ]
+        ];
+        sides[0].clock_after = server_after;
+        sides[1].clock_after = client_after;
+        sides
     });
     let headline = &client_side;
     let bw = headline.bw.unwrap_or_default();

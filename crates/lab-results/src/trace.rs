@@ -46,6 +46,9 @@ pub struct ClockEstimate {
     pub rtt_ns: u64,
     /// Samples taken.
     pub samples: usize,
+    /// The agent's clock reading in the sample used (where on the agent's
+    /// clock this offset held).
+    pub agent_ns: u64,
 }
 
 /// NTP's estimate from the sample with the smallest round trip:
@@ -63,6 +66,7 @@ pub fn estimate_offset(samples: &[ClockSample]) -> Option<ClockEstimate> {
         error_ns: rtt.div_ceil(2),
         rtt_ns: rtt,
         samples: samples.len(),
+        agent_ns: best.agent_ns,
     })
 }
 
@@ -80,6 +84,36 @@ pub struct SideTrace {
     /// Why the side failed, when it did (its trace then ends at the failure;
     /// None for a side that ended with a result).
     pub failed: Option<String>,
+    /// The clock sampled again after the run, when it was: the two clocks'
+    /// drift over the run is then taken out (see [`SideTrace::offset_at`]).
+    pub clock_after: Option<ClockEstimate>,
+}
+
+impl SideTrace {
+    /// agent - controller at the agent's time `t_agent_ns`: the offset
+    /// measured before the run, or, with a second measurement after it, the
+    /// line through both (two free-running clocks drift apart at a rate that
+    /// is constant over a run's seconds). Good to within the larger of the two
+    /// error bounds between the measurements.
+    pub fn offset_at(&self, t_agent_ns: u64) -> i128 {
+        let before = &self.clock;
+        match &self.clock_after {
+            Some(after) if after.agent_ns > before.agent_ns => {
+                let (o1, o2) = (i128::from(before.offset_ns), i128::from(after.offset_ns));
+                let (a1, a2) = (i128::from(before.agent_ns), i128::from(after.agent_ns));
+                o1 + (o2 - o1) * (i128::from(t_agent_ns) - a1) / (a2 - a1)
+            }
+            _ => i128::from(before.offset_ns),
+        }
+    }
+
+    /// How fast the agent's clock ran against the controller's over the run,
+    /// in parts per million; None without a second measurement.
+    pub fn drift_ppm(&self) -> Option<f64> {
+        let after = self.clock_after.as_ref()?;
+        let span = after.agent_ns.checked_sub(self.clock.agent_ns).filter(|&s| s > 0)?;
+        Some((after.offset_ns - self.clock.offset_ns) as f64 / span as f64 * 1e6)
+    }
 }
 
 /// What the JSON's metadata names besides the sides.
@@ -108,7 +142,7 @@ fn pid(index: usize) -> usize {
 pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
     let mut out: Vec<Value> = Vec::new();
     // Controller-clock times, rebased so the first event is at 0.
-    let aligned = |side: &SideTrace, e: &TraceEvent| i128::from(e.t_ns) - i128::from(side.clock.offset_ns);
+    let aligned = |side: &SideTrace, e: &TraceEvent| i128::from(e.t_ns) - side.offset_at(e.t_ns);
     let t0 = sides
         .iter()
         .flat_map(|s| s.trace.events.iter().map(move |e| aligned(s, e)))
@@ -206,7 +240,9 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
                 "clock_error_ns": s.clock.error_ns, "clock_rtt_ns": s.clock.rtt_ns, "clock_samples": s.clock.samples,
                 "events": s.trace.events.len(), "dropped": s.trace.dropped, "ring_size": s.trace.capacity,
                 "sample_every": s.trace.sample_every, "record_cost_ns": s.trace.record_cost_ns,
-                "failed": s.failed})
+                "failed": s.failed, "clock_drift_ppm": s.drift_ppm(),
+                "clock_after_offset_ns": s.clock_after.map(|c| c.offset_ns),
+                "clock_after_error_ns": s.clock_after.map(|c| c.error_ns)})
         })
         .collect();
     json!({
@@ -393,8 +429,10 @@ mod tests {
                 error_ns: 1_000,
                 rtt_ns: 2_000,
                 samples: 8,
+                agent_ns: 0,
             },
             failed: None,
+            clock_after: None,
         }
     }
 
@@ -545,5 +583,43 @@ mod tests {
             .find(|e| e["ph"] == "X" && e["args"]["wr_id"] == "0x3")
             .expect("the write's span");
         assert_eq!(span["dur"], 20.0);
+    }
+
+    #[test]
+    fn drift_between_two_measurements_is_taken_out() {
+        // The agent's clock gains 100 ppm: 1 ms over 10 s of its time.
+        let mut s = side(
+            "client",
+            5_000_000,
+            vec![event(5_000_000_000, 0, "verify", "verified", &[])],
+        );
+        s.clock.agent_ns = 1_000_000_000;
+        assert_eq!(
+            s.offset_at(6_000_000_000),
+            5_000_000,
+            "one measurement: a constant offset"
+        );
+        assert!(s.drift_ppm().is_none());
+        s.clock_after = Some(ClockEstimate {
+            offset_ns: 6_000_000,
+            error_ns: 1_000,
+            rtt_ns: 2_000,
+            samples: 8,
+            agent_ns: 11_000_000_000,
+        });
+        assert_eq!(s.offset_at(1_000_000_000), 5_000_000);
+        assert_eq!(s.offset_at(6_000_000_000), 5_500_000, "halfway: half the drift");
+        assert_eq!(s.offset_at(11_000_000_000), 6_000_000);
+        assert!((s.drift_ppm().unwrap() - 100.0).abs() < 1e-9);
+        let ctx = TraceContext {
+            lab: "lab".into(),
+            workload: "write-bw".into(),
+            run_id: "r3".into(),
+            error: None,
+        };
+        let doc = chrome_trace(&ctx, &[s]);
+        let node = &doc["otherData"]["nodes"][0];
+        assert!((node["clock_drift_ppm"].as_f64().unwrap() - 100.0).abs() < 1e-9);
+        assert_eq!(node["clock_after_offset_ns"], 6_000_000);
     }
 }
