@@ -324,6 +324,7 @@ impl Lab {
                     packages_in_image,
                     agent,
                     ssh_wait,
+                    console: provider.console_log(&self.dir, &name),
                 };
                 let result =
                     provision::provision_node(job, reporter, || provider.check_alive(&self.dir, snapshot, &name)).await;
@@ -487,7 +488,7 @@ impl Lab {
                     reporter,
                     &name,
                     "verify agent",
-                    provision::deploy_agent(&session, node, AgentDeploy { binary: agent, secret }),
+                    provision::deploy_agent(&session, node, AgentDeploy { binary: agent, secret }, reporter),
                 )
                 .await;
                 if let Err(e) = deployed {
