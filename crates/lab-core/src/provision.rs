@@ -184,16 +184,28 @@ pub struct NodeJob<'a> {
 /// What the lab image's boot script writes to the console when init is done.
 pub const BOOT_DONE_MARK: &str = "lab-boot:";
 
-/// Returns once `console` holds a line with [`BOOT_DONE_MARK`]; never
-/// returns otherwise (images without the line, other providers).
-async fn console_says_booted(console: &std::path::Path) {
+/// Returns once `console` holds a line with [`BOOT_DONE_MARK`], or with
+/// the error of `still_alive` (asked every second) when the machine died;
+/// runs as long as neither happens.
+async fn console_says_booted<F>(
+    console: &std::path::Path,
+    still_alive: &mut impl FnMut() -> F,
+) -> Result<(), ProviderError>
+where
+    F: std::future::Future<Output = Result<(), ProviderError>>,
+{
+    let mut tick = 0u64;
     loop {
         if std::fs::read(console).is_ok_and(|bytes| {
             bytes
                 .windows(BOOT_DONE_MARK.len())
                 .any(|w| w == BOOT_DONE_MARK.as_bytes())
         }) {
-            return;
+            return Ok(());
+        }
+        tick += 1;
+        if tick % 10 == 0 {
+            still_alive().await?;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -222,25 +234,33 @@ where
 {
     let name = job.node.name.clone();
     let pinned = ssh::pinned_host_key(&name, job.node.host_key.as_deref())?;
+    let mut still_alive = still_alive;
+    let started = std::time::Instant::now();
+    if let Some(console) = &job.console {
+        // SSH is tried once the node's init says it is done: an attempt made
+        // before the node's network is up hangs in QEMU's user-mode NAT,
+        // which resends the SYN with a growing backoff (it cost ~10 s when
+        // polled from the start). A console that never says so (another
+        // image) only delays polling until the wait is over.
+        let booted = tokio::time::timeout(job.ssh_wait, console_says_booted(console, &mut still_alive));
+        if let Ok(Err(died)) = step(reporter, &name, "boot to init", booted).await {
+            return Err(ProvisionError::Provider(died));
+        }
+    }
     let ssh_target = target(job.node);
-    let connect = step(
+    let connected = step(
         reporter,
         &name,
         "wait for SSH",
-        SshSession::connect_with_retry(&ssh_target, job.key.clone(), pinned, job.ssh_wait, still_alive),
-    );
-    // The boot is timed from the console while SSH is awaited.
-    let booted = async {
-        match &job.console {
-            Some(console) => step(reporter, &name, "boot to init", console_says_booted(console)).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(connect);
-    let connected = tokio::select! {
-        connected = &mut connect => connected,
-        () = booted => connect.await,
-    };
+        SshSession::connect_with_retry(
+            &ssh_target,
+            job.key.clone(),
+            pinned,
+            job.ssh_wait.saturating_sub(started.elapsed()),
+            still_alive,
+        ),
+    )
+    .await;
     let session = connected.map_err(|e| match e {
         ConnectFailure::Ssh(e) => ProvisionError::Ssh(e),
         ConnectFailure::NodeDied(e) => ProvisionError::Provider(e),
