@@ -204,7 +204,7 @@ where
             return Ok(());
         }
         tick += 1;
-        if tick % 10 == 0 {
+        if tick.is_multiple_of(10) {
             still_alive().await?;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
