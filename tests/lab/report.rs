@@ -465,6 +465,25 @@ fn test_bench_orchestration_times_up_and_down_of_a_scratch_lab(lab: &Labctl) -> 
     check(steps[0]["seconds"]["median"].as_f64() > Some(5.0), || {
         format!("up took {}", steps[0]["seconds"])
     })?;
+    // Where the warm `up` spent its time, from its own timeline: the VMs'
+    // boot, SSH and the agent, each with a time and in the order they ran.
+    let phases = b["orchestration"]["phases"]
+        .as_array()
+        .ok_or_else(|| format!("no orchestration phases: {b}"))?;
+    let ends_at = |name: &str| {
+        phases
+            .iter()
+            .find(|p| p["phase"] == name && p["nodes"] == 2 && p["seconds"]["n"] == 1)
+            .and_then(|p| p["ends_at"]["median"].as_f64())
+    };
+    let order: Vec<Option<f64>> = ["start VMs", "boot to init", "wait for SSH", "agent health", "status"]
+        .into_iter()
+        .map(ends_at)
+        .collect();
+    check(
+        order.iter().all(Option::is_some) && order.windows(2).all(|w| w[0] <= w[1]),
+        || format!("phases (start VMs, boot, SSH, agent health, status done at) {order:?}: {phases:?}"),
+    )?;
     // Nothing of the scratch lab is left: no directory, no process.
     let leftovers: Vec<_> = std::fs::read_dir(&lab.state_base)?
         .flatten()

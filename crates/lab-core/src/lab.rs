@@ -11,7 +11,7 @@ use russh::keys::PrivateKey;
 
 use lab_model::{ConfigError, Fabric, LabSpec, LabsFile, ResolvedNode};
 use lab_providers::AgentBinary;
-use lab_providers::{HostKeyPair, NodeKeys, Provider, ProviderError};
+use lab_providers::{HostKeyPair, NodeKeys, PreloadFile, Provider, ProviderError};
 use lab_remote::agent::{self, AgentError};
 use lab_state::progress::Reporter;
 
@@ -263,8 +263,23 @@ impl Lab {
             created: state.created_at.clone(),
         })?;
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
-        let keys = self.node_keys(&key)?;
+        let mut keys = self.node_keys(&key)?;
         let secret = self.load_or_create_agent_secret()?;
+        // Where the provider can, nodes boot with the agent and its secret
+        // (no upload, the agent starts with the node); provisioning checks
+        // them by hash as it does on any node.
+        keys.preload = vec![
+            PreloadFile {
+                path: provision::AGENT_PATH.into(),
+                mode: 0o755,
+                bytes: agent.bytes.clone(),
+            },
+            PreloadFile {
+                path: agent_proto::auth::NODE_SECRET_FILE.into(),
+                mode: 0o600,
+                bytes: Arc::new(secret.to_file_text().into_bytes()),
+            },
+        ];
         provider
             .create(&self.spec, &self.nodes, &self.dir, &mut state, &keys, reporter)
             .await?;
@@ -324,6 +339,7 @@ impl Lab {
                     packages_in_image,
                     agent,
                     ssh_wait,
+                    console: provider.console_log(&self.dir, &name),
                 };
                 let result =
                     provision::provision_node(job, reporter, || provider.check_alive(&self.dir, snapshot, &name)).await;
@@ -487,7 +503,7 @@ impl Lab {
                     reporter,
                     &name,
                     "verify agent",
-                    provision::deploy_agent(&session, node, AgentDeploy { binary: agent, secret }),
+                    provision::deploy_agent(&session, node, AgentDeploy { binary: agent, secret }, reporter),
                 )
                 .await;
                 if let Err(e) = deployed {
@@ -656,6 +672,7 @@ impl Lab {
         Ok(NodeKeys {
             authorized_key: ssh::public_line(login.public_key()),
             host_keys,
+            preload: Vec::new(),
         })
     }
 

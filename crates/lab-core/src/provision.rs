@@ -176,6 +176,39 @@ pub struct NodeJob<'a> {
     pub agent: AgentDeploy<'a>,
     /// How long to wait for SSH.
     pub ssh_wait: Duration,
+    /// The node's console log, where the lab image's init says when it is
+    /// done (`lab-boot:`); read only to time the boot (`up`'s phases).
+    pub console: Option<std::path::PathBuf>,
+}
+
+/// What the lab image's boot script writes to the console when init is done.
+pub const BOOT_DONE_MARK: &str = "lab-boot:";
+
+/// Returns once `console` holds a line with [`BOOT_DONE_MARK`], or with
+/// the error of `still_alive` (asked every second) when the machine died;
+/// runs as long as neither happens.
+async fn console_says_booted<F>(
+    console: &std::path::Path,
+    still_alive: &mut impl FnMut() -> F,
+) -> Result<(), ProviderError>
+where
+    F: std::future::Future<Output = Result<(), ProviderError>>,
+{
+    let mut tick = 0u64;
+    loop {
+        if std::fs::read(console).is_ok_and(|bytes| {
+            bytes
+                .windows(BOOT_DONE_MARK.len())
+                .any(|w| w == BOOT_DONE_MARK.as_bytes())
+        }) {
+            return Ok(());
+        }
+        tick += 1;
+        if tick.is_multiple_of(10) {
+            still_alive().await?;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The SSH target of a recorded node.
@@ -201,14 +234,34 @@ where
 {
     let name = job.node.name.clone();
     let pinned = ssh::pinned_host_key(&name, job.node.host_key.as_deref())?;
-    let session = step(
+    let mut still_alive = still_alive;
+    let started = std::time::Instant::now();
+    if let Some(console) = &job.console {
+        // SSH is tried once the node's init says it is done: an attempt made
+        // before the node's network is up hangs in QEMU's user-mode NAT,
+        // which resends the SYN with a growing backoff (it cost ~10 s when
+        // polled from the start). A console that never says so (another
+        // image) only delays polling until the wait is over.
+        let booted = tokio::time::timeout(job.ssh_wait, console_says_booted(console, &mut still_alive));
+        if let Ok(Err(died)) = step(reporter, &name, "boot to init", booted).await {
+            return Err(ProvisionError::Provider(died));
+        }
+    }
+    let ssh_target = target(job.node);
+    let connected = step(
         reporter,
         &name,
         "wait for SSH",
-        SshSession::connect_with_retry(&target(job.node), job.key.clone(), pinned, job.ssh_wait, still_alive),
+        SshSession::connect_with_retry(
+            &ssh_target,
+            job.key.clone(),
+            pinned,
+            job.ssh_wait.saturating_sub(started.elapsed()),
+            still_alive,
+        ),
     )
-    .await
-    .map_err(|e| match e {
+    .await;
+    let session = connected.map_err(|e| match e {
         ConnectFailure::Ssh(e) => ProvisionError::Ssh(e),
         ConnectFailure::NodeDied(e) => ProvisionError::Provider(e),
     })?;
@@ -248,7 +301,13 @@ where
         job.node.data_netdev = Some(netdev);
         job.node.rdma_device = Some(device);
     }
-    step(reporter, &name, "agent", deploy_agent(&session, job.node, job.agent)).await?;
+    step(
+        reporter,
+        &name,
+        "agent",
+        deploy_agent(&session, job.node, job.agent, reporter),
+    )
+    .await?;
     job.node.provisioned = true;
     Ok(session)
 }
@@ -495,8 +554,10 @@ pub async fn deploy_agent(
     session: &Arc<SshSession>,
     node: &mut NodeState,
     deploy: AgentDeploy<'_>,
+    reporter: &dyn Reporter,
 ) -> Result<(), ProvisionError> {
     let AgentDeploy { binary: agent, secret } = deploy;
+    let name = node.name.clone();
     let (agent_path, secret_path) = agent_paths(node);
     let agent_path = agent_path.as_str();
     // Before the binary: the node's supervisor starts the agent as soon as
@@ -509,41 +570,31 @@ pub async fn deploy_agent(
             .arg("sh")
             .arg(&secret_path),
     );
-    let secret_changed = session
-        .run_with_input(&install, secret.to_file_text().as_bytes(), "agent-secret.sh")
-        .await?
+    let secret_changed = step(
+        reporter,
+        &name,
+        "agent secret",
+        session.run_with_input(&install, secret.to_file_text().as_bytes(), "agent-secret.sh"),
+    )
+    .await?
         == "changed";
-    let remote = session
-        .exec(&as_root(node, RemoteCommand::new("sha256sum").arg(agent_path)).stderr_to_null())
-        .await?
-        .stdout_text();
+    let remote = step(
+        reporter,
+        &name,
+        "agent hash",
+        session.exec(&as_root(node, RemoteCommand::new("sha256sum").arg(agent_path)).stderr_to_null()),
+    )
+    .await?
+    .stdout_text();
     let up_to_date = remote.split_whitespace().next() == Some(agent.sha256.as_str());
     if !up_to_date {
-        check_agent_runs(session, node, agent).await?;
-        if node.ssh_user == "root" {
-            session.upload(&agent.bytes, agent_path, 0o755).await?;
-        } else {
-            // SFTP writes as the SSH user; root moves the file into place.
-            let staged = format!("/tmp/rdma-agent.{}", &agent.sha256[..12]);
-            session.upload(&agent.bytes, &staged, 0o755).await?;
-            let install = as_root(
-                node,
-                RemoteCommand::new("install").args(["-m", "0755", staged.as_str(), agent_path]),
-            );
-            let shown = install.to_string();
-            let out = session
-                .exec(&install.and(RemoteCommand::new("rm").arg("-f").arg(&staged)))
-                .await?;
-            if out.status != 0 {
-                return Err(ProvisionError::Ssh(SshError::CommandFailed {
-                    node: node.name.clone(),
-                    command: shown,
-                    status: out.status,
-                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                }));
-            }
-        }
-        check_agent_libraries(session, node, agent_path).await?;
+        step(
+            reporter,
+            &name,
+            "agent upload",
+            upload_agent(session, node, agent, agent_path),
+        )
+        .await?;
     }
     let running = match &node.host {
         Some(h) => as_root(
@@ -554,9 +605,15 @@ pub async fn deploy_agent(
     };
     let running = session.exec(&running).await?.status == 0;
     if !up_to_date || !running || secret_changed {
-        start_agent(session, node).await?;
+        step(reporter, &name, "agent start", start_agent(session, node)).await?;
     }
-    let version = agent::wait_healthy(session.clone(), node.agent_port, secret, Duration::from_secs(30)).await?;
+    let version = step(
+        reporter,
+        &name,
+        "agent health",
+        agent::wait_healthy(session.clone(), node.agent_port, secret, Duration::from_secs(30)),
+    )
+    .await?;
     if version != agent.version {
         return Err(ProvisionError::AgentVersion {
             node: node.name.clone(),
@@ -565,6 +622,42 @@ pub async fn deploy_agent(
         });
     }
     node.agent_sha256 = Some(agent.sha256.clone());
+    Ok(())
+}
+
+/// Puts `agent` at `agent_path` on the node (after checking the node can
+/// run it) and checks it finds its libraries there.
+async fn upload_agent(
+    session: &SshSession,
+    node: &NodeState,
+    agent: &AgentBinary,
+    agent_path: &str,
+) -> Result<(), ProvisionError> {
+    check_agent_runs(session, node, agent).await?;
+    if node.ssh_user == "root" {
+        session.upload(&agent.bytes, agent_path, 0o755).await?;
+    } else {
+        // SFTP writes as the SSH user; root moves the file into place.
+        let staged = format!("/tmp/rdma-agent.{}", &agent.sha256[..12]);
+        session.upload(&agent.bytes, &staged, 0o755).await?;
+        let install = as_root(
+            node,
+            RemoteCommand::new("install").args(["-m", "0755", staged.as_str(), agent_path]),
+        );
+        let shown = install.to_string();
+        let out = session
+            .exec(&install.and(RemoteCommand::new("rm").arg("-f").arg(&staged)))
+            .await?;
+        if out.status != 0 {
+            return Err(ProvisionError::Ssh(SshError::CommandFailed {
+                node: node.name.clone(),
+                command: shown,
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }));
+        }
+    }
+    check_agent_libraries(session, node, agent_path).await?;
     Ok(())
 }
 

@@ -46,6 +46,7 @@ fn node_keys(lab: &Lab, login: &str) -> NodeKeys {
     NodeKeys {
         authorized_key: login.into(),
         host_keys,
+        preload: Vec::new(),
     }
 }
 

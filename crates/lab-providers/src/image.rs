@@ -177,8 +177,8 @@ pub fn cached(cache: &Path, packages: &[String]) -> Option<NodeImage> {
     let hash = recipe_hash(packages);
     let dir = cache.join("images").join(&hash);
     let image = NodeImage {
-        kernel: dir.join("vmlinuz"),
-        initramfs: dir.join("base.cpio.gz"),
+        kernel: dir.join("vmlinux"),
+        initramfs: dir.join("base.cpio"),
         hash,
     };
     (image.kernel.is_file() && image.initramfs.is_file()).then_some(image)
@@ -195,7 +195,7 @@ pub async fn ensure(
     if let Some(image) = cached(cache, packages) {
         return Ok(image);
     }
-    for (tool, package) in [("mmdebstrap", "mmdebstrap"), ("cpio", "cpio"), ("gzip", "gzip")] {
+    for (tool, package) in [("mmdebstrap", "mmdebstrap"), ("cpio", "cpio"), ("xz", "xz-utils")] {
         if which(tool).is_none() {
             return Err(ImageError::MissingTool { tool, package });
         }
@@ -399,9 +399,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("labctl-image-test-{}", std::process::id()));
         let img = dir.join("images").join(recipe_hash(&[]));
         fs::create_dir_all(&img).unwrap();
-        fs::write(img.join("vmlinuz"), b"k").unwrap();
+        fs::write(img.join("vmlinux"), b"k").unwrap();
         assert!(cached(&dir, &[]).is_none());
-        fs::write(img.join("base.cpio.gz"), b"i").unwrap();
+        fs::write(img.join("base.cpio"), b"i").unwrap();
         assert!(cached(&dir, &[]).is_some());
         // Another package set is another image, not this one.
         assert!(cached(&dir, &names(&["gcc"])).is_none());

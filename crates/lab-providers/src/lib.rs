@@ -35,6 +35,6 @@ mod registry;
 pub mod ssh;
 
 pub use agent_binary::AgentBinary;
-pub use node_keys::{HostKeyPair, NodeKeys};
+pub use node_keys::{HostKeyPair, NodeKeys, PreloadFile};
 pub use provider::{Liveness, Provider, ProviderError};
 pub use registry::{for_kind, for_lab};

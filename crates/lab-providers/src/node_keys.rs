@@ -35,6 +35,33 @@ pub struct NodeKeys {
     pub authorized_key: String,
     /// Each node's host key pair, by node name.
     pub host_keys: BTreeMap<String, HostKeyPair>,
+    /// Files every node may hold from its first boot (the agent and its
+    /// secret), where the provider can put them there before the machine
+    /// starts (QEMU: in the node's initramfs). Providers that cannot ignore
+    /// them; provisioning installs whatever a node lacks either way.
+    pub preload: Vec<PreloadFile>,
+}
+
+/// A file a node may be given before it boots.
+#[derive(Clone)]
+pub struct PreloadFile {
+    /// Absolute path on the node.
+    pub path: String,
+    /// Its mode (permission bits).
+    pub mode: u32,
+    /// Its content.
+    pub bytes: std::sync::Arc<Vec<u8>>,
+}
+
+impl fmt::Debug for PreloadFile {
+    // The agent secret is one of them: contents never reach a log.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreloadFile")
+            .field("path", &self.path)
+            .field("mode", &format_args!("{:o}", self.mode))
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
 }
 
 impl NodeKeys {

@@ -346,6 +346,23 @@ pub struct OrchestrationRecord {
     pub image_cache: String,
     /// Per step and node count.
     pub steps: Vec<StepTiming>,
+    /// Where the warm `up`s spent their time, per phase and node count
+    /// (from each `up`'s own timeline; records saved before it have none).
+    #[serde(default)]
+    pub phases: Vec<PhaseTiming>,
+}
+
+/// One phase of the warm `up`s of one node count, over the rounds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseTiming {
+    /// The step `up` reports (`start VMs`, `boot to init`, `wait for SSH`, `rxe`, ...).
+    pub phase: String,
+    /// Nodes in the scratch lab.
+    pub nodes: usize,
+    /// Seconds the slowest node took in it.
+    pub seconds: Stats,
+    /// Seconds from the start of `up` to when the last node finished it.
+    pub ends_at: Stats,
 }
 
 /// Every step of every round succeeded.

@@ -158,6 +158,13 @@ impl LabDir {
         self.root.join("known_hosts")
     }
 
+    /// The phases of the `up` that created the lab (`up`'s timeline, a
+    /// JSON list of [`StepTime`](crate::progress::StepTime)), which
+    /// `bench --orchestration` reads.
+    pub fn up_timings(&self) -> PathBuf {
+        self.root.join("up-timings.json")
+    }
+
     /// A node's serial console log.
     pub fn console_log(&self, node: &str) -> PathBuf {
         self.root.join(format!("{node}.console.log"))

@@ -15,14 +15,16 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use lab_results::bench::{BenchRecord, OrchestrationRecord, Stats, StepTiming, Suite, BENCH_SCHEMA};
+use lab_results::bench::{BenchRecord, OrchestrationRecord, PhaseTiming, Stats, StepTiming, Suite, BENCH_SCHEMA};
 use serde::Serialize;
 
 use super::{save, BenchError};
 use crate::lab::Lab;
 use lab_model::{LabSpec, NodeSpec, ProviderKind};
 use lab_state::now_rfc3339;
+use lab_state::progress::{phases, PhaseTime, StepTime};
 use lab_state::text::last_lines;
+use lab_state::LabDir;
 
 /// What to time.
 #[derive(Debug, Clone)]
@@ -137,6 +139,48 @@ impl Scratch {
     }
 }
 
+impl Scratch {
+    /// The phases the last `up` of lab `name` recorded (empty if it did not).
+    fn up_timeline(&self, name: &str) -> Vec<StepTime> {
+        std::fs::read(LabDir::at(&self.state.join(name), name).up_timings())
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// Per phase, over the rounds' timelines of `nodes` nodes: the slowest
+/// node's seconds and when the phase was done, in the order of the phases.
+fn phase_timing(nodes: usize, timelines: &[Vec<StepTime>]) -> Vec<PhaseTiming> {
+    let rounds: Vec<Vec<PhaseTime>> = timelines.iter().map(|t| phases(t)).collect();
+    let mut names: Vec<String> = Vec::new();
+    for round in &rounds {
+        for p in round {
+            if !names.contains(&p.step) {
+                names.push(p.step.clone());
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let of = |pick: fn(&PhaseTime) -> f64| {
+                Stats::of(
+                    rounds
+                        .iter()
+                        .map(|round| round.iter().find(|p| p.step == name).map(pick)),
+                )
+            };
+            PhaseTiming {
+                seconds: of(|p| p.slowest_s),
+                ends_at: of(|p| p.ends_at_s),
+                phase: name,
+                nodes,
+            }
+        })
+        .collect()
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         // Blocking on purpose: this also runs when the bench's future is
@@ -214,10 +258,12 @@ pub async fn run_orchestration(
     let started_at = now_rfc3339();
     let started = Instant::now();
     let mut steps = Vec::new();
+    let mut phase_timings = Vec::new();
     for &nodes in &opts.nodes {
         let spec = scratch_spec(&lab.spec, nodes);
         let scratch = Scratch::create(&opts.labctl, &base_dir, &spec)?;
         let (mut warm, mut cold, mut down) = (Vec::new(), Vec::new(), Vec::new());
+        let mut timelines = Vec::new();
         for round in 0..opts.rounds.max(1) {
             let mut step = Step {
                 scratch: &scratch,
@@ -226,7 +272,11 @@ pub async fn run_orchestration(
                 timeout: opts.timeout,
                 on_event: &mut on_event,
             };
-            warm.push(step.run("up warm", None).await);
+            let up = step.run("up warm", None).await;
+            if up.is_ok() {
+                timelines.push(scratch.up_timeline(&spec.name));
+            }
+            warm.push(up);
             down.push(step.run("down", None).await);
             if opts.cold {
                 let cache = scratch.dir.join("empty-image-cache");
@@ -236,6 +286,7 @@ pub async fn run_orchestration(
             }
         }
         steps.push(timing("up warm", nodes, warm));
+        phase_timings.extend(phase_timing(nodes, &timelines));
         if opts.cold {
             steps.push(timing("up cold", nodes, cold));
         }
@@ -259,6 +310,7 @@ pub async fn run_orchestration(
         orchestration: Some(OrchestrationRecord {
             image_cache: lab_providers::image::cache_root().display().to_string(),
             steps,
+            phases: phase_timings,
         }),
         saved_to: None,
     };
@@ -305,7 +357,8 @@ mod tests {
         assert_eq!(t.errors, vec!["boom".to_string()]);
         assert!(!lab_results::bench::orchestration_ok(&OrchestrationRecord {
             image_cache: String::new(),
-            steps: vec![t]
+            steps: vec![t],
+            phases: Vec::new(),
         }));
     }
 }

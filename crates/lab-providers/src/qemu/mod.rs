@@ -26,7 +26,7 @@ use self::process::StartedProcess;
 use self::supervisor::{exit_file, SupervisorReport, VmPlan, VmSpec, PLAN_FILE, PROCESS_FILE, REPORT_FILE};
 use crate::image::{self, which};
 use crate::provider::{Provider, ProviderError};
-use crate::{HostKeyPair, NodeKeys};
+use crate::{HostKeyPair, NodeKeys, PreloadFile};
 use lab_model::{Accel, LabSpec, ResolvedNode};
 use lab_state::progress::{step, Reporter};
 use lab_state::text::file_tail;
@@ -143,7 +143,9 @@ fn pick_ports(nodes: &[ResolvedNode]) -> Result<Vec<u16>, ProviderError> {
     Ok(ports)
 }
 
-/// The node's identity archive, appended to the shared initramfs.
+/// The node's identity archive, appended to the shared initramfs: who it
+/// is, its keys, and the `preload` files (the agent, its secret and port,
+/// so the image's init starts the agent as the node boots).
 fn identity_cpio(
     node: &ResolvedNode,
     all: &[ResolvedNode],
@@ -151,6 +153,7 @@ fn identity_cpio(
     data_mac: &str,
     authorized_key: &str,
     host_key: &HostKeyPair,
+    preload: &[PreloadFile],
 ) -> std::io::Result<Vec<u8>> {
     let env = format!(
         "LAB_HOSTNAME={}\nLAB_MGMT_MAC={mgmt_mac}\nLAB_DATA_MAC={data_mac}\nLAB_DATA_ADDR={}\nLAB_DATA_PREFIX={}\n",
@@ -164,7 +167,7 @@ fn identity_cpio(
     }
     // The host key labctl generated: boot.sh creates one only when none is
     // there, so sshd presents exactly the key already pinned in the state.
-    let files: [(&str, u32, String); 7] = [
+    let mut files: Vec<(String, u32, Vec<u8>)> = [
         ("etc/lab/node.env", 0o100644, env),
         ("etc/hosts", 0o100644, hosts),
         ("etc/hostname", 0o100644, format!("{}\n", node.name)),
@@ -184,7 +187,41 @@ fn identity_cpio(
             0o100644,
             format!("{}\n", host_key.public.trim()),
         ),
-    ];
+    ]
+    .into_iter()
+    .map(|(name, mode, text)| (name.to_string(), mode, text.into_bytes()))
+    .collect();
+    if !preload.is_empty() {
+        // agent-run reads the port from here (agent-start.sh writes it on
+        // nodes that were not given the agent at boot).
+        files.push((
+            "etc/lab/agent.env".into(),
+            0o100644,
+            format!("AGENT_PORT={AGENT_PORT}\n").into_bytes(),
+        ));
+    }
+    for file in preload {
+        let path = file.path.trim_start_matches('/');
+        // The kernel creates no missing directories: each parent gets an
+        // entry first (one that exists keeps its owner, and takes 0755).
+        let mut parent = String::new();
+        for dir in path
+            .split('/')
+            .collect::<Vec<_>>()
+            .split_last()
+            .map_or(&[][..], |(_, d)| d)
+        {
+            parent = if parent.is_empty() {
+                dir.to_string()
+            } else {
+                format!("{parent}/{dir}")
+            };
+            if !files.iter().any(|(name, _, _)| *name == parent) {
+                files.push((parent.clone(), 0o040755, Vec::new()));
+            }
+        }
+        files.push((path.to_string(), 0o100000 | (file.mode & 0o7777), file.bytes.to_vec()));
+    }
     let mut out = Vec::new();
     for (ino, (name, mode, content)) in files.iter().enumerate() {
         let mut w = cpio::newc::Builder::new(name)
@@ -192,23 +229,32 @@ fn identity_cpio(
             .mode(*mode)
             .nlink(1)
             .write(&mut out, content.len() as u32);
-        w.write_all(content.as_bytes())?;
+        w.write_all(content)?;
         w.finish()?;
     }
     cpio::newc::trailer(&mut out)?;
     Ok(out)
 }
 
-/// The shared image followed by the node's identity archive. The kernel
-/// accepts an uncompressed cpio after a compressed one only at a 4-byte
-/// aligned offset, and skips zero padding, so the base is padded first.
-fn initrd_bytes(base: &[u8], identity: &[u8]) -> Vec<u8> {
-    let pad = (4 - base.len() % 4) % 4;
-    let mut out = Vec::with_capacity(base.len() + pad + identity.len());
-    out.extend_from_slice(base);
-    out.resize(base.len() + pad, 0);
+/// What follows the shared image of `base_len` bytes in a node's initrd:
+/// its identity archive, which the kernel reads only at a 4-byte aligned
+/// offset (it skips zero padding), so padded first.
+fn identity_tail(base_len: u64, identity: &[u8]) -> Vec<u8> {
+    let pad = ((4 - base_len % 4) % 4) as usize;
+    let mut out = vec![0; pad];
     out.extend_from_slice(identity);
     out
+}
+
+/// Writes a node's initrd: a copy of the shared image (made by the kernel,
+/// `copy_file_range`, not through this process) and the node's identity.
+fn write_initrd(base: &Path, initrd: &Path, identity: &[u8]) -> Result<(), ProviderError> {
+    let base_len = fs::copy(base, initrd).map_err(io(format!("copying {} to {}", base.display(), initrd.display())))?;
+    fs::OpenOptions::new()
+        .append(true)
+        .open(initrd)
+        .and_then(|mut file| file.write_all(&identity_tail(base_len, identity)))
+        .map_err(io(format!("writing {}", initrd.display())))
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProviderError {
@@ -269,7 +315,8 @@ impl Provider for QemuProvider {
             hint: "install it with: apt-get install -y qemu-system-x86".into(),
         })?;
         let ports = pick_ports(nodes)?;
-        let base = fs::read(&image.initramfs).map_err(io(format!("reading {}", image.initramfs.display())))?;
+        reporter.begin("lab", "node files");
+        let files_started = Instant::now();
         let mut plan = VmPlan {
             lab: lab.name.clone(),
             vms: Vec::new(),
@@ -280,11 +327,17 @@ impl Provider for QemuProvider {
             fs::create_dir_all(&node_dir).map_err(io(format!("creating {}", node_dir.display())))?;
             let initrd = node_dir.join("initrd");
             let host_key = keys.host_key(&node.name)?;
-            let identity = identity_cpio(node, nodes, &mgmt_mac, &data_mac, &keys.authorized_key, host_key)
-                .map_err(io("writing the node identity archive"))?;
-            let mut file = fs::File::create(&initrd).map_err(io(format!("creating {}", initrd.display())))?;
-            file.write_all(&initrd_bytes(&base, &identity))
-                .map_err(io(format!("writing {}", initrd.display())))?;
+            let identity = identity_cpio(
+                node,
+                nodes,
+                &mgmt_mac,
+                &data_mac,
+                &keys.authorized_key,
+                host_key,
+                &keys.preload,
+            )
+            .map_err(io("writing the node identity archive"))?;
+            write_initrd(&image.initramfs, &initrd, &identity)?;
             let console_log = dir.console_log(&node.name);
             let _ = fs::remove_file(&console_log);
             plan.vms.push(VmSpec {
@@ -319,6 +372,7 @@ impl Provider for QemuProvider {
                 host: None,
             });
         }
+        reporter.end("lab", "node files", files_started.elapsed());
         let plan_path = dir.root().join(PLAN_FILE);
         lab_state::write_atomic(
             &plan_path,
@@ -601,6 +655,11 @@ mod tests {
                     .into(),
                 public: "ssh-ed25519 AAAAhost".into(),
             },
+            &[PreloadFile {
+                path: "/etc/labctl/agent.secret".into(),
+                mode: 0o600,
+                bytes: std::sync::Arc::new(b"00ff\n".to_vec()),
+            }],
         )
         .unwrap();
         let mut reader = std::io::Cursor::new(archive);
@@ -628,17 +687,30 @@ mod tests {
             .1
             .starts_with("-----BEGIN OPENSSH PRIVATE KEY-----\n"));
         assert_eq!(files["etc/ssh/ssh_host_ed25519_key.pub"].1, "ssh-ed25519 AAAAhost\n");
+        // A preloaded file, after an entry for its directory, and the
+        // agent's port beside it.
+        assert_eq!(files["etc/labctl"].0, 0o040755);
+        assert_eq!(files["etc/labctl/agent.secret"], (0o100600, "00ff\n".to_string()));
+        assert_eq!(files["etc/lab/agent.env"].1, "AGENT_PORT=7470\n");
     }
 
     #[test]
     fn test_identity_starts_4_byte_aligned_after_the_base() {
+        let dir = std::env::temp_dir().join(format!("labctl-initrd-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
         for base_len in 0..8 {
-            let base = vec![0x1f; base_len];
-            let out = initrd_bytes(&base, b"070701");
+            let base = dir.join("base");
+            fs::write(&base, vec![0x1f; base_len]).unwrap();
+            let initrd = dir.join("initrd");
+            write_initrd(&base, &initrd, b"070701").unwrap();
+            let out = fs::read(&initrd).unwrap();
             let at = out.len() - 6;
             assert_eq!(at % 4, 0, "base of {base_len} bytes");
+            assert!(out[..base_len].iter().all(|b| *b == 0x1f));
             assert!(out[base_len..at].iter().all(|b| *b == 0));
+            assert_eq!(&out[at..], b"070701");
         }
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -221,6 +221,7 @@ pub fn node_keys(spec: &lab_model::LabSpec) -> lab_providers::NodeKeys {
             .into_iter()
             .map(|n| (n.name, pair.clone()))
             .collect(),
+        preload: Vec::new(),
     }
 }
 

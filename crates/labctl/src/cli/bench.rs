@@ -225,6 +225,29 @@ pub(crate) fn print_table(r: &BenchRecord) {
                 println!("    {}", e.replace('\n', "\n      "));
             }
         }
+        if !o.phases.is_empty() {
+            println!("  where the warm `up`s spent their time (slowest node; done at: since `up` began):");
+            let mut table = Table::new(
+                "  ",
+                &[
+                    ("phase", Align::Left),
+                    ("nodes", Align::Right),
+                    ("seconds min / median / max", Align::Right),
+                    ("done at, median", Align::Right),
+                ],
+            );
+            for p in &o.phases {
+                table.row([
+                    p.phase.clone(),
+                    p.nodes.to_string(),
+                    mmm(&p.seconds),
+                    num(p.ends_at.median),
+                ]);
+            }
+            for line in table.lines() {
+                println!("{line}");
+            }
+        }
         if let Some(path) = &r.saved_to {
             println!("  saved       {path}");
         }

@@ -7,7 +7,10 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 use lab_core::lab::{UpOptions, UpOutcome};
 
+use lab_state::progress::{phases, step, StepTime, Timeline};
+
 use super::global::{lock_wait, open_lab, GlobalArgs};
+use super::table::{Align, Table};
 
 /// Options of `up`.
 #[derive(Debug, ClapArgs)]
@@ -24,6 +27,10 @@ pub struct UpArgs {
     /// Print the lab's status as JSON when done.
     #[arg(long)]
     pub json: bool,
+    /// Print where the time went: each phase's slowest node and when the
+    /// last node finished it (also saved as up-timings.json in the lab's state).
+    #[arg(long)]
+    pub timings: bool,
 }
 
 /// The agent binary: `--agent`, else `rdma-agent` beside this executable.
@@ -38,7 +45,8 @@ pub fn agent_path(explicit: Option<&PathBuf>) -> PathBuf {
 
 pub async fn run(args: &GlobalArgs, up: &UpArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
-    let reporter = crate::report::reporter(up.json);
+    let shown = crate::report::reporter(up.json);
+    let reporter = Timeline::new(shown.as_ref());
     let opts = UpOptions {
         keep_on_failure: up.keep_on_failure,
         agent_binary: agent_path(up.agent.as_ref()),
@@ -50,9 +58,10 @@ pub async fn run(args: &GlobalArgs, up: &UpArgs) -> anyhow::Result<ExitCode> {
     // Ctrl-C or SIGTERM in the middle of `up` removes what this `up` created;
     // a lab that was already up, or one another labctl holds, is left alone.
     let outcome = tokio::select! {
-        outcome = lab.up(&opts, reporter.as_ref()) => outcome?,
+        outcome = lab.up(&opts, &reporter) => outcome?,
         signal = super::global::interrupted() => {
             drop(reporter);
+            drop(shown);
             if was_up {
                 eprintln!("labctl: {signal}; the lab was already up and is left as it was");
             } else if lab.down(std::time::Duration::ZERO).await.is_ok() {
@@ -63,8 +72,16 @@ pub async fn run(args: &GlobalArgs, up: &UpArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(130));
         }
     };
+    let status = step(&reporter, "lab", "status", lab.status()).await?;
+    let steps = reporter.steps();
     drop(reporter);
-    let status = lab.status().await?;
+    drop(shown);
+    if outcome == UpOutcome::Created {
+        // Only for the record; an `up` that worked does not fail over it.
+        if let Err(e) = lab_state::write_atomic(&lab.dir.up_timings(), &serde_json::to_vec(&steps)?, 0o644) {
+            tracing::warn!(error = %e, "could not save up-timings.json");
+        }
+    }
     if up.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
@@ -78,6 +95,28 @@ pub async fn run(args: &GlobalArgs, up: &UpArgs) -> anyhow::Result<ExitCode> {
             started.elapsed().as_secs_f64()
         );
         super::status::print_table(&status);
+        if up.timings {
+            print_timings(&steps);
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--timings`: one row per phase, in the order the phases began.
+fn print_timings(steps: &[StepTime]) {
+    println!("where the time went (seconds; nodes run their phases side by side):");
+    let mut table = Table::new(
+        "  ",
+        &[
+            ("phase", Align::Left),
+            ("slowest node", Align::Right),
+            ("done at", Align::Right),
+        ],
+    );
+    for p in phases(steps) {
+        table.row([p.step, format!("{:.1}", p.slowest_s), format!("{:.1}", p.ends_at_s)]);
+    }
+    for line in table.lines() {
+        println!("{line}");
+    }
 }
