@@ -6,7 +6,7 @@
 # Extra Debian packages may be named as arguments (tests/install-test-deps.sh
 # adds the test suite's).
 set -euo pipefail
-packages=(bc qemu-system-x86 mmdebstrap cpio gzip cmake clang libclang-dev protobuf-compiler pkg-config openssh-client libfabric-dev libfabric-bin "$@")
+packages=(bc qemu-system-x86 mmdebstrap cpio xz-utils cmake clang libclang-dev protobuf-compiler pkg-config openssh-client libfabric-dev libfabric-bin "$@")
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,7 +23,7 @@ mirror=${LAB_MIRROR:-}
 }
 for tool in mmdebstrap cpio xz; do
     command -v "$tool" >/dev/null || {
-        echo "build.sh: '$tool' is missing; install it with: apt-get install -y mmdebstrap cpio gzip" >&2
+        echo "build.sh: '$tool' is missing; install it with: apt-get install -y mmdebstrap cpio xz-utils" >&2
         exit 3
     }
 done

@@ -92,7 +92,7 @@ pub struct NodeImage {
     pub hash: String,
     /// The kernel.
     pub kernel: PathBuf,
-    /// The root filesystem as a gzip'd cpio initramfs.
+    /// The root filesystem as an uncompressed cpio initramfs.
     pub initramfs: PathBuf,
 }
 
