@@ -257,6 +257,38 @@ fn write_initrd(base: &Path, initrd: &Path, identity: &[u8]) -> Result<(), Provi
         .map_err(io(format!("writing {}", initrd.display())))
 }
 
+/// The least memory a node booting an initramfs of `initramfs_bytes` needs:
+/// the kernel holds the archive while it unpacks the root filesystem (as
+/// large, uncompressed) into RAM, plus room for the kernel and the node's
+/// work; in 64 MiB steps. Measured on the 158 MiB image: 512 MiB fails to
+/// unpack ("write error"), 640 MiB boots.
+fn min_memory_mib(initramfs_bytes: u64) -> u64 {
+    let archive_mib = initramfs_bytes.div_ceil(1 << 20);
+    (2 * archive_mib + 320).div_ceil(64) * 64
+}
+
+/// Refuses nodes too small to boot the image, before any VM starts.
+fn check_memory(nodes: &[ResolvedNode], initramfs_bytes: u64) -> Result<(), ProviderError> {
+    let need = min_memory_mib(initramfs_bytes);
+    let small: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.memory_mib < need)
+        .map(|n| {
+            format!(
+                "node `{}`: memory {}MiB is too small for a QEMU node: its root filesystem ({} MiB) is unpacked into RAM beside its initramfs\n  fix: give it at least `memory: {need}MiB` in labs.yaml",
+                n.name,
+                n.memory_mib,
+                initramfs_bytes.div_ceil(1 << 20)
+            )
+        })
+        .collect();
+    if small.is_empty() {
+        Ok(())
+    } else {
+        Err(ProviderError::Preflight(small.join("\n")))
+    }
+}
+
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProviderError {
     let context = context.into();
     move |source| ProviderError::Io { context, source }
@@ -314,6 +346,10 @@ impl Provider for QemuProvider {
             program: QEMU.into(),
             hint: "install it with: apt-get install -y qemu-system-x86".into(),
         })?;
+        let initramfs_bytes = fs::metadata(&image.initramfs)
+            .map_err(io(format!("reading {}", image.initramfs.display())))?
+            .len();
+        check_memory(nodes, initramfs_bytes)?;
         let ports = pick_ports(nodes)?;
         reporter.begin("lab", "node files");
         let files_started = Instant::now();
@@ -692,6 +728,24 @@ mod tests {
         assert_eq!(files["etc/labctl"].0, 0o040755);
         assert_eq!(files["etc/labctl/agent.secret"], (0o100600, "00ff\n".to_string()));
         assert_eq!(files["etc/lab/agent.env"].1, "AGENT_PORT=7470\n");
+    }
+
+    #[test]
+    fn test_small_nodes_are_refused_before_any_vm_starts() {
+        // The 158 MiB image: 512 MiB failed to unpack it, 640 MiB booted.
+        let image = 165_085_184;
+        assert_eq!(min_memory_mib(image), 640);
+        let mut nodes = vec![node(0, "a"), node(1, "b")];
+        nodes[0].memory_mib = 640;
+        nodes[1].memory_mib = 512;
+        let e = check_memory(&nodes, image).unwrap_err().to_string();
+        assert!(
+            e.contains("node `b`: memory 512MiB is too small") && e.contains("at least `memory: 640MiB`"),
+            "{e}"
+        );
+        assert!(!e.contains("node `a`"), "{e}");
+        nodes[1].memory_mib = 1024;
+        assert!(check_memory(&nodes, image).is_ok());
     }
 
     #[test]
