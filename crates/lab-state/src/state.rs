@@ -422,7 +422,7 @@ pub struct NodeState {
 }
 
 /// Everything a lab put on a host that outlives it: one directory, the
-/// host lock, and the agent's supervisor.
+/// host lock, the agent's supervisor, an rxe link and a netem qdisc.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostChanges {
     /// The lab's directory on the host (`/var/lib/labctl/<lab>-<id>`):
@@ -445,6 +445,11 @@ pub struct HostChanges {
     /// netdev had one: a link the lab did not add is never removed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rxe_link: Option<String>,
+    /// The netdev on which `labctl impair` set a root netem qdisc
+    /// (recorded before the rule is set; `impair --clear` and `down`
+    /// remove that qdisc, only while it is still a netem one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netem_netdev: Option<String>,
 }
 
 impl HostChanges {
