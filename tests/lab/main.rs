@@ -32,6 +32,7 @@ mod report;
 mod security;
 mod ssh_bad_input;
 mod ssh_existing;
+mod ssh_jump;
 mod trace;
 mod trace_show;
 mod util;

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::util::{bin_dir, check, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
-    let (a, b, c) = (lab.clone(), lab.clone(), lab.clone());
+    let (a, b, c, d) = (lab.clone(), lab.clone(), lab.clone(), lab.clone());
     vec![
         Trial::test(
             "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
@@ -28,6 +28,9 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them",
             move || test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them(&c),
         ),
+        Trial::test("test_ssh_lab_through_a_jump_host", move || {
+            crate::ssh_jump::test_ssh_lab_through_a_jump_host(&d)
+        }),
     ]
 }
 
