@@ -31,6 +31,7 @@ mod patterns;
 mod report;
 mod security;
 mod ssh_bad_input;
+mod ssh_config;
 mod ssh_existing;
 mod ssh_jump;
 mod trace;

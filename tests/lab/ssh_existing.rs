@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::util::{bin_dir, check, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
-    let (a, b, c, d) = (lab.clone(), lab.clone(), lab.clone(), lab.clone());
+    let (a, b, c, d, e) = (lab.clone(), lab.clone(), lab.clone(), lab.clone(), lab.clone());
     vec![
         Trial::test(
             "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
@@ -30,6 +30,9 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         ),
         Trial::test("test_ssh_lab_through_a_jump_host", move || {
             crate::ssh_jump::test_ssh_lab_through_a_jump_host(&d)
+        }),
+        Trial::test("test_ssh_lab_hosts_from_ssh_config_aliases", move || {
+            crate::ssh_config::test_ssh_lab_hosts_from_ssh_config_aliases(&e)
         }),
     ]
 }

@@ -281,7 +281,8 @@ pub struct NodeSpec {
     pub ssh_port: Option<u16>,
     /// provider ssh only (required there): the host that exists, as a name,
     /// an address, or a `Host` entry of the user's ~/.ssh/config (whose
-    /// HostName, Port, User and IdentityFile apply unless set here).
+    /// HostName, Port, User, IdentityFile, ProxyJump and
+    /// UserKnownHostsFile apply unless set here).
     #[serde(default, deserialize_with = "de_ssh_host", skip_serializing_if = "Option::is_none")]
     #[schemars(example = &"gpu1.lab.example")]
     pub host: Option<String>,
@@ -295,7 +296,9 @@ pub struct NodeSpec {
     pub user: Option<String>,
     /// provider ssh only: the private key to log in with (`~` is the
     /// user's home). Default: `defaults.identity_file`, else
-    /// ~/.ssh/config's, else the SSH agent's keys.
+    /// ~/.ssh/config's, else the first of ~/.ssh/id_ed25519, id_ecdsa,
+    /// id_rsa (a key behind a passphrase, or held only by an SSH agent, is
+    /// not read yet).
     #[serde(
         default,
         deserialize_with = "de_identity_file",

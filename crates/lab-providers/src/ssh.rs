@@ -118,8 +118,19 @@ impl SshProvider {
             problem: "labs.yaml gives no host for this node".into(),
             fix: "add `host:` to the node".into(),
         })?;
-        let port = spec.port.unwrap_or(22);
-        let identity = match &spec.identity_file {
+        // A `Host` entry of the user's ~/.ssh/config fills what labs.yaml leaves out.
+        let cfg = match &self.home {
+            Some(home) => config::for_alias(home, &spec.host).map_err(|problem| ProviderError::Host {
+                node: node.name.clone(),
+                problem,
+                fix: "fix that line of your ssh config, or set host, port and user of the node in labs.yaml".into(),
+            })?,
+            None => config::HostConfig::default(),
+        };
+        let host = cfg.hostname.clone().unwrap_or_else(|| spec.host.clone());
+        let port = spec.port.or(cfg.port).unwrap_or(22);
+        let known_hosts = cfg.user_known_hosts_file.as_deref().map(|p| self.expand(p));
+        let identity = match spec.identity_file.as_ref().or(cfg.identity_file.as_ref()) {
             Some(path) => self.expand(path),
             None => self
                 .home
@@ -142,9 +153,28 @@ impl SshProvider {
                 fix: "set identity_file to the private key that logs in to the host".into(),
             });
         }
-        let check = self.host_key_check(node, spec.host_key.as_deref(), "host_key", &spec.host, port)?;
-        let user = spec.user.clone().unwrap_or_else(|| "root".into());
-        let jump = match &spec.proxy_jump {
+        let check = self.host_key_check(
+            node,
+            spec.host_key.as_deref(),
+            "host_key",
+            &host,
+            port,
+            known_hosts.as_deref(),
+        )?;
+        let user = spec.user.clone().or(cfg.user.clone()).unwrap_or_else(|| "root".into());
+        let cfg_jump = match cfg.proxy_jump.as_deref() {
+            None | Some("none") => None,
+            Some(text) => {
+                Some(
+                    lab_model::jump::parse_proxy_jump(text).map_err(|(problem, _)| ProviderError::Host {
+                        node: node.name.clone(),
+                        problem: format!("~/.ssh/config's ProxyJump for `{}`: {problem}", spec.host),
+                        fix: "give the node `proxy_jump:` in labs.yaml (one hop), or change the ProxyJump line".into(),
+                    })?,
+                )
+            }
+        };
+        let jump = match spec.proxy_jump.as_ref().or(cfg_jump.as_ref()) {
             None => None,
             Some(j) => {
                 let jump_port = j.port.unwrap_or(22);
@@ -159,6 +189,7 @@ impl SshProvider {
                         "proxy_jump_host_key",
                         &j.host,
                         jump_port,
+                        known_hosts.as_deref(),
                     )?,
                 })
             }
@@ -166,7 +197,7 @@ impl SshProvider {
         Ok(Endpoint {
             target: SshTarget {
                 node: node.name.clone(),
-                host: spec.host.clone(),
+                host,
                 port,
                 user,
                 identity: Some(identity),
@@ -186,6 +217,7 @@ impl SshProvider {
         field: &str,
         host: &str,
         port: u16,
+        known_hosts: Option<&std::path::Path>,
     ) -> Result<HostKeyCheck, ProviderError> {
         Ok(match given {
             Some(fp) if fp.starts_with("SHA256:") => HostKeyCheck::Fingerprint(fp.to_string()),
@@ -198,7 +230,9 @@ impl SshProvider {
                 source: format!("{field} in labs.yaml"),
             },
             None => {
-                let known = self.home.as_ref().map(|h| h.join(".ssh").join("known_hosts"));
+                let known = known_hosts
+                    .map(std::path::Path::to_path_buf)
+                    .or_else(|| self.home.as_ref().map(|h| h.join(".ssh").join("known_hosts")));
                 let keys = match &known {
                     Some(path) => russh::keys::known_hosts::known_host_keys_path(host, port, path)
                         .map_err(|e| ProviderError::Host {
@@ -213,7 +247,10 @@ impl SshProvider {
                 };
                 HostKeyCheck::AnyOf {
                     keys,
-                    source: "~/.ssh/known_hosts".into(),
+                    source: known
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "~/.ssh/known_hosts".into()),
                 }
             }
         })
@@ -726,6 +763,7 @@ impl Provider for SshProvider {
     }
 }
 
+pub mod config;
 pub mod host;
 
 #[cfg(test)]
