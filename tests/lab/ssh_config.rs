@@ -92,13 +92,13 @@ pub(crate) fn test_ssh_lab_hosts_from_ssh_config_aliases(qemu: &Labctl) -> Resul
         };
         let (s, c) = (recorded("server"), recorded("client"));
         check(
-            s["ssh_host"] == "127.0.0.1" && s["ssh_port"].to_string() == server_port && s["ssh_user"] == "root",
+            s["ssh_host"] == "127.0.0.1" && s["ssh_port"] == server["ssh_port"] && s["ssh_user"] == "root",
             || format!("server: HostName/Port/User not taken from the config: {s}"),
         )?;
         check(
             c["ssh_host"] == client_addr.as_str()
                 && c["ssh_port"] == 22
-                && c["ssh_jump"]["port"].to_string() == server_port
+                && c["ssh_jump"]["port"] == server["ssh_port"]
                 && c["ssh_identity"] == key.as_str(),
             || format!("client: HostName/ProxyJump/IdentityFile not taken from the config: {c}"),
         )?;
