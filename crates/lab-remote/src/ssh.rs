@@ -464,12 +464,7 @@ impl SshSession {
     ) -> Result<SshSession, SshError> {
         let key = match &target.identity {
             None => key,
-            Some(path) => Arc::new(russh::keys::load_secret_key(path, None).map_err(|e| SshError::Key {
-                path: path.display().to_string(),
-                message: format!(
-                    "{e} (labctl reads unencrypted OpenSSH/PEM keys; a passphrase-protected key is not supported yet)"
-                ),
-            })?),
+            Some(path) => Arc::new(russh::keys::load_secret_key(path, None).map_err(|e| identity_error(path, e))?),
         };
         let config = Arc::new(client::Config {
             inactivity_timeout: None,
@@ -910,6 +905,19 @@ impl SshSession {
         if let Some(jump) = &self.jump {
             Box::pin(jump.close()).await;
         }
+    }
+}
+
+/// Why an identity file cannot be used, and what to do.
+fn identity_error(path: &Path, e: russh::keys::Error) -> SshError {
+    let message = match e {
+        // labctl asks for no passphrase and does not use an SSH agent yet.
+        russh::keys::Error::KeyIsEncrypted => "the key is protected by a passphrase, which labctl cannot ask for (and it does not use an SSH agent yet); give the node a key without a passphrase, e.g. a lab key made with `ssh-keygen -t ed25519 -N '' -f ~/.ssh/lab_ed25519` and authorized on the hosts".to_string(),
+        other => format!("{other} (labctl reads unencrypted OpenSSH/PEM keys)"),
+    };
+    SshError::Key {
+        path: path.display().to_string(),
+        message,
     }
 }
 

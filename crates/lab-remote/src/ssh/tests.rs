@@ -61,3 +61,38 @@ fn test_key_is_created_private_and_reloaded() {
     assert_eq!(parse_public(&line).unwrap(), *key.public_key());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[tokio::test]
+async fn test_a_passphrase_protected_identity_is_refused_saying_what_to_do() {
+    // A real encrypted key, made by ssh-keygen (openssh-client).
+    let dir = std::env::temp_dir().join(format!("labctl-ssh-enc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("enc_ed25519");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "secret phrase", "-f"])
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let target = SshTarget {
+        node: "n1".into(),
+        host: "127.0.0.1".into(),
+        port: 1,
+        user: "root".into(),
+        identity: Some(path.clone()),
+        jump: None,
+    };
+    let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
+    let pinned = key.public_key().clone();
+    let err = SshSession::connect(&target, key, pinned, Duration::from_secs(2))
+        .await
+        .err()
+        .expect("an encrypted key cannot be used")
+        .to_string();
+    assert!(err.contains(path.to_str().unwrap()), "{err}");
+    assert!(
+        err.contains("protected by a passphrase") && err.contains("ssh-keygen -t ed25519 -N ''"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
