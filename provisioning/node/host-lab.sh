@@ -7,9 +7,12 @@
 #   host-lab.sh claim   LOCK DIR HOLDER   take the host lock (or find it ours) and make DIR
 #   host-lab.sh start   DIR PORT UNIT     (re)start DIR/rdma-agent on 127.0.0.1:PORT
 #   host-lab.sh running DIR UNIT          exit 0 when the agent runs under its supervisor
-#   host-lab.sh release LOCK DIR UNIT HOLDER RXE
-#                                         stop the agent, remove DIR, delete the rxe
-#                                         link RXE the lab added ("-": none), drop the lock if ours
+#   host-lab.sh release LOCK DIR UNIT HOLDER RXE NETEM
+#                                         stop the agent, remove DIR, delete the root
+#                                         netem qdisc `impair` set on netdev NETEM ("-":
+#                                         none; only while it is still netem), delete the
+#                                         rxe link RXE the lab added ("-": none), drop the
+#                                         lock if ours
 #
 # HOLDER is one line `lab=<lab> id=<lab id> controller=<host>`; the lock file
 # holds it. start prints `supervisor=systemd unit=UNIT` where systemd is PID 1,
@@ -126,10 +129,15 @@ running)
     fi
     ;;
 release)
-    lock=$1 dir=$2 unit=$3 holder=$4 rxe=${5:--}
+    lock=$1 dir=$2 unit=$3 holder=$4 rxe=${5:--} netem=${6:--}
     case_dir "$dir"
     [ -d "$dir" ] && stop_agent "$dir" "$unit"
     rm -rf "$dir"
+    # The root qdisc `labctl impair` set, and only while it is still a
+    # netem one: a qdisc someone put there since is theirs.
+    if [ "$netem" != - ] && tc qdisc show dev "$netem" 2>/dev/null | grep -q '^qdisc netem [0-9a-f]*: root'; then
+        tc qdisc del dev "$netem" root
+    fi
     # Only the link this lab added, by its lab-id name, and only an rxe one,
     # and not while another process holds it (the lock then stays, and the
     # next `down` tries again).

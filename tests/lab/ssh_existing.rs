@@ -1,7 +1,8 @@
 //! `provider: ssh` with `fabric: existing` against hosts that exist: the
 //! suite's own QEMU VMs play them (reached at their forwarded SSH ports with
 //! the e2e lab's key and pinned host keys; their rxe0 plays the RDMA NIC).
-//! `up`, verified traffic, the quick bench, a second lab refused while the first holds the
+//! `up`, verified traffic, the quick bench, `impair` (recorded, refused on a
+//! qdisc someone else set), a second lab refused while the first holds the
 //! hosts, `down` twice; then nothing of the ssh lab is left on the VMs and
 //! the QEMU lab still works.
 
@@ -14,7 +15,7 @@ use serde_json::Value;
 use crate::util::{bin_dir, check, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
-    let (a, b, c) = (lab.clone(), lab.clone(), lab.clone());
+    let (a, b, c, d, e) = (lab.clone(), lab.clone(), lab.clone(), lab.clone(), lab.clone());
     vec![
         Trial::test(
             "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
@@ -27,6 +28,12 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them",
             move || test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them(&c),
         ),
+        Trial::test("test_ssh_lab_through_a_jump_host", move || {
+            crate::ssh_jump::test_ssh_lab_through_a_jump_host(&d)
+        }),
+        Trial::test("test_ssh_lab_hosts_from_ssh_config_aliases", move || {
+            crate::ssh_config::test_ssh_lab_hosts_from_ssh_config_aliases(&e)
+        }),
     ]
 }
 
@@ -197,7 +204,9 @@ fn exercise(qemu: &Labctl, ssh: &Labctl, other: &Labctl) -> Result<(), Failed> {
             || format!("pair not measured by both tools: {pair}"),
         )?;
     }
-    // `up` again is the same lab reconnecting.
+    impairments(qemu, ssh, &state)?;
+    // `up` again is the same lab reconnecting (the recorded netem stays
+    // recorded: `down` removes it, checked by the caller's listing).
     ssh.run(&["up"]).ok()?;
     // Another lab on the same hosts is refused, naming the holder, and
     // leaves nothing of its own.
@@ -209,6 +218,87 @@ fn exercise(qemu: &Labctl, ssh: &Labctl, other: &Labctl) -> Result<(), Failed> {
     check(!other.state_dir("sshy").exists(), || {
         "the refused lab left state".into()
     })?;
+    Ok(())
+}
+
+/// `impair` on hosts labctl does not own: a root qdisc someone else set is
+/// refused by name; a netem the lab sets is recorded in its state (the
+/// client's is cleared with `--clear`, the server's left for `down`).
+fn impairments(qemu: &Labctl, ssh: &Labctl, state: &Value) -> Result<(), Failed> {
+    let netdev_of = |name: &str| {
+        state["nodes"]
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["name"] == name))
+            .and_then(|n| n["data_netdev"].as_str())
+            .map(str::to_string)
+            .ok_or_else(|| format!("{name}: no data_netdev recorded: {state}"))
+    };
+    let (server_nic, client_nic) = (netdev_of("server")?, netdev_of("client")?);
+    let recorded = |name: &str| -> Result<Value, Failed> {
+        let now: Value = serde_json::from_str(&std::fs::read_to_string(ssh.state_dir("sshx").join("state.json"))?)?;
+        let node = now["nodes"]
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["name"] == name))
+            .cloned();
+        Ok(node.map(|n| n["host"]["netem_netdev"].clone()).unwrap_or(Value::Null))
+    };
+    // Someone else's qdisc on the client (a netem the lab did not set; the
+    // VMs' kernel has no other qdisc module): refused, naming it, left alone.
+    qemu.run(&[
+        "exec",
+        "client",
+        "--",
+        &format!("tc qdisc add dev {client_nic} root netem delay 1ms"),
+    ])
+    .ok()?;
+    let refused = ssh.run(&["impair", "client", "--delay", "5ms"]);
+    let after = qemu.run(&["exec", "client", "--", &format!("tc qdisc show dev {client_nic}")]);
+    qemu.run(&["exec", "client", "--", &format!("tc qdisc del dev {client_nic} root")])
+        .ok()?;
+    check(
+        refused.code != 0
+            && refused.stderr.contains(&format!(
+                "{client_nic} has a root qdisc labctl did not set (`qdisc netem "
+            )),
+        || {
+            format!(
+                "a foreign qdisc was not refused by name: {}{}",
+                refused.stdout, refused.stderr
+            )
+        },
+    )?;
+    check(
+        after.stdout.contains("delay 1ms") && !after.stdout.contains("delay 5ms"),
+        || format!("the foreign qdisc changed: {}", after.stdout),
+    )?;
+    check(recorded("client")?.is_null(), || "a refused impair was recorded".into())?;
+    // Set on both, read back on the hosts, recorded in the state.
+    for (node, nic) in [("server", &server_nic), ("client", &client_nic)] {
+        let set = ssh.run(&["impair", node, "--delay", "5ms", "--json"]).ok()?.json()?;
+        check(set["active"]["delay_us"] == 5000, || {
+            format!("{node}: impair says {set}")
+        })?;
+        let shown = qemu
+            .run(&["exec", node, "--", &format!("tc qdisc show dev {nic}")])
+            .ok()?
+            .stdout;
+        check(shown.contains("qdisc netem") && shown.contains("delay 5ms"), || {
+            format!("{node}: tc shows {shown}")
+        })?;
+        check(recorded(node)? == nic.as_str(), || {
+            format!("{node}: netem not recorded")
+        })?;
+    }
+    // --clear removes the client's and forgets it; the server's stays for `down`.
+    let cleared = ssh.run(&["impair", "client", "--clear", "--json"]).ok()?.json()?;
+    check(cleared["active"].is_null() && recorded("client")?.is_null(), || {
+        format!("clear: {cleared}")
+    })?;
+    let shown = qemu
+        .run(&["exec", "client", "--", &format!("tc qdisc show dev {client_nic}")])
+        .ok()?
+        .stdout;
+    check(!shown.contains("netem"), || format!("client after clear: {shown}"))?;
     Ok(())
 }
 

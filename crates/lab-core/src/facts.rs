@@ -552,6 +552,7 @@ mod tests {
             ssh_port: 2200 + last as u16,
             ssh_user: "root".into(),
             ssh_identity: None,
+            ssh_jump: None,
             data_addr: Ipv4Addr::new(10, 77, 0, last),
             data_prefix: 24,
             data_netdev: netdev.map(str::to_string),

@@ -213,13 +213,7 @@ where
 
 /// The SSH target of a recorded node.
 pub fn target(node: &NodeState) -> SshTarget {
-    SshTarget {
-        node: node.name.clone(),
-        host: node.ssh_host.clone(),
-        port: node.ssh_port,
-        user: node.ssh_user.clone(),
-        identity: node.ssh_identity.clone(),
-    }
+    SshTarget::recorded(node)
 }
 
 /// Runs every provisioning step on one node. `still_alive` reports a machine

@@ -241,6 +241,16 @@ pub struct NodeDefaults {
     /// provider ssh only: `sudo` of every node that sets none.
     #[serde(default, deserialize_with = "de_sudo", skip_serializing_if = "Option::is_none")]
     pub sudo: Option<bool>,
+    /// provider ssh only: the jump host of every node that sets none.
+    #[serde(default, deserialize_with = "de_proxy_jump", skip_serializing_if = "Option::is_none")]
+    pub proxy_jump: Option<String>,
+    /// provider ssh only: the jump host's SSH key, for every node that sets none.
+    #[serde(
+        default,
+        deserialize_with = "de_proxy_jump_host_key",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub proxy_jump_host_key: Option<String>,
 }
 
 /// One node (one VM) of a lab.
@@ -271,7 +281,8 @@ pub struct NodeSpec {
     pub ssh_port: Option<u16>,
     /// provider ssh only (required there): the host that exists, as a name,
     /// an address, or a `Host` entry of the user's ~/.ssh/config (whose
-    /// HostName, Port, User and IdentityFile apply unless set here).
+    /// HostName, Port, User, IdentityFile, ProxyJump and
+    /// UserKnownHostsFile apply unless set here).
     #[serde(default, deserialize_with = "de_ssh_host", skip_serializing_if = "Option::is_none")]
     #[schemars(example = &"gpu1.lab.example")]
     pub host: Option<String>,
@@ -285,7 +296,9 @@ pub struct NodeSpec {
     pub user: Option<String>,
     /// provider ssh only: the private key to log in with (`~` is the
     /// user's home). Default: `defaults.identity_file`, else
-    /// ~/.ssh/config's, else the SSH agent's keys.
+    /// ~/.ssh/config's, else the first of ~/.ssh/id_ed25519, id_ecdsa,
+    /// id_rsa (a key behind a passphrase, or held only by an SSH agent, is
+    /// not read yet).
     #[serde(
         default,
         deserialize_with = "de_identity_file",
@@ -305,6 +318,21 @@ pub struct NodeSpec {
     /// `defaults.sudo`, else true unless the login user is root.
     #[serde(default, deserialize_with = "de_sudo", skip_serializing_if = "Option::is_none")]
     pub sudo: Option<bool>,
+    /// provider ssh only: one jump host SSH goes through, as
+    /// `[user@]host[:port]` (ssh's ProxyJump, one hop). Its user defaults
+    /// to the node's, its port to 22; it logs in with the node's key.
+    #[serde(default, deserialize_with = "de_proxy_jump", skip_serializing_if = "Option::is_none")]
+    #[schemars(example = &"admin@bastion.example:2222")]
+    pub proxy_jump: Option<String>,
+    /// provider ssh only: the jump host's SSH key (public key or SHA256
+    /// fingerprint, as for `host_key`). Required unless the user's
+    /// ~/.ssh/known_hosts has the jump host.
+    #[serde(
+        default,
+        deserialize_with = "de_proxy_jump_host_key",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub proxy_jump_host_key: Option<String>,
     /// fabric existing only: the RDMA device to use, as `ibv_devices`
     /// lists it (`mlx5_0`). Default: the device whose netdev holds
     /// `data_addr`.
@@ -334,6 +362,10 @@ pub struct SshTarget {
     pub host_key: Option<String>,
     /// Whether privileged steps use `sudo -n`, if labs.yaml says.
     pub sudo: Option<bool>,
+    /// The jump host, if labs.yaml gives one.
+    pub proxy_jump: Option<crate::jump::ProxyJump>,
+    /// The jump host's key or fingerprint, if labs.yaml gives one.
+    pub proxy_jump_host_key: Option<String>,
 }
 
 /// A node with every default applied: what a provider creates.
@@ -596,6 +628,16 @@ impl LabSpec {
                     identity_file: n.identity_file.clone().or_else(|| self.defaults.identity_file.clone()),
                     host_key: n.host_key.clone(),
                     sudo: n.sudo.or(self.defaults.sudo),
+                    // Validated when labs.yaml was read.
+                    proxy_jump: n
+                        .proxy_jump
+                        .as_deref()
+                        .or(self.defaults.proxy_jump.as_deref())
+                        .and_then(|j| crate::jump::parse_proxy_jump(j).ok()),
+                    proxy_jump_host_key: n
+                        .proxy_jump_host_key
+                        .clone()
+                        .or_else(|| self.defaults.proxy_jump_host_key.clone()),
                 }),
                 rdma_device: n.rdma_device.clone(),
             })

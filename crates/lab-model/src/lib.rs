@@ -27,6 +27,7 @@
 
 pub mod builtin;
 pub mod endpoint;
+pub mod jump;
 pub mod labs;
 mod limits;
 mod memory;

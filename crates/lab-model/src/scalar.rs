@@ -606,7 +606,29 @@ pub(crate) fn de_sudo<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D
 /// `host_key:` is an OpenSSH public key (`ssh-ed25519 AAAA...`, comment
 /// allowed) or its SHA256 fingerprint as `ssh-keygen -lf` prints it
 /// (`SHA256:` and 43 characters of unpadded base64).
+pub(crate) fn de_proxy_jump<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    scalar(d, |v| match v {
+        Scalar::Null => Ok(None),
+        Scalar::Str(s) => crate::jump::parse_proxy_jump(&s)
+            .map(|_| Some(s.into_owned()))
+            .map_err(|(problem, fix)| Problem::new(problem, fix)),
+        other => Err(Problem::new(
+            format!("proxy_jump must be text, found {}", other.describe()),
+            format!("write {}", crate::jump::PROXY_JUMP_RULE),
+        )),
+    })
+}
+
 pub(crate) fn de_host_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    host_key_field(d, "host_key")
+}
+
+pub(crate) fn de_proxy_jump_host_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    host_key_field(d, "proxy_jump_host_key")
+}
+
+/// A host key (`ssh-ed25519 AAAA...`) or its fingerprint (`SHA256:...`) in field `field`.
+fn host_key_field<'de, D: Deserializer<'de>>(d: D, field: &str) -> Result<Option<String>, D::Error> {
     const FIX: &str = "paste the host's key as `ssh-keyscan -t ed25519 HOST` prints it (without the host name), or its fingerprint from `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub` run on the host (`SHA256:...`)";
     scalar(d, |v| match v {
         Scalar::Null => Ok(None),
@@ -618,7 +640,7 @@ pub(crate) fn de_host_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Stri
                     return Ok(Some(t.to_string()));
                 }
                 return Err(Problem::new(
-                    format!("host_key `{t}` is not a SHA256 fingerprint: after `SHA256:` come 43 base64 characters"),
+                    format!("{field} `{t}` is not a SHA256 fingerprint: after `SHA256:` come 43 base64 characters"),
                     FIX,
                 ));
             }
@@ -631,13 +653,13 @@ pub(crate) fn de_host_key<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Stri
                     Ok(Some(format!("{algo} {key}")))
                 }
                 _ => Err(Problem::new(
-                    format!("host_key `{t}` is neither a public key nor a SHA256 fingerprint"),
+                    format!("{field} `{t}` is neither a public key nor a SHA256 fingerprint"),
                     FIX,
                 )),
             }
         }
         other => Err(Problem::new(
-            format!("host_key must be text, found {}", other.describe()),
+            format!("{field} must be text, found {}", other.describe()),
             FIX,
         )),
     })

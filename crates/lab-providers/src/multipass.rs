@@ -678,6 +678,7 @@ impl Provider for MultipassProvider {
                 ssh_port: 22,
                 ssh_user: "root".into(),
                 ssh_identity: None,
+                ssh_jump: None,
                 data_addr: addr,
                 data_prefix: DATA_PREFIX,
                 data_netdev: None,

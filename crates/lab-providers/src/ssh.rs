@@ -26,9 +26,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lab_model::{Fabric, LabSpec, ResolvedNode};
 use lab_remote::command::RemoteCommand;
-use lab_remote::ssh::{self, HostKeyCheck, SshError, SshSession, SshTarget};
+use lab_remote::ssh::{self, HostKeyCheck, JumpHost, SshError, SshSession, SshTarget};
 use lab_state::progress::Reporter;
-use lab_state::{LabDir, LabState, NodeState};
+use lab_state::{JumpRecord, LabDir, LabState, NodeState};
 use russh::keys::{Algorithm, PrivateKey};
 use serde::Deserialize;
 
@@ -64,6 +64,8 @@ pub struct Found {
     pub device: Option<Picked>,
     /// A loopback port nothing listened on, for the lab's agent.
     pub agent_port: u16,
+    /// The host key the jump host presented (OpenSSH line), pinned from then on.
+    pub jump_host_key: Option<String>,
 }
 
 /// How the controller reaches one host: labs.yaml with its defaults and
@@ -116,8 +118,19 @@ impl SshProvider {
             problem: "labs.yaml gives no host for this node".into(),
             fix: "add `host:` to the node".into(),
         })?;
-        let port = spec.port.unwrap_or(22);
-        let identity = match &spec.identity_file {
+        // A `Host` entry of the user's ~/.ssh/config fills what labs.yaml leaves out.
+        let cfg = match &self.home {
+            Some(home) => config::for_alias(home, &spec.host).map_err(|problem| ProviderError::Host {
+                node: node.name.clone(),
+                problem,
+                fix: "fix that line of your ssh config, or set host, port and user of the node in labs.yaml".into(),
+            })?,
+            None => config::HostConfig::default(),
+        };
+        let host = cfg.hostname.clone().unwrap_or_else(|| spec.host.clone());
+        let port = spec.port.or(cfg.port).unwrap_or(22);
+        let known_hosts = cfg.user_known_hosts_file.as_deref().map(|p| self.expand(p));
+        let identity = match spec.identity_file.as_ref().or(cfg.identity_file.as_ref()) {
             Some(path) => self.expand(path),
             None => self
                 .home
@@ -140,24 +153,92 @@ impl SshProvider {
                 fix: "set identity_file to the private key that logs in to the host".into(),
             });
         }
-        let check = match spec.host_key.as_deref() {
+        let check = self.host_key_check(
+            node,
+            spec.host_key.as_deref(),
+            "host_key",
+            &host,
+            port,
+            known_hosts.as_deref(),
+        )?;
+        let user = spec.user.clone().or(cfg.user.clone()).unwrap_or_else(|| "root".into());
+        let cfg_jump = match cfg.proxy_jump.as_deref() {
+            None | Some("none") => None,
+            Some(text) => {
+                Some(
+                    lab_model::jump::parse_proxy_jump(text).map_err(|(problem, _)| ProviderError::Host {
+                        node: node.name.clone(),
+                        problem: format!("~/.ssh/config's ProxyJump for `{}`: {problem}", spec.host),
+                        fix: "give the node `proxy_jump:` in labs.yaml (one hop), or change the ProxyJump line".into(),
+                    })?,
+                )
+            }
+        };
+        let jump = match spec.proxy_jump.as_ref().or(cfg_jump.as_ref()) {
+            None => None,
+            Some(j) => {
+                let jump_port = j.port.unwrap_or(22);
+                Some(JumpHost {
+                    host: j.host.clone(),
+                    port: jump_port,
+                    user: j.user.clone().unwrap_or_else(|| user.clone()),
+                    identity: Some(identity.clone()),
+                    check: self.host_key_check(
+                        node,
+                        spec.proxy_jump_host_key.as_deref(),
+                        "proxy_jump_host_key",
+                        &j.host,
+                        jump_port,
+                        known_hosts.as_deref(),
+                    )?,
+                })
+            }
+        };
+        Ok(Endpoint {
+            target: SshTarget {
+                node: node.name.clone(),
+                host,
+                port,
+                user,
+                identity: Some(identity),
+                jump,
+            },
+            check,
+            sudo: spec.sudo,
+        })
+    }
+
+    /// Which host keys of `host:port` are accepted: the key or fingerprint
+    /// labs.yaml gives in `field`, else the user's known_hosts entries.
+    fn host_key_check(
+        &self,
+        node: &ResolvedNode,
+        given: Option<&str>,
+        field: &str,
+        host: &str,
+        port: u16,
+        known_hosts: Option<&std::path::Path>,
+    ) -> Result<HostKeyCheck, ProviderError> {
+        Ok(match given {
             Some(fp) if fp.starts_with("SHA256:") => HostKeyCheck::Fingerprint(fp.to_string()),
             Some(line) => HostKeyCheck::AnyOf {
                 keys: vec![ssh::parse_public(line).ok_or_else(|| ProviderError::Host {
                     node: node.name.clone(),
-                    problem: format!("host_key `{line}` is not a public key labctl can read"),
+                    problem: format!("{field} `{line}` is not a public key labctl can read"),
                     fix: "paste the key as `ssh-keyscan HOST` prints it, or its SHA256 fingerprint".into(),
                 })?],
-                source: "host_key in labs.yaml".into(),
+                source: format!("{field} in labs.yaml"),
             },
             None => {
-                let known = self.home.as_ref().map(|h| h.join(".ssh").join("known_hosts"));
+                let known = known_hosts
+                    .map(std::path::Path::to_path_buf)
+                    .or_else(|| self.home.as_ref().map(|h| h.join(".ssh").join("known_hosts")));
                 let keys = match &known {
-                    Some(path) => russh::keys::known_hosts::known_host_keys_path(&spec.host, port, path)
+                    Some(path) => russh::keys::known_hosts::known_host_keys_path(host, port, path)
                         .map_err(|e| ProviderError::Host {
                             node: node.name.clone(),
                             problem: format!("{} cannot be read: {e}", path.display()),
-                            fix: "fix or move the file, or give `host_key:` in labs.yaml".into(),
+                            fix: format!("fix or move the file, or give `{field}:` in labs.yaml"),
                         })?
                         .into_iter()
                         .map(|(_, k)| k)
@@ -166,26 +247,23 @@ impl SshProvider {
                 };
                 HostKeyCheck::AnyOf {
                     keys,
-                    source: "~/.ssh/known_hosts".into(),
+                    source: known
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "~/.ssh/known_hosts".into()),
                 }
             }
-        };
-        Ok(Endpoint {
-            target: SshTarget {
-                node: node.name.clone(),
-                host: spec.host.clone(),
-                port,
-                user: spec.user.clone().unwrap_or_else(|| "root".into()),
-                identity: Some(identity),
-            },
-            check,
-            sudo: spec.sudo,
         })
     }
 
     async fn preflight_node(&self, node: &ResolvedNode) -> Result<Found, ProviderError> {
         let end = self.endpoint(node)?;
         let unknown = matches!(&end.check, HostKeyCheck::AnyOf { keys, .. } if keys.is_empty());
+        let jump_unknown = end
+            .target
+            .jump
+            .as_ref()
+            .is_some_and(|j| matches!(&j.check, HostKeyCheck::AnyOf { keys, .. } if keys.is_empty()));
         // The lab's own key is never used here: every endpoint names one.
         let unused =
             Arc::new(
@@ -208,6 +286,38 @@ impl SshProvider {
                         node.name
                     ),
                 })
+            }
+            // The jump host is not known: the same refusal, naming its field.
+            Err(SshError::Jump { jump, source, .. })
+                if jump_unknown && matches!(*source, SshError::HostKeyMismatch { .. }) =>
+            {
+                let SshError::HostKeyMismatch { presented, .. } = *source else {
+                    unreachable!("matched above")
+                };
+                return Err(ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!(
+                        "jump host {jump} is not in ~/.ssh/known_hosts and labs.yaml gives no proxy_jump_host_key; it presents {presented}, and labctl does not trust a host on first use"
+                    ),
+                    fix: format!(
+                        "check {presented} on the jump host (`ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`), then add `proxy_jump_host_key: {presented}` to node `{}`",
+                        node.name
+                    ),
+                });
+            }
+            // The jump host did not answer as SSH.
+            Err(SshError::Jump { jump, source, .. })
+                if matches!(*source, SshError::Protocol { .. } | SshError::Timeout { .. }) =>
+            {
+                let why = match *source {
+                    SshError::Protocol { source, .. } => source.to_string(),
+                    other => other.to_string(),
+                };
+                return Err(ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!("cannot reach the jump host {jump} over SSH: {why}"),
+                    fix: "check proxy_jump's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)".into(),
+                });
             }
             // Nothing answered as SSH: say where we knocked and what to check.
             Err(SshError::Protocol { source, .. }) => {
@@ -274,6 +384,7 @@ impl SshProvider {
             host_key: ssh::public_line(session.host_key()),
             device,
             agent_port,
+            jump_host_key: session.jump_host_key().map(ssh::public_line),
         })
     }
 
@@ -332,8 +443,14 @@ fn preflight_note(found: &Found) -> String {
     let key = ssh::parse_public(&found.host_key)
         .map(|k| ssh::fingerprint(&k))
         .unwrap_or_default();
+    let jump = found
+        .jump_host_key
+        .as_deref()
+        .and_then(ssh::parse_public)
+        .map(|k| format!(" (through a jump host with key {})", ssh::fingerprint(&k)))
+        .unwrap_or_default();
     format!(
-        "preflight passed: {}, host key {key}{device}, agent port {}",
+        "preflight passed: {}, host key {key}{jump}{device}, agent port {}",
         found.arch, found.agent_port
     )
 }
@@ -342,13 +459,7 @@ fn preflight_note(found: &Found) -> String {
 /// in with its recorded identity.
 async fn connect_recorded(node: &NodeState) -> Result<SshSession, ProviderError> {
     let pinned = ssh::pinned_host_key(&node.name, node.host_key.as_deref())?;
-    let target = SshTarget {
-        node: node.name.clone(),
-        host: node.ssh_host.clone(),
-        port: node.ssh_port,
-        user: node.ssh_user.clone(),
-        identity: node.ssh_identity.clone(),
-    };
+    let target = SshTarget::recorded(node);
     // The identity is always the node's own key; this one is never offered.
     let unused = Arc::new(
         PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).map_err(|e| ProviderError::Io {
@@ -548,6 +659,13 @@ impl Provider for SshProvider {
                 ssh_port: end.target.port,
                 ssh_user: end.target.user.clone(),
                 ssh_identity: end.target.identity.clone(),
+                ssh_jump: end.target.jump.as_ref().map(|j| JumpRecord {
+                    host: j.host.clone(),
+                    port: j.port,
+                    user: j.user.clone(),
+                    identity: j.identity.clone(),
+                    host_key: f.jump_host_key.clone().unwrap_or_default(),
+                }),
                 data_addr: node.data_addr,
                 data_prefix: node.data_prefix,
                 data_netdev: picked.and_then(|p| p.netdev.clone()),
@@ -577,7 +695,11 @@ impl Provider for SshProvider {
             node: node.to_string(),
             reason: "not in the lab's state".into(),
         })?;
-        let addr = format!("{}:{}", n.ssh_host, n.ssh_port);
+        // Behind a jump host, the jump host is what this machine can reach.
+        let addr = match &n.ssh_jump {
+            Some(j) => format!("{}:{}", j.host, j.port),
+            None => format!("{}:{}", n.ssh_host, n.ssh_port),
+        };
         match tokio::time::timeout(
             crate::provider::CHECK_ALIVE_TIMEOUT,
             tokio::net::TcpStream::connect(&addr),
@@ -641,6 +763,7 @@ impl Provider for SshProvider {
     }
 }
 
+pub mod config;
 pub mod host;
 
 #[cfg(test)]

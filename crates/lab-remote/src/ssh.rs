@@ -2,7 +2,8 @@
 //! pinned before the first contact (labctl generates them: no trust on
 //! first use), commands with exit status and stderr, SFTP upload and
 //! download, and direct-tcpip channels (how the controller reaches each
-//! node's agent).
+//! node's agent, and a host behind one jump host: ssh's ProxyJump, with no
+//! `ssh` binary spawned).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -96,6 +97,29 @@ pub enum SshError {
         /// What it wrote to stderr.
         stderr: String,
     },
+    /// The jump host on the way to the node failed (unreachable, its
+    /// host key, refused login): `source` says how.
+    #[error("node `{node}`: jump host {jump}: {source}")]
+    Jump {
+        /// The node.
+        node: String,
+        /// `user@host:port` of the jump host.
+        jump: String,
+        /// What failed there.
+        source: Box<SshError>,
+    },
+    /// The jump host was reached, but it could not open a connection to the node.
+    #[error("node `{node}`: the jump host {jump} cannot reach {addr}: {reason}\n  fix: check the node's host and port as the jump host sees them (`ssh {jump} nc -zv HOST PORT`), and that the jump host's sshd allows TCP forwarding (AllowTcpForwarding)")]
+    JumpTarget {
+        /// The node.
+        node: String,
+        /// `user@host:port` of the jump host.
+        jump: String,
+        /// The node's host:port.
+        addr: String,
+        /// What the jump host said.
+        reason: String,
+    },
     /// A protocol or transport error.
     #[error("node `{node}`: SSH: {source}")]
     Protocol {
@@ -132,6 +156,25 @@ pub enum SshError {
     },
 }
 
+impl SshError {
+    /// Whether waiting cannot help: a changed host key or a refused key
+    /// (at the node or at its jump host).
+    pub fn is_final(&self) -> bool {
+        match self {
+            SshError::Jump { source, .. } => source.is_final(),
+            e => matches!(
+                e,
+                SshError::HostKeyChanged { .. }
+                    | SshError::HostKeyMismatch { .. }
+                    | SshError::AuthRejected { .. }
+                    | SshError::IdentityRejected { .. }
+                    | SshError::NoPinnedKey { .. }
+                    | SshError::Key { .. }
+            ),
+        }
+    }
+}
+
 fn stderr_suffix(stderr: &str) -> String {
     let s = stderr.trim();
     if s.is_empty() {
@@ -155,12 +198,59 @@ pub struct SshTarget {
     /// The private key to log in with instead of the lab's own key (a host
     /// that exists, provider ssh).
     pub identity: Option<std::path::PathBuf>,
+    /// The one jump host the connection goes through (ssh's ProxyJump).
+    pub jump: Option<JumpHost>,
+}
+
+/// A jump host (one hop): the node's TCP connection is a direct-tcpip
+/// channel of an SSH session to it.
+#[derive(Debug, Clone)]
+pub struct JumpHost {
+    /// Its host.
+    pub host: String,
+    /// Its SSH port.
+    pub port: u16,
+    /// Login user there.
+    pub user: String,
+    /// The private key to log in with there.
+    pub identity: Option<std::path::PathBuf>,
+    /// Which of its host keys are accepted.
+    pub check: HostKeyCheck,
+}
+
+impl JumpHost {
+    /// `user@host:port`.
+    pub fn label(&self) -> String {
+        format!("{}@{}:{}", self.user, self.host, self.port)
+    }
 }
 
 impl SshTarget {
     /// `host:port`.
     pub fn addr(&self) -> String {
         format!("{}:{}", self.host, self.port)
+    }
+
+    /// The target of a node the lab's state records, with its jump host
+    /// (whose recorded key is the only one accepted).
+    pub fn recorded(node: &lab_state::NodeState) -> SshTarget {
+        SshTarget {
+            node: node.name.clone(),
+            host: node.ssh_host.clone(),
+            port: node.ssh_port,
+            user: node.ssh_user.clone(),
+            identity: node.ssh_identity.clone(),
+            jump: node.ssh_jump.as_ref().map(|j| JumpHost {
+                host: j.host.clone(),
+                port: j.port,
+                user: j.user.clone(),
+                identity: j.identity.clone(),
+                check: HostKeyCheck::AnyOf {
+                    keys: parse_public(&j.host_key).into_iter().collect(),
+                    source: "the jump host key recorded in the lab's state".into(),
+                },
+            }),
+        }
     }
 }
 
@@ -294,6 +384,9 @@ pub struct SshSession {
     handle: Handle<PinningHandler>,
     host_key: PublicKey,
     nagle: Arc<BulkNagle>,
+    /// The session to the jump host the connection runs through; kept as
+    /// long as this one.
+    jump: Option<Box<SshSession>>,
 }
 
 /// TCP_NODELAY on the session's socket, off while a bulk upload streams.
@@ -371,12 +464,7 @@ impl SshSession {
     ) -> Result<SshSession, SshError> {
         let key = match &target.identity {
             None => key,
-            Some(path) => Arc::new(russh::keys::load_secret_key(path, None).map_err(|e| SshError::Key {
-                path: path.display().to_string(),
-                message: format!(
-                    "{e} (labctl reads unencrypted OpenSSH/PEM keys; a passphrase-protected key is not supported yet)"
-                ),
-            })?),
+            Some(path) => Arc::new(russh::keys::load_secret_key(path, None).map_err(|e| identity_error(path, e))?),
         };
         let config = Arc::new(client::Config {
             inactivity_timeout: None,
@@ -393,25 +481,42 @@ impl SshSession {
             node: target.node.clone(),
             source,
         };
+        // Through a jump host: its session first (its own errors name it),
+        // then a channel from it to the node.
+        let jump = match &target.jump {
+            None => None,
+            Some(j) => Some(Box::new(Self::connect_jump(target, j, key.clone(), timeout).await?)),
+        };
         let connected = tokio::time::timeout(timeout, async {
+            if let Some(jump) = &jump {
+                let stream = jump.open_tcp(&target.host, target.port).await;
+                let stream = stream.map_err(|e| Err(jump_target_error(target, e)))?;
+                let handle = client::connect_stream(config, stream, handler).await.map_err(Ok)?;
+                return Ok((handle, jump.nagle.clone()));
+            }
             let stream = tokio::net::TcpStream::connect(target.addr())
                 .await
-                .map_err(russh::Error::IO)?;
+                .map_err(|e| Ok(russh::Error::IO(e)))?;
             // Small messages go out at once (see BulkNagle for bulk streams).
-            stream.set_nodelay(true).map_err(russh::Error::IO)?;
+            stream.set_nodelay(true).map_err(|e| Ok(russh::Error::IO(e)))?;
             let socket = std::net::TcpStream::from(
                 std::os::fd::AsFd::as_fd(&stream)
                     .try_clone_to_owned()
-                    .map_err(russh::Error::IO)?,
+                    .map_err(|e| Ok(russh::Error::IO(e)))?,
             );
-            let handle = client::connect_stream(config, stream, handler).await?;
-            Ok::<_, russh::Error>((handle, socket))
+            let handle = client::connect_stream(config, stream, handler).await.map_err(Ok)?;
+            let nagle = Arc::new(BulkNagle {
+                socket,
+                uploads: std::sync::atomic::AtomicUsize::new(0),
+            });
+            Ok::<_, Result<russh::Error, SshError>>((handle, nagle))
         })
         .await;
-        let (mut handle, socket) = match connected {
+        let (mut handle, nagle) = match connected {
             Err(_) => return Err(protocol(russh::Error::ConnectionTimeout)),
             Ok(Ok(handle)) => handle,
-            Ok(Err(e)) => {
+            Ok(Err(Err(e))) => return Err(e),
+            Ok(Err(Ok(e))) => {
                 let seen = presented.lock().expect("host key slot").clone();
                 if let Some(seen) = seen {
                     if !check.accepts(&seen) {
@@ -459,11 +564,39 @@ impl SshSession {
             node: target.node.clone(),
             handle,
             host_key,
-            nagle: Arc::new(BulkNagle {
-                socket,
-                uploads: std::sync::atomic::AtomicUsize::new(0),
-            }),
+            nagle,
+            jump,
         })
+    }
+
+    /// The session to `target`'s jump host `jump`; a failure is a
+    /// [`SshError::Jump`] naming the hop.
+    async fn connect_jump(
+        target: &SshTarget,
+        jump: &JumpHost,
+        key: Arc<PrivateKey>,
+        timeout: Duration,
+    ) -> Result<SshSession, SshError> {
+        let hop = SshTarget {
+            node: target.node.clone(),
+            host: jump.host.clone(),
+            port: jump.port,
+            user: jump.user.clone(),
+            identity: jump.identity.clone(),
+            jump: None,
+        };
+        Box::pin(Self::connect_checked(&hop, key, jump.check.clone(), timeout))
+            .await
+            .map_err(|e| SshError::Jump {
+                node: target.node.clone(),
+                jump: jump.label(),
+                source: Box::new(e),
+            })
+    }
+
+    /// The host key the jump host presented, when the session runs through one.
+    pub fn jump_host_key(&self) -> Option<&PublicKey> {
+        self.jump.as_ref().map(|j| &j.host_key)
     }
 
     /// Connects, retrying with backoff until `deadline` passes. `still_alive`
@@ -480,17 +613,7 @@ impl SshSession {
         F: std::future::Future<Output = Result<(), E>>,
     {
         // Neither a changed host key nor a refused key gets better by waiting.
-        let final_error = |e: &SshError| {
-            matches!(
-                e,
-                SshError::HostKeyChanged { .. }
-                    | SshError::HostKeyMismatch { .. }
-                    | SshError::AuthRejected { .. }
-                    | SshError::IdentityRejected { .. }
-                    | SshError::NoPinnedKey { .. }
-                    | SshError::Key { .. }
-            )
-        };
+        let final_error = SshError::is_final;
         let started = Instant::now();
         let attempt = || {
             let alive = still_alive();
@@ -776,9 +899,45 @@ impl SshSession {
         Ok(channel.into_stream())
     }
 
-    /// Closes the session politely.
+    /// Closes the session politely (and then its jump host's).
     pub async fn close(&self) {
         let _ = self.handle.disconnect(Disconnect::ByApplication, "", "en").await;
+        if let Some(jump) = &self.jump {
+            Box::pin(jump.close()).await;
+        }
+    }
+}
+
+/// Why an identity file cannot be used, and what to do.
+fn identity_error(path: &Path, e: russh::keys::Error) -> SshError {
+    let message = match e {
+        // labctl asks for no passphrase and does not use an SSH agent yet.
+        russh::keys::Error::KeyIsEncrypted => "the key is protected by a passphrase, which labctl cannot ask for (and it does not use an SSH agent yet); give the node a key without a passphrase, e.g. a lab key made with `ssh-keygen -t ed25519 -N '' -f ~/.ssh/lab_ed25519` and authorized on the hosts".to_string(),
+        other => format!("{other} (labctl reads unencrypted OpenSSH/PEM keys)"),
+    };
+    SshError::Key {
+        path: path.display().to_string(),
+        message,
+    }
+}
+
+/// A direct-tcpip channel the jump host could not open, as the error
+/// naming both hops.
+fn jump_target_error(target: &SshTarget, e: SshError) -> SshError {
+    let jump = target.jump.as_ref().map(JumpHost::label).unwrap_or_default();
+    let reason = match e {
+        SshError::Protocol {
+            source: russh::Error::ChannelOpenFailure(why),
+            ..
+        } => format!("channel open failed ({why:?})"),
+        SshError::Protocol { source, .. } => source.to_string(),
+        other => other.to_string(),
+    };
+    SshError::JumpTarget {
+        node: target.node.clone(),
+        jump,
+        addr: target.addr(),
+        reason,
     }
 }
 
@@ -811,65 +970,4 @@ fn signal_number(signal: &russh::Sig) -> i32 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn test_ssh_that_never_answers_times_out_naming_the_node() {
-        // A port that accepts connections but never says a word, like a VM
-        // whose sshd hangs.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let silent = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                held.push(stream);
-            }
-        });
-        let target = SshTarget {
-            node: "n1".into(),
-            host: "127.0.0.1".into(),
-            port,
-            user: "root".into(),
-            identity: None,
-        };
-        let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
-        let started = std::time::Instant::now();
-        let pinned = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
-            .unwrap()
-            .public_key()
-            .clone();
-        let result = SshSession::connect_with_retry(&target, key, pinned, Duration::from_secs(2), || async {
-            Ok::<(), ()>(())
-        })
-        .await;
-        match result {
-            Err(ConnectFailure::Ssh(e @ SshError::Timeout { .. })) => {
-                let text = e.to_string();
-                assert!(text.contains("node `n1`") && text.contains(&port.to_string()), "{text}");
-            }
-            Err(ConnectFailure::Ssh(e)) => panic!("expected a timeout, got {e}"),
-            Err(ConnectFailure::NodeDied(())) => panic!("node reported dead"),
-            Ok(_) => panic!("connected to a silent port"),
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
-        silent.abort();
-    }
-
-    #[test]
-    fn test_key_is_created_private_and_reloaded() {
-        let dir = std::env::temp_dir().join(format!("labctl-ssh-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("id_ed25519");
-        let key = load_or_create_key(&path).unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        let again = load_or_create_key(&path).unwrap();
-        assert_eq!(key.public_key(), again.public_key());
-        let line = public_line(key.public_key());
-        assert!(line.starts_with("ssh-ed25519 "), "{line}");
-        assert_eq!(parse_public(&line).unwrap(), *key.public_key());
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-}
+mod tests;

@@ -397,6 +397,9 @@ pub struct NodeState {
     /// (a host that exists, provider ssh: the user's key, by path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_identity: Option<std::path::PathBuf>,
+    /// The jump host SSH goes through (provider ssh, `proxy_jump:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_jump: Option<JumpRecord>,
     /// The node's address on the lab's data link (the rxe link).
     pub data_addr: Ipv4Addr,
     /// Prefix length of the data network.
@@ -428,8 +431,25 @@ pub struct NodeState {
     pub host: Option<HostChanges>,
 }
 
+/// A jump host as the lab recorded it at `up`: where, as whom, and the
+/// host key it presented then (the only one accepted afterwards).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JumpRecord {
+    /// Its host.
+    pub host: String,
+    /// Its SSH port.
+    pub port: u16,
+    /// Login user there.
+    pub user: String,
+    /// The private key to log in with there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<std::path::PathBuf>,
+    /// Its host key (OpenSSH public key line), pinned at `up`.
+    pub host_key: String,
+}
+
 /// Everything a lab put on a host that outlives it: one directory, the
-/// host lock, and the agent's supervisor.
+/// host lock, the agent's supervisor, an rxe link and a netem qdisc.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostChanges {
     /// The lab's directory on the host (`/var/lib/labctl/<lab>-<id>`):
@@ -452,6 +472,11 @@ pub struct HostChanges {
     /// netdev had one: a link the lab did not add is never removed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rxe_link: Option<String>,
+    /// The netdev on which `labctl impair` set a root netem qdisc
+    /// (recorded before the rule is set; `impair --clear` and `down`
+    /// remove that qdisc, only while it is still a netem one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netem_netdev: Option<String>,
 }
 
 impl HostChanges {
@@ -535,6 +560,7 @@ mod tests {
             ssh_port: 2201,
             ssh_user: "root".into(),
             ssh_identity: None,
+            ssh_jump: None,
             data_addr: Ipv4Addr::new(10, 77, 0, 1),
             data_prefix: 24,
             data_netdev: Some("eth1".into()),

@@ -1405,6 +1405,7 @@ impl AwsProvider {
                 ssh_port: 22,
                 ssh_user: spec.ssh_user.clone(),
                 ssh_identity: None,
+                ssh_jump: None,
                 data_addr: private,
                 data_prefix: subnet_prefix,
                 data_netdev: None,

@@ -396,6 +396,7 @@ impl Provider for QemuProvider {
                 ssh_port: *port,
                 ssh_user: "root".into(),
                 ssh_identity: None,
+                ssh_jump: None,
                 data_addr: node.data_addr,
                 data_prefix: node.data_prefix,
                 data_netdev: None,

@@ -2,7 +2,8 @@
 //! lock, the lab's one directory, the agent's supervisor, and with
 //! `fabric: rxe` the rxe link the lab adds where the data netdev has none
 //! (the node-side half is `provisioning/node/host-lab.sh`; the link is added
-//! by provisioning's rxe setup). Nothing outside those.
+//! by provisioning's rxe setup), and the netem qdisc `labctl impair` set
+//! (recorded by lab-core's impair before it is set). Nothing outside those.
 
 use std::collections::BTreeSet;
 
@@ -45,6 +46,7 @@ pub fn planned_changes(lab: &str, id: &str, controller: &str, adds_rxe: bool) ->
         // Named after the lab's id: the host lock keeps other labs off the
         // host, and the name says whose link it is.
         rxe_link: adds_rxe.then(|| format!("rxe_{short}")),
+        netem_netdev: None,
     }
 }
 
@@ -150,9 +152,10 @@ pub fn describe_holder(line: &str) -> String {
     )
 }
 
-/// Stops the lab's agent, removes its directory, the rxe link it added
-/// (not while another process holds it open) and its host lock (only while
-/// the lock is still the lab's own). Idempotent.
+/// Stops the lab's agent, removes its directory, the netem qdisc `impair`
+/// set (only while it is still a netem one), the rxe link it added (not
+/// while another process holds it open) and its host lock (only while the
+/// lock is still the lab's own). Idempotent.
 pub async fn release(
     session: &SshSession,
     node: &str,
@@ -169,6 +172,7 @@ pub async fn release(
                 &changes.unit,
                 &changes.holder,
                 changes.rxe_link.as_deref().unwrap_or("-"),
+                changes.netem_netdev.as_deref().unwrap_or("-"),
             ],
         ))
         .await?;

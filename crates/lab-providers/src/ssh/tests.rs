@@ -106,6 +106,8 @@ fn node_on(host: &str, port: u16, identity: Option<&str>, host_key: Option<&str>
             identity_file: identity.map(str::to_string),
             host_key: host_key.map(str::to_string),
             sudo: None,
+            proxy_jump: None,
+            proxy_jump_host_key: None,
         }),
         rdma_device: None,
     }

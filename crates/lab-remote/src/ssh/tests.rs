@@ -1,0 +1,98 @@
+//! Tests of the SSH client: timeouts and the lab's key.
+
+use super::*;
+
+#[tokio::test]
+async fn test_ssh_that_never_answers_times_out_naming_the_node() {
+    // A port that accepts connections but never says a word, like a VM
+    // whose sshd hangs.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let target = SshTarget {
+        node: "n1".into(),
+        host: "127.0.0.1".into(),
+        port,
+        user: "root".into(),
+        identity: None,
+        jump: None,
+    };
+    let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
+    let started = std::time::Instant::now();
+    let pinned = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
+        .unwrap()
+        .public_key()
+        .clone();
+    let result = SshSession::connect_with_retry(&target, key, pinned, Duration::from_secs(2), || async {
+        Ok::<(), ()>(())
+    })
+    .await;
+    match result {
+        Err(ConnectFailure::Ssh(e @ SshError::Timeout { .. })) => {
+            let text = e.to_string();
+            assert!(text.contains("node `n1`") && text.contains(&port.to_string()), "{text}");
+        }
+        Err(ConnectFailure::Ssh(e)) => panic!("expected a timeout, got {e}"),
+        Err(ConnectFailure::NodeDied(())) => panic!("node reported dead"),
+        Ok(_) => panic!("connected to a silent port"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    silent.abort();
+}
+
+#[test]
+fn test_key_is_created_private_and_reloaded() {
+    let dir = std::env::temp_dir().join(format!("labctl-ssh-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("id_ed25519");
+    let key = load_or_create_key(&path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let again = load_or_create_key(&path).unwrap();
+    assert_eq!(key.public_key(), again.public_key());
+    let line = public_line(key.public_key());
+    assert!(line.starts_with("ssh-ed25519 "), "{line}");
+    assert_eq!(parse_public(&line).unwrap(), *key.public_key());
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[tokio::test]
+async fn test_a_passphrase_protected_identity_is_refused_saying_what_to_do() {
+    // A real encrypted key, made by ssh-keygen (openssh-client).
+    let dir = std::env::temp_dir().join(format!("labctl-ssh-enc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("enc_ed25519");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "secret phrase", "-f"])
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let target = SshTarget {
+        node: "n1".into(),
+        host: "127.0.0.1".into(),
+        port: 1,
+        user: "root".into(),
+        identity: Some(path.clone()),
+        jump: None,
+    };
+    let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
+    let pinned = key.public_key().clone();
+    let err = SshSession::connect(&target, key, pinned, Duration::from_secs(2))
+        .await
+        .err()
+        .expect("an encrypted key cannot be used")
+        .to_string();
+    assert!(err.contains(path.to_str().unwrap()), "{err}");
+    assert!(
+        err.contains("protected by a passphrase") && err.contains("ssh-keygen -t ed25519 -N ''"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
