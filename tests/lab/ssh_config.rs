@@ -9,7 +9,7 @@
 use libtest_mimic::Failed;
 use serde_json::Value;
 
-use crate::util::{bin_dir, check, Labctl};
+use crate::util::{bin_dir, check, e2e_server_and_client, Labctl};
 
 pub(crate) fn test_ssh_lab_hosts_from_ssh_config_aliases(qemu: &Labctl) -> Result<(), Failed> {
     let dir = bin_dir().join("lab-tests-ssh-config");
@@ -17,15 +17,7 @@ pub(crate) fn test_ssh_lab_hosts_from_ssh_config_aliases(qemu: &Labctl) -> Resul
     let dotssh = dir.join("home/.ssh");
     std::fs::create_dir_all(&dotssh)?;
     let e2e_dir = qemu.state_dir("e2e");
-    let e2e: Value = serde_json::from_str(&std::fs::read_to_string(e2e_dir.join("state.json"))?)?;
-    let node = |name: &str| {
-        e2e["nodes"]
-            .as_array()
-            .and_then(|n| n.iter().find(|n| n["name"] == name))
-            .cloned()
-            .ok_or_else(|| format!("no node {name} in the e2e state"))
-    };
-    let (server, client) = (node("server")?, node("client")?);
+    let (server, client) = e2e_server_and_client(qemu)?;
     let text = |v: &Value, k: &str| v[k].as_str().map(str::to_string).ok_or_else(|| format!("no {k}: {v}"));
     let (server_port, client_addr) = (server["ssh_port"].to_string(), text(&client, "data_addr")?);
     let key = e2e_dir.join("id_ed25519").display().to_string();

@@ -10,21 +10,13 @@ use libtest_mimic::Failed;
 use serde_json::Value;
 
 use crate::ssh_existing::ssh_labs_file_with;
-use crate::util::{bin_dir, check, Labctl};
+use crate::util::{bin_dir, check, e2e_server_and_client, Labctl};
 
 pub(crate) fn test_ssh_lab_through_a_jump_host(qemu: &Labctl) -> Result<(), Failed> {
     let dir = bin_dir().join("lab-tests-ssh-jump");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let e2e: Value = serde_json::from_str(&std::fs::read_to_string(qemu.state_dir("e2e").join("state.json"))?)?;
-    let node = |name: &str| {
-        e2e["nodes"]
-            .as_array()
-            .and_then(|n| n.iter().find(|n| n["name"] == name))
-            .cloned()
-            .ok_or_else(|| format!("no node {name} in the e2e state"))
-    };
-    let (server, client) = (node("server")?, node("client")?);
+    let (server, client) = e2e_server_and_client(qemu)?;
     let jump_port = server["ssh_port"].to_string();
     let jump_key = server["host_key"].as_str().ok_or("server: no host_key")?.to_string();
     let client_addr = client["data_addr"].as_str().ok_or("client: no data_addr")?.to_string();

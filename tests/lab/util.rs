@@ -184,3 +184,18 @@ pub fn rc_pingpong(lab: &Labctl, server_cmd: &str, client_cmd: &str, bytes: u64)
         server: server_out,
     })
 }
+
+/// The suite lab's (`e2e`) `server` and `client` nodes, as its state.json records them.
+pub fn e2e_server_and_client(lab: &Labctl) -> Result<(serde_json::Value, serde_json::Value), Failed> {
+    let path = lab.state_dir("e2e").join("state.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let state: serde_json::Value = serde_json::from_str(&text)?;
+    let node = |name: &str| -> Result<serde_json::Value, Failed> {
+        state["nodes"]
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["name"] == name))
+            .cloned()
+            .ok_or_else(|| format!("no node {name} in the e2e state").into())
+    };
+    Ok((node("server")?, node("client")?))
+}

@@ -431,16 +431,7 @@ pub fn check_host_qdisc(node: &str, netdev: &str, recorded: bool, tc_show: &str)
 
 async fn tc_show(session: &SshSession, node: &str, netdev: &str) -> Result<String, ImpairError> {
     let command = RemoteCommand::new("tc").args(["qdisc", "show", "dev", netdev]);
-    let out = session.exec(&command).await?;
-    if out.status != 0 {
-        return Err(ImpairError::Tc {
-            node: node.to_string(),
-            command: command.to_string(),
-            status: out.status,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    run_tc(session, node, &command).await
 }
 
 /// Records (`Some`) or forgets (`None`) the netdev of `node`'s netem in
@@ -572,7 +563,8 @@ async fn clear_on_host(
     Ok((command, now))
 }
 
-async fn run_tc(session: &SshSession, node: &str, command: &RemoteCommand) -> Result<(), ImpairError> {
+/// Runs a `tc` command on `node`; its stdout, or the failure with its stderr.
+async fn run_tc(session: &SshSession, node: &str, command: &RemoteCommand) -> Result<String, ImpairError> {
     let out = session.exec(command).await?;
     if out.status != 0 {
         return Err(ImpairError::Tc {
@@ -582,7 +574,7 @@ async fn run_tc(session: &SshSession, node: &str, command: &RemoteCommand) -> Re
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         });
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The RDMA counters that count Go-Back-N retransmission work, with what
