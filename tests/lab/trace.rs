@@ -124,6 +124,23 @@ fn write_read(lab: &Labctl) -> Result<(), Failed> {
     check(bad.code != 0 && bad.stderr.contains("nothing was run"), || {
         format!("bad path: {}", bad.stderr)
     })?;
+    // A run with more events than the ring: the newest 20 kept per side, the rest counted and said.
+    let small = dir.join("small.json");
+    let small_s = small.display().to_string();
+    let out = lab
+        .run(&["run", "write-read", "--trace", &small_s, "--trace-events", "20"])
+        .ok()?;
+    let doc: Value = serde_json::from_slice(&std::fs::read(&small)?)?;
+    let nodes = doc["otherData"]["nodes"].as_array().ok_or("no nodes")?;
+    let client = nodes.iter().find(|n| n["role"] == "client").ok_or("no client node")?;
+    let dropped = client["dropped"].as_u64().unwrap_or(0);
+    check(
+        client["events"] == 20 && client["ring_size"] == 20 && dropped > 0,
+        || format!("client with a 20-event ring: {client}"),
+    )?;
+    check(out.stderr.contains(&format!("20 events, {dropped} dropped")), || {
+        format!("the run did not say what it dropped: {}", out.stderr)
+    })?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

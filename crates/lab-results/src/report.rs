@@ -212,9 +212,12 @@ pub fn load_dir(dir: &Path) -> Result<(Vec<Saved>, Vec<Skipped>), ReportError> {
         let path = entry.map_err(io_err(dir))?.path();
         // Atomic writes leave `.<name>.tmp<n>` files only while they run.
         let hidden = path.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
-        // `<record>.trace.json` files (run --trace, ci `trace: true`) are traces, not records.
-        let trace = path.to_string_lossy().ends_with(".trace.json");
-        if hidden || trace || path.extension().is_none_or(|e| e != "json") {
+        // `<record>.trace.json` files (run --trace, ci `trace: true`) are traces and
+        // `<stamp>-ci.json` files ci reports (their cases' records sit beside them):
+        // neither is a record, and neither is worth a warning.
+        let name = path.to_string_lossy();
+        let not_a_record = name.ends_with(".trace.json") || name.ends_with("-ci.json");
+        if hidden || not_a_record || path.extension().is_none_or(|e| e != "json") {
             continue;
         }
         let parsed = std::fs::read(&path)

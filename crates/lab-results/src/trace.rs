@@ -155,9 +155,15 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
         out.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid(i), "args": {"sort_index": i}}));
         out.push(json!({"ph": "M", "name": "thread_name", "pid": pid(i), "tid": 0,
             "args": {"name": "connection (rdma_cm, blob, verdict)"}}));
-        for (qp, qpn) in qp_numbers(&side.trace) {
+        let qpns = qp_numbers(&side.trace);
+        for (qp, qpn) in &qpns {
             out.push(json!({"ph": "M", "name": "thread_name", "pid": pid(i), "tid": qp + 1,
                 "args": {"name": format!("QP {qp} (qpn {qpn})")}}));
+        }
+        // A libfabric side has no QP moves: its data path is its endpoint's.
+        if qpns.is_empty() && side.trace.events.iter().any(|e| e.name.starts_with("fi_")) {
+            out.push(json!({"ph": "M", "name": "thread_name", "pid": pid(i), "tid": 1,
+                "args": {"name": "libfabric endpoint (posts, CQ entries)"}}));
         }
         let ends = completion_of_posts(&side.trace.events);
         // A failed verbs completion carries no valid opcode: it is named after its post.
@@ -583,6 +589,9 @@ mod tests {
             .find(|e| e["ph"] == "X" && e["args"]["wr_id"] == "0x3")
             .expect("the write's span");
         assert_eq!(span["dur"], 20.0);
+        assert!(events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["tid"] == 1 && e["args"]["name"] == "libfabric endpoint (posts, CQ entries)"));
     }
 
     #[test]

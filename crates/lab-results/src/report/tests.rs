@@ -273,6 +273,11 @@ fn test_load_dir_reads_runs_and_benches_and_skips_what_is_not_a_record() {
     write("5-other.json", "[1, 2]".into());
     write("notes.txt", "not json, not looked at".into());
     write(".9-write-bw-x.json.tmp1", "partial".into());
+    write("20261127T003023Z-ci.json", "{\"suite\": \"ci.yaml\"}".into());
+    write(
+        "20261127T003119Z-write-read-d0ec.trace.json",
+        "{\"traceEvents\": []}".into(),
+    );
 
     let (saved, skipped) = load_dir(&dir).unwrap();
     let ids: Vec<&str> = saved.iter().map(Saved::id).collect();
