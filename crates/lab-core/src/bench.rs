@@ -360,12 +360,24 @@ pub enum BenchEvent<'a> {
     },
 }
 
-/// Where a node's data address lives: (RDMA device, its RoCE v2 GID index, the
-/// address, the network interface).
-type DataPath = (String, u32, Ipv4Addr, String);
+/// Where a node's data address lives, as its agent reports it.
+#[derive(Debug, Clone)]
+struct DataPath {
+    /// The RDMA device (`-d`).
+    device: String,
+    /// Its port that holds the address (`-i`).
+    ib_port: u32,
+    /// The RoCE v2 GID index of the address (`-x`).
+    gid_index: u32,
+    /// The data address.
+    addr: Ipv4Addr,
+    /// The network interface under the device.
+    netdev: String,
+}
 
-/// The RDMA device and GID index that carry `addr` as a RoCE v2 GID on `node`,
-/// and the interface under that device (`fi_pingpong -d`: tcp's domains are interfaces).
+/// The RDMA device, port and GID index that carry `addr` as a RoCE v2 GID on
+/// `node`, and the interface under that device (`fi_pingpong -d`: tcp's
+/// domains are interfaces).
 async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, BenchError> {
     let ns = lab.node_state(state, node)?.clone();
     let session = Arc::new(lab.connect(state, node).await?);
@@ -384,7 +396,13 @@ async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, B
         for port in &dev.ports {
             for gid in &port.gids {
                 if gid.gid_type == "RoCE v2" && gid.gid.parse::<std::net::Ipv6Addr>().ok() == Some(wanted) {
-                    return Ok((dev.name.clone(), gid.index, ns.data_addr, dev.netdev.clone()));
+                    return Ok(DataPath {
+                        device: dev.name.clone(),
+                        ib_port: port.port,
+                        gid_index: gid.index,
+                        addr: ns.data_addr,
+                        netdev: dev.netdev.clone(),
+                    });
                 }
             }
         }
@@ -401,11 +419,17 @@ async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, B
 fn perftest_command(
     spec: &PairSpec,
     device: &str,
+    ib_port: u32,
     gid: u32,
     port: Option<u16>,
     peer: Option<Ipv4Addr>,
 ) -> RemoteCommand {
-    let mut cmd = RemoteCommand::new(&spec.tool).args(["-d", device, "-x", &gid.to_string()]);
+    let mut cmd = RemoteCommand::new(&spec.tool).args(["-d", device]);
+    // perftest's default port is 1; a device whose data port is another says so.
+    if ib_port != 1 {
+        cmd = cmd.arg("-i").arg(ib_port.to_string());
+    }
+    cmd = cmd.arg("-x").arg(gid.to_string());
     if let Some(port) = port {
         cmd = cmd.arg("-p").arg(port.to_string());
     }
@@ -468,11 +492,18 @@ async fn run_perftest(
     };
     let timeout_s = opts.timeout.as_secs().max(10);
     let server_cmd = wrapped(
-        &perftest_command(spec, &dev[0].0, dev[0].1, Some(port), None),
+        &perftest_command(spec, &dev[0].device, dev[0].ib_port, dev[0].gid_index, Some(port), None),
         timeout_s,
     );
     let client_cmd = wrapped(
-        &perftest_command(spec, &dev[1].0, dev[1].1, Some(port), Some(dev[0].2)),
+        &perftest_command(
+            spec,
+            &dev[1].device,
+            dev[1].ib_port,
+            dev[1].gid_index,
+            Some(port),
+            Some(dev[0].addr),
+        ),
         timeout_s,
     );
     let ready = tokio::sync::Notify::new();
@@ -627,11 +658,11 @@ async fn run_fi_pingpong(
     let provider = spec.provider.as_deref().unwrap_or("tcp;ofi_rxm");
     let timeout_s = opts.timeout.as_secs().max(10);
     let server_cmd = wrapped(
-        &fi_pingpong_command(spec, provider, &dev[0].3, Some(port), None),
+        &fi_pingpong_command(spec, provider, &dev[0].netdev, Some(port), None),
         timeout_s,
     );
     let client_cmd = wrapped(
-        &fi_pingpong_command(spec, provider, &dev[1].3, Some(port), Some(dev[0].2)),
+        &fi_pingpong_command(spec, provider, &dev[1].netdev, Some(port), Some(dev[0].addr)),
         timeout_s,
     );
     let listening = RemoteCommand::script_with(
@@ -846,8 +877,18 @@ pub async fn run_bench(
             ours.push(s);
         }
         let ref_cmd = match &spec.provider {
-            Some(provider) => fi_pingpong_command(&spec, provider, &devs[1].3, None, Some(devs[0].2)).to_string(),
-            None => perftest_command(&spec, &devs[1].0, devs[1].1, None, Some(devs[0].2)).to_string(),
+            Some(provider) => {
+                fi_pingpong_command(&spec, provider, &devs[1].netdev, None, Some(devs[0].addr)).to_string()
+            }
+            None => perftest_command(
+                &spec,
+                &devs[1].device,
+                devs[1].ib_port,
+                devs[1].gid_index,
+                None,
+                Some(devs[0].addr),
+            )
+            .to_string(),
         };
         let reference = side_stats(&spec.tool, ref_cmd, reference);
         let ours = side_stats(&spec.workload, ours_cmd, ours);
@@ -882,7 +923,10 @@ pub async fn run_bench(
         server: opts.server.clone(),
         client: opts.client.clone(),
         perftest_version,
-        perftest_device: [(devs[0].0.clone(), devs[0].1), (devs[1].0.clone(), devs[1].1)],
+        perftest_device: [
+            (devs[0].device.clone(), devs[0].gid_index),
+            (devs[1].device.clone(), devs[1].gid_index),
+        ],
         started_at,
         duration_s: started.elapsed().as_secs_f64(),
         pairs,

@@ -208,7 +208,7 @@ fn test_a_sweep_is_one_pair_per_size_of_sweepable_workloads() {
     assert_eq!(pairs[0].label(), "write-bw 2B");
     assert_eq!(pairs[19].label(), "write-bw 1MiB");
     assert!(pairs.iter().all(|p| p.sweep_point && p.target.is_none() && p.qps == 1));
-    let cmd = perftest_command(&pairs[25], "rxe0", 1, None, None);
+    let cmd = perftest_command(&pairs[25], "rxe0", 1, 1, None, None);
     assert_eq!(cmd.as_str(), "ib_write_lat -d rxe0 -x 1 -n 200 -F -s 64");
     for refused in ["atomic-bw", "atomic-lat", "fabric-lat", "write-read"] {
         let err = sweep_pairs(&names(&[refused]), &[2]).unwrap_err().to_string();
@@ -225,7 +225,7 @@ fn test_scaling_points_spread_the_same_bytes_over_their_qps() {
     let q4 = full.iter().find(|p| p.label() == "send-bw q4").unwrap();
     let q1 = full.iter().find(|p| p.label() == "send-bw").unwrap();
     assert_eq!(q4.iterations * 4, q1.iterations);
-    let cmd = perftest_command(q4, "rxe0", 1, None, Some(Ipv4Addr::new(10, 77, 0, 1)));
+    let cmd = perftest_command(q4, "rxe0", 1, 1, None, Some(Ipv4Addr::new(10, 77, 0, 1)));
     assert_eq!(
         cmd.as_str(),
         "ib_send_bw -d rxe0 -x 1 -n 75 -F -s 65536 -t 128 -Q 16 -q 4 10.77.0.1"
@@ -239,17 +239,23 @@ fn test_scaling_points_spread_the_same_bytes_over_their_qps() {
 #[test]
 fn test_perftest_commands_match_our_parameters() {
     let pairs = suite(Suite::Quick);
-    let cmd = perftest_command(&pairs[0], "rxe0", 1, Some(18600), Some(Ipv4Addr::new(10, 77, 0, 1)));
+    let cmd = perftest_command(&pairs[0], "rxe0", 1, 1, Some(18600), Some(Ipv4Addr::new(10, 77, 0, 1)));
     assert_eq!(
         cmd.as_str(),
         "ib_write_bw -d rxe0 -x 1 -p 18600 -n 300 -F -s 65536 -t 128 -Q 16 10.77.0.1"
     );
     let atomic = pairs.iter().find(|p| p.workload == "atomic-bw").unwrap();
-    assert!(!perftest_command(atomic, "rxe0", 1, Some(1), None)
+    assert!(!perftest_command(atomic, "rxe0", 1, 1, Some(1), None)
         .as_str()
         .contains("-s "));
-    let recorded = perftest_command(&pairs[0], "rxe0", 1, None, Some(Ipv4Addr::new(10, 77, 0, 1)));
+    let recorded = perftest_command(&pairs[0], "rxe0", 1, 1, None, Some(Ipv4Addr::new(10, 77, 0, 1)));
     assert!(!recorded.as_str().contains(" -p "), "{recorded}");
+    // A NIC whose data address is on its second port: perftest is told (its default is 1).
+    let second = perftest_command(&pairs[0], "mlx5_0", 2, 3, None, None);
+    assert!(
+        second.as_str().starts_with("ib_write_bw -d mlx5_0 -i 2 -x 3 "),
+        "{second}"
+    );
     // The wrapper passes the command as words: run it here (coreutils'
     // timeout and stdbuf, as on the nodes) and see them arrive intact.
     let lat = RemoteCommand::new("echo").args(["ib_write_lat", "-s", "2", "a b"]);
