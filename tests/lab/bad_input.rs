@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use libtest_mimic::{Failed, Trial};
 
-use crate::util::{bin_dir, check, processes_mentioning, Labctl};
+use crate::util::{bin_dir, check, processes_mentioning, to_run, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
@@ -154,18 +154,61 @@ fn test_port_in_use_is_named_and_nothing_is_left(lab: &Labctl) -> Result<(), Fai
     nothing_left(&lab, "port-taken")
 }
 
+/// An image cache beside the real one whose images keep their kernel but
+/// have a root filesystem cut to its first MiB: the kernel cannot unpack
+/// it, finds no init and panics, and QEMU exits (-no-reboot). (Nodes too
+/// small for the image, the way this was provoked before, are now refused
+/// before any VM starts.)
+fn broken_image_cache(name: &str) -> Result<PathBuf, Failed> {
+    let real = std::env::var_os("LABCTL_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/labctl")))
+        .ok_or("no image cache to start from")?;
+    let broken = bin_dir()
+        .join("lab-tests-input")
+        .join(format!("broken-image-cache-{name}"));
+    let _ = std::fs::remove_dir_all(&broken);
+    let mut made = 0;
+    for entry in std::fs::read_dir(real.join("images"))? {
+        let dir = entry?.path();
+        let (kernel, rootfs) = (dir.join("vmlinux"), dir.join("base.cpio"));
+        if !(kernel.is_file() && rootfs.is_file()) {
+            continue;
+        }
+        let copy = broken
+            .join("images")
+            .join(dir.file_name().ok_or("an image without a name")?);
+        std::fs::create_dir_all(&copy)?;
+        std::os::unix::fs::symlink(&kernel, copy.join("vmlinux"))?;
+        let mut head = vec![0u8; 1 << 20];
+        std::io::Read::read_exact(&mut std::fs::File::open(&rootfs)?, &mut head)?;
+        std::fs::write(copy.join("base.cpio"), head)?;
+        made += 1;
+    }
+    check(made > 0, || format!("no built image under {}", real.display()))?;
+    Ok(broken)
+}
+
 fn test_vm_that_does_not_boot_shows_its_console(lab: &Labctl) -> Result<(), Failed> {
-    // 256 MiB cannot hold the unpacked root filesystem: the kernel panics
-    // during boot, QEMU exits (-no-reboot), and up must say so with the
-    // console's last lines instead of waiting for SSH until its timeout.
+    // A root filesystem the kernel cannot unpack: it panics during boot,
+    // QEMU exits (-no-reboot), and up must say so with the console's last
+    // lines instead of waiting for SSH until its timeout.
     let path = labs_file(
         "no-boot.yaml",
-        "labs:\n  - name: no-boot\n    nodes:\n      - name: tiny\n        memory: 256MiB\n",
+        "labs:\n  - name: no-boot\n    nodes:\n      - name: tiny\n",
     );
     let lab = with_file(lab, path);
+    let cache = broken_image_cache("no-boot")?;
     let started = std::time::Instant::now();
-    let run = lab.run(&["up", "--ssh-timeout", "180"]);
-    check(run.code != 0, || format!("a 256 MiB node booted?\n{}", run.stdout))?;
+    let run = to_run(
+        lab.command()
+            .args(["up", "--ssh-timeout", "180"])
+            .env("LABCTL_CACHE_DIR", &cache)
+            .output()?,
+    );
+    check(run.code != 0, || {
+        format!("a node with a broken root filesystem booted?\n{}", run.stdout)
+    })?;
     check(
         run.stderr.contains("node `tiny`") && run.stderr.contains("the VM is not running"),
         || format!("message: {}", run.stderr),
@@ -183,20 +226,24 @@ fn test_vm_that_does_not_boot_shows_its_console(lab: &Labctl) -> Result<(), Fail
 fn test_second_up_on_a_busy_lab_fails_clearly(lab: &Labctl) -> Result<(), Failed> {
     // The first `up` holds the lab's lock while its (non-booting) VM fails;
     // a second `up` meanwhile waits LABCTL_LOCK_WAIT seconds, then names the holder.
-    let path = labs_file(
-        "busy.yaml",
-        "labs:\n  - name: busy\n    nodes:\n      - name: tiny\n        memory: 256MiB\n",
-    );
+    let path = labs_file("busy.yaml", "labs:\n  - name: busy\n    nodes:\n      - name: tiny\n");
     let lab = with_file(lab, path);
+    let cache = broken_image_cache("busy")?;
     let first = lab
         .command()
         .arg("up")
+        .env("LABCTL_CACHE_DIR", &cache)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()?;
     let first_pid = first.id();
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let second = lab.command().arg("up").env("LABCTL_LOCK_WAIT", "1").output()?;
+    let second = lab
+        .command()
+        .arg("up")
+        .env("LABCTL_CACHE_DIR", &cache)
+        .env("LABCTL_LOCK_WAIT", "1")
+        .output()?;
     let first = first.wait_with_output()?;
     let stderr = String::from_utf8_lossy(&second.stderr);
     check(!second.status.success(), || "the second up succeeded".into())?;

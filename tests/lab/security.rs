@@ -2,7 +2,9 @@
 //! the SSH host key labctl generated for it before it booted, and labctl
 //! refuses any other; the agent serves only calls that carry the lab's
 //! secret, which a non-root user on the node can neither read nor guess,
-//! and which no output, log, state or results file contains.
+//! and which no output, log, state or results file contains (but its own
+//! file and the nodes' boot archives that carry it, all readable by their
+//! owner only).
 
 use std::time::Instant;
 
@@ -193,11 +195,22 @@ fn test_security_the_agent_secret_appears_in_no_output_log_state_or_result(lab: 
         &format!("{}{}", status.stdout, status.stderr),
     );
     // What labctl keeps: every file of the state directory but the secret's
-    // own, and the saved results.
+    // own and the nodes' boot archives (they carry it to the node's agent, which
+    // starts at boot), and the saved results. Those may hold it only readable
+    // by their owner.
     let results = lab.state_base.join(".results");
+    let holders: Vec<std::path::PathBuf> = std::iter::once(dir.join("agent.secret"))
+        .chain(NODES.iter().map(|n| dir.join("nodes").join(n).join("initrd")))
+        .collect();
+    for holder in &holders {
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(holder)?.permissions());
+        check(mode & 0o077 == 0, || {
+            format!("{} holds the secret with mode {:o}", holder.display(), mode & 0o777)
+        })?;
+    }
     for root in [dir.clone(), results] {
         for path in files_under(&root)? {
-            if path == dir.join("agent.secret") {
+            if holders.contains(&path) {
                 continue;
             }
             look(

@@ -90,7 +90,7 @@ impl Labctl {
     }
 }
 
-fn to_run(out: Output) -> Run {
+pub(crate) fn to_run(out: Output) -> Run {
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -146,6 +146,7 @@ fn pick_ports(nodes: &[ResolvedNode]) -> Result<Vec<u16>, ProviderError> {
 /// The node's identity archive, appended to the shared initramfs: who it
 /// is, its keys, and the `preload` files (the agent, its secret and port,
 /// so the image's init starts the agent as the node boots).
+#[allow(clippy::too_many_arguments)] // each a separate part of the node's identity
 fn identity_cpio(
     node: &ResolvedNode,
     all: &[ResolvedNode],
@@ -154,6 +155,7 @@ fn identity_cpio(
     authorized_key: &str,
     host_key: &HostKeyPair,
     preload: &[PreloadFile],
+    soft_roce: bool,
 ) -> std::io::Result<Vec<u8>> {
     let env = format!(
         "LAB_HOSTNAME={}\nLAB_MGMT_MAC={mgmt_mac}\nLAB_DATA_MAC={data_mac}\nLAB_DATA_ADDR={}\nLAB_DATA_PREFIX={}\n",
@@ -194,11 +196,16 @@ fn identity_cpio(
     if !preload.is_empty() {
         // agent-run reads the port from here (agent-start.sh writes it on
         // nodes that were not given the agent at boot).
-        files.push((
-            "etc/lab/agent.env".into(),
-            0o100644,
-            format!("AGENT_PORT={AGENT_PORT}\n").into_bytes(),
-        ));
+        let mut agent_env = format!("AGENT_PORT={AGENT_PORT}\n");
+        if soft_roce {
+            // An agent sets FI_UNIVERSE_SIZE itself when it starts on a node with
+            // a software RoCE device (verbs;ofi_rxm cannot size its CQs for
+            // libfabric's default of 256 peers on rxe); one started at boot starts
+            // before the rxe link exists, so it is told here. 16: the agent's own
+            // value (rdma-agent's SOFT_ROCE_UNIVERSE_SIZE).
+            agent_env.push_str("export FI_UNIVERSE_SIZE=16\n");
+        }
+        files.push(("etc/lab/agent.env".into(), 0o100644, agent_env.into_bytes()));
     }
     for file in preload {
         let path = file.path.trim_start_matches('/');
@@ -250,6 +257,10 @@ fn identity_tail(base_len: u64, identity: &[u8]) -> Vec<u8> {
 /// `copy_file_range`, not through this process) and the node's identity.
 fn write_initrd(base: &Path, initrd: &Path, identity: &[u8]) -> Result<(), ProviderError> {
     let base_len = fs::copy(base, initrd).map_err(io(format!("copying {} to {}", base.display(), initrd.display())))?;
+    // The identity carries the node's host key and the lab's agent secret:
+    // readable by the owner only, like the state's own agent.secret.
+    fs::set_permissions(initrd, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(io(format!("restricting {}", initrd.display())))?;
     fs::OpenOptions::new()
         .append(true)
         .open(initrd)
@@ -371,6 +382,7 @@ impl Provider for QemuProvider {
                 &keys.authorized_key,
                 host_key,
                 &keys.preload,
+                lab.fabric == lab_model::Fabric::Rxe,
             )
             .map_err(io("writing the node identity archive"))?;
             write_initrd(&image.initramfs, &initrd, &identity)?;
@@ -697,6 +709,7 @@ mod tests {
                 mode: 0o600,
                 bytes: std::sync::Arc::new(b"00ff\n".to_vec()),
             }],
+            true,
         )
         .unwrap();
         let mut reader = std::io::Cursor::new(archive);
@@ -728,7 +741,10 @@ mod tests {
         // agent's port beside it.
         assert_eq!(files["etc/labctl"].0, 0o040755);
         assert_eq!(files["etc/labctl/agent.secret"], (0o100600, "00ff\n".to_string()));
-        assert_eq!(files["etc/lab/agent.env"].1, "AGENT_PORT=7470\n");
+        assert_eq!(
+            files["etc/lab/agent.env"].1,
+            "AGENT_PORT=7470\nexport FI_UNIVERSE_SIZE=16\n"
+        );
     }
 
     #[test]
@@ -764,6 +780,8 @@ mod tests {
             assert!(out[..base_len].iter().all(|b| *b == 0x1f));
             assert!(out[base_len..at].iter().all(|b| *b == 0));
             assert_eq!(&out[at..], b"070701");
+            let mode = std::os::unix::fs::PermissionsExt::mode(&fs::metadata(&initrd).unwrap().permissions());
+            assert_eq!(mode & 0o777, 0o600, "the initrd holds secrets");
         }
         fs::remove_dir_all(&dir).unwrap();
     }
