@@ -155,11 +155,11 @@ fn test_port_in_use_is_named_and_nothing_is_left(lab: &Labctl) -> Result<(), Fai
 }
 
 /// An image cache beside the real one whose images keep their kernel but
-/// have a root filesystem cut to its first MiB: the kernel cannot unpack
+/// have a root filesystem cut to its first `keep_bytes`: the kernel cannot unpack
 /// it, finds no init and panics, and QEMU exits (-no-reboot). (Nodes too
 /// small for the image, the way this was provoked before, are now refused
 /// before any VM starts.)
-fn broken_image_cache(name: &str) -> Result<PathBuf, Failed> {
+fn broken_image_cache(name: &str, keep_bytes: usize) -> Result<PathBuf, Failed> {
     let real = std::env::var_os("LABCTL_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/labctl")))
@@ -180,7 +180,7 @@ fn broken_image_cache(name: &str) -> Result<PathBuf, Failed> {
             .join(dir.file_name().ok_or("an image without a name")?);
         std::fs::create_dir_all(&copy)?;
         std::os::unix::fs::symlink(&kernel, copy.join("vmlinux"))?;
-        let mut head = vec![0u8; 1 << 20];
+        let mut head = vec![0u8; keep_bytes];
         std::io::Read::read_exact(&mut std::fs::File::open(&rootfs)?, &mut head)?;
         std::fs::write(copy.join("base.cpio"), head)?;
         made += 1;
@@ -198,7 +198,7 @@ fn test_vm_that_does_not_boot_shows_its_console(lab: &Labctl) -> Result<(), Fail
         "labs:\n  - name: no-boot\n    nodes:\n      - name: tiny\n",
     );
     let lab = with_file(lab, path);
-    let cache = broken_image_cache("no-boot")?;
+    let cache = broken_image_cache("no-boot", 1 << 20)?;
     let started = std::time::Instant::now();
     let run = to_run(
         lab.command()
@@ -228,7 +228,8 @@ fn test_second_up_on_a_busy_lab_fails_clearly(lab: &Labctl) -> Result<(), Failed
     // a second `up` meanwhile waits LABCTL_LOCK_WAIT seconds, then names the holder.
     let path = labs_file("busy.yaml", "labs:\n  - name: busy\n    nodes:\n      - name: tiny\n");
     let lab = with_file(lab, path);
-    let cache = broken_image_cache("busy")?;
+    // 64 MiB to unpack before the panic: the first `up` holds the lock for seconds.
+    let cache = broken_image_cache("busy", 64 << 20)?;
     let first = lab
         .command()
         .arg("up")
@@ -237,7 +238,12 @@ fn test_second_up_on_a_busy_lab_fails_clearly(lab: &Labctl) -> Result<(), Failed
         .stderr(std::process::Stdio::null())
         .spawn()?;
     let first_pid = first.id();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The second `up` starts once the first holds the lab's lock.
+    let lock = lab.state_dir("busy").join("lock");
+    let waited = std::time::Instant::now();
+    while !lock.exists() && waited.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let second = lab
         .command()
         .arg("up")
