@@ -12,6 +12,11 @@ pub mod auth;
 pub mod v1 {
     tonic::include_proto!("rdma_agent.v1");
 
+    /// `TraceEvent.name` of a failed verbs completion: its own opcode is not
+    /// valid (only wr_id, status, qp_num and vendor_err are, ibv_poll_cq(3)),
+    /// so a reader names it after the post it completes.
+    pub const FAILED_COMPLETION_OPCODE: &str = "FAILED";
+
     impl Fault {
         /// The fault's name as `labctl run --inject-fault` and run records spell it.
         pub fn label(self) -> &'static str {

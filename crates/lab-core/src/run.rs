@@ -360,14 +360,20 @@ async fn failed_trace(peer: &mut Peer, session_id: &str) -> (Trace, Option<Strin
     }
 }
 
-fn side_trace(role: &str, node: &str, clock: ClockEstimate, (trace, failed): (Trace, Option<String>)) -> SideTrace {
+fn side_trace(
+    role: &str,
+    node: &str,
+    clock: ClockEstimate,
+    clock_after: Option<ClockEstimate>,
+    (trace, failed): (Trace, Option<String>),
+) -> SideTrace {
     SideTrace {
         role: role.into(),
         node: node.to_string(),
         trace,
         clock,
         failed,
-        clock_after: None,
+        clock_after,
     }
 }
 
@@ -466,8 +472,8 @@ pub async fn run_workload_traced(
                         error: Box::new(error),
                         run_id: session_id,
                         traces: vec![
-                            side_trace("server", &opts.server, server_clock, server_failed),
-                            side_trace("client", &opts.client, client_clock, client_failed),
+                            side_trace("server", &opts.server, server_clock, None, server_failed),
+                            side_trace("client", &opts.client, client_clock, None, client_failed),
                         ],
                     }
                 }
@@ -500,23 +506,22 @@ pub async fn run_workload_traced(
     };
     let traces = clocks.map(|(server_clock, client_clock)| {
         let (server_after, client_after) = clocks_after.unwrap_or_default();
-        let mut sides = vec![
+        vec![
             side_trace(
                 "server",
                 &opts.server,
                 server_clock,
+                server_after,
                 (server_side.trace.take().unwrap_or_default(), None),
             ),
             side_trace(
                 "client",
                 &opts.client,
                 client_clock,
+                client_after,
                 (client_side.trace.take().unwrap_or_default(), None),
             ),
-        ];
-        sides[0].clock_after = server_after;
-        sides[1].clock_after = client_after;
-        sides
+        ]
     });
     let headline = &client_side;
     let bw = headline.bw.unwrap_or_default();

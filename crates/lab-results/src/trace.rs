@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use agent_proto::v1::{Trace, TraceEvent};
+use agent_proto::v1::{Trace, TraceEvent, FAILED_COMPLETION_OPCODE};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -130,9 +130,6 @@ pub struct TraceContext {
     pub error: Option<String>,
 }
 
-/// The opcode an agent records for a failed completion (its own is not valid).
-const FAILED_OPCODE: &str = "FAILED";
-
 /// A process id per side in the JSON.
 fn pid(index: usize) -> usize {
     index + 1
@@ -185,7 +182,7 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
                 None => 1.0,
             };
             let name = match post_of.get(&k) {
-                Some(&post) if e.kind == "completion" && e.name == FAILED_OPCODE => {
+                Some(&post) if e.kind == "completion" && e.name == FAILED_COMPLETION_OPCODE => {
                     format!("completion {}", side.trace.events[post].name)
                 }
                 _ => label(e),

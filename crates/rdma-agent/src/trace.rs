@@ -19,10 +19,6 @@ use std::time::Instant;
 
 use agent_proto::v1::{SideResult, Trace, TraceEvent, TraceOptions};
 
-/// The opcode recorded for a failed completion, whose own opcode field is
-/// not valid; the controller names it after the post it completes.
-pub const FAILED_OPCODE: &str = "FAILED";
-
 /// Ring size when the request says 0.
 pub const DEFAULT_MAX_EVENTS: u32 = 65_536;
 /// Largest ring a request may ask for.

@@ -975,7 +975,7 @@ impl Link {
                         opcode: if status == "IBV_WC_SUCCESS" {
                             super::wc::wc_opcode_name(c.opcode)
                         } else {
-                            crate::trace::FAILED_OPCODE
+                            agent_proto::v1::FAILED_COMPLETION_OPCODE
                         },
                         byte_len: c.byte_len,
                         imm: c.has_imm.then_some(c.imm),
