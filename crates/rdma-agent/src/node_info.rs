@@ -90,6 +90,8 @@ fn device(root: &Path, name: &str) -> RdmaDevice {
     // Opening the device is the only way to the active MTU; absent libibverbs or
     // permissions, the MTU reads 0 and everything else still reports.
     let ctx = crate::verbs::link::open_device(name).ok();
+    // One query for the whole table where the device answers; sysfs otherwise.
+    let table = ctx.as_deref().and_then(crate::verbs::gid_table);
     let ports: Vec<RdmaPort> = ports
         .into_iter()
         .map(|p| {
@@ -102,7 +104,10 @@ fn device(root: &Path, name: &str) -> RdmaDevice {
                     .and_then(|c| crate::verbs::link::port_active_mtu(c, p as u8))
                     .unwrap_or(0),
                 link_layer: read_trimmed(pdir.join("link_layer")).unwrap_or_default(),
-                gids: gids(&pdir),
+                gids: match &table {
+                    Some(rows) => port_gids(rows, p),
+                    None => gids(&pdir),
+                },
             }
         })
         .collect();
@@ -141,7 +146,30 @@ fn port_state_name(sysfs: &str) -> String {
     }
 }
 
-/// The port's non-zero GIDs with their types.
+/// Port `port`'s GIDs out of a device's GID table, by index.
+fn port_gids(rows: &[crate::verbs::GidRow], port: u32) -> Vec<Gid> {
+    let mut gids: Vec<Gid> = rows
+        .iter()
+        .filter(|r| r.port == port)
+        .map(|r| Gid {
+            index: r.index,
+            gid: sysfs_gid_text(&r.gid),
+            gid_type: r.gid_type.to_string(),
+        })
+        .collect();
+    gids.sort_by_key(|g| g.index);
+    gids
+}
+
+/// GID bytes in sysfs's form: eight groups of four hex digits.
+fn sysfs_gid_text(gid: &[u8; 16]) -> String {
+    gid.chunks(2)
+        .map(|pair| format!("{:02x}{:02x}", pair[0], pair[1]))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The port's non-zero GIDs with their types, from sysfs.
 fn gids(port_dir: &Path) -> Vec<Gid> {
     let Ok(entries) = std::fs::read_dir(port_dir.join("gids")) else {
         return Vec::new();
@@ -319,6 +347,46 @@ mod tests {
         assert_eq!((loc.device.as_str(), loc.port, loc.index), ("rxe0", 1, 1));
         assert!(find_ipv4_gid_in(&dir.path, Ipv4Addr::new(10, 77, 0, 9), None).is_none());
         assert!(find_ipv4_gid_in(&dir.path, Ipv4Addr::new(10, 77, 0, 1), Some("mlx5_0")).is_none());
+    }
+
+    #[test]
+    fn gid_table_rows_read_like_sysfs() {
+        let v2 = parse_gid("0000:0000:0000:0000:0000:ffff:0a4d:0001").unwrap();
+        let v1 = parse_gid("fe80:0000:0000:0000:5054:00ff:febb:0001").unwrap();
+        let rows = [
+            crate::verbs::GidRow {
+                port: 1,
+                index: 1,
+                gid: v2,
+                gid_type: "RoCE v2",
+            },
+            crate::verbs::GidRow {
+                port: 2,
+                index: 0,
+                gid: v1,
+                gid_type: "RoCE v1",
+            },
+            crate::verbs::GidRow {
+                port: 1,
+                index: 0,
+                gid: v1,
+                gid_type: "RoCE v1",
+            },
+        ];
+        let port1 = port_gids(&rows, 1);
+        let seen: Vec<(u32, &str, &str)> = port1
+            .iter()
+            .map(|g| (g.index, g.gid.as_str(), g.gid_type.as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (0, "fe80:0000:0000:0000:5054:00ff:febb:0001", "RoCE v1"),
+                (1, "0000:0000:0000:0000:0000:ffff:0a4d:0001", "RoCE v2"),
+            ],
+            "port 1's rows by index, in sysfs's text form"
+        );
+        assert_eq!(parse_gid(&port1[1].gid), Some(v2));
     }
 
     #[test]

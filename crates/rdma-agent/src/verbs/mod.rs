@@ -7,11 +7,13 @@
 //! The rest of the crate is `#![deny(unsafe_code)]` and only sees safe types.
 
 pub mod cm;
+pub mod gids;
 pub mod link;
 mod os;
 mod wc;
 
 pub use cm::{CmError, CmEvent, CmEventKind, CmId, EventChannel, TRANSPORT_RETRY_COUNT};
+pub use gids::{gid_table, GidRow};
 pub use link::{
     Access, BufId, Completion, Link, LinkConfig, LinkError, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr,
 };
