@@ -295,6 +295,16 @@ fn test_lat_family_reports_latency_percentiles(lab: &Labctl) -> Result<(), Faile
     let workloads = ["write-lat", "read-lat", "send-lat", "atomic-lat"];
     for (workload, cm) in workloads.iter().flat_map(|w| [(*w, "rdma-cm"), (*w, "oob")]) {
         let r = run_json(lab, &[workload, "-n", "40", "--cm", cm])?;
+        verified(&r)?;
+        // No --completion: the latency client polls (its wait is the figure);
+        // on rxe, a software device, send-lat's server sleeps between messages
+        // (`auto`), the one-sided servers sleep anyway, and write-lat's server
+        // polls its buffer as ib_write_lat's does.
+        let server_wants = if workload == "write-lat" { "poll" } else { "event" };
+        let (client_used, server_used) = (&r["client"]["facts"]["completion"], &r["server"]["facts"]["completion"]);
+        check(client_used == "poll" && server_used == server_wants, || {
+            format!("{workload} --cm {cm}: client {client_used}, server {server_used}; want poll, {server_wants}")
+        })?;
         let l = &r["lat_us"];
         let f = |k: &str| l[k].as_f64().unwrap_or(-1.0);
         check(l["samples"].as_u64() >= Some(40), || {

@@ -116,10 +116,16 @@ pub fn default_params(workload: &str) -> WorkloadParams {
         "bulk-rdma" | "bulk-tcp" => (BULK_DEFAULT_CHUNK, BULK_DEFAULT_TOTAL / BULK_DEFAULT_CHUNK),
         _ => (4096, 16),
     };
-    let bandwidth = matches!(workload, "write-bw" | "read-bw" | "send-bw" | "atomic-bw" | "bulk-rdma");
+    // The perftest pairs let the agent choose by device (`auto`): on a software
+    // device their waits sleep, but for a latency client's own; write-lat polls
+    // on both sides (its server echoes by watching memory, as ib_write_lat's).
+    let auto = matches!(
+        workload,
+        "write-bw" | "read-bw" | "send-bw" | "atomic-bw" | "bulk-rdma" | "read-lat" | "send-lat" | "atomic-lat"
+    );
     WorkloadParams {
         workload: workload.to_string(),
-        completion: if bandwidth {
+        completion: if auto {
             CompletionMode::Auto as i32
         } else {
             CompletionMode::Poll as i32

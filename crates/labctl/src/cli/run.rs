@@ -89,10 +89,12 @@ pub struct RunArgs {
     /// Connection setup.
     #[arg(long, value_enum, default_value = "rdma-cm")]
     pub cm: Cm,
-    /// Completion handling [default: auto for write-bw, read-bw, send-bw and
-    /// atomic-bw (event on a software device such as rxe: the client sleeps while
-    /// its send queue is full, leaving the CPU to the device's kernel work; poll on
-    /// a NIC); poll otherwise]. The run's record says which mode the client used.
+    /// Completion handling [default: auto for the bandwidth workloads and for
+    /// read-lat, send-lat and atomic-lat: on a software device such as rxe every
+    /// wait sleeps (a bandwidth client while its send queue is full, a latency
+    /// server between messages), leaving the CPU to the device's kernel work,
+    /// except a latency client's, which polls; everything polls on a NIC; poll
+    /// otherwise]. The record says which mode each side used.
     #[arg(long, value_enum)]
     pub completion: Option<Completion>,
     /// send-recv: answer every message (ping-pong).

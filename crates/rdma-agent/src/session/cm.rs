@@ -103,7 +103,7 @@ pub(crate) fn server(
         .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
     let setup = (|| -> Result<Side, SessionError> {
         let device = id.device_name()?;
-        let spec = &resolve_completion(spec, &device);
+        let spec = &resolve_completion(spec, workload, &device);
         let link = Link::open(&link_config(spec, workload, device))?;
         let mut side = new_side(spec, link, cancel, deadline, None);
         trace_cm(&mut side, request_at, 0, &request);
@@ -203,7 +203,7 @@ pub(crate) fn client(
     let route_resolved = wait_cm_event(&channel, CmEventKind::RouteResolved, cancel, deadline, spec.timeout())?;
     let route_resolved_at = now_ns();
     let device = id.device_name()?;
-    let spec = &resolve_completion(spec, &device);
+    let spec = &resolve_completion(spec, workload, &device);
     let link = Link::open(&link_config(spec, workload, device))?;
     sink(Progress {
         phase: "connect".into(),

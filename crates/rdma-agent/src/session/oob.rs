@@ -73,7 +73,7 @@ pub(crate) fn side(
     endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
 ) -> Result<SideResult, SessionError> {
     let (device, port, sgid_index, gid) = location(spec)?;
-    let spec = &resolve_completion(spec, &device);
+    let spec = &resolve_completion(spec, workload, &device);
     let link = Link::open(&link_config(spec, workload, device))?;
     let mut side = new_side(spec, link, cancel, deadline, None);
     side.location.port = port;

@@ -44,23 +44,30 @@ pub(crate) fn link_config(spec: &SessionSpec, workload: &dyn Workload, device: S
     }
 }
 
-/// `spec` with an automatic completion mode made concrete for `device`:
-/// event on a software device, poll on a NIC (see [`completion_for`]).
-pub(crate) fn resolve_completion(spec: &SessionSpec, device: &str) -> SessionSpec {
+/// `spec` with an automatic completion mode made concrete for `device` and
+/// this side of `workload` (see [`completion_for`]).
+pub(crate) fn resolve_completion(spec: &SessionSpec, workload: &dyn Workload, device: &str) -> SessionSpec {
     let mut spec = spec.clone();
-    let mode = completion_for(spec.params.completion(), crate::node_info::is_software_device(device));
+    let measuring = spec.role == Role::Client && workload.client_measures_latency();
+    let mode = completion_for(
+        spec.params.completion(),
+        crate::node_info::is_software_device(device),
+        measuring,
+    );
     spec.params.set_completion(mode);
     spec
 }
 
 /// The completion mode a side uses: the run's, or for `Auto` the one that
 /// suits the device. A software device's work runs on the host's CPUs, so a
-/// client spinning on its CQ takes the CPU the device needs (on a one-vCPU
-/// emulated guest, measurably: docs/performance.md); a NIC does its work on
-/// its own, and busy polling is what perftest and users expect there.
-pub(crate) fn completion_for(asked: CompletionMode, software_device: bool) -> CompletionMode {
+/// side spinning on its CQ takes the CPU the device (and, on an emulated lab,
+/// the other node) needs; it sleeps instead, except the client of a latency
+/// workload (`measuring`), whose wait is the figure itself and which keeps
+/// polling (docs/performance.md measures both). A NIC does its work on its
+/// own, and busy polling is what perftest and users expect there.
+pub(crate) fn completion_for(asked: CompletionMode, software_device: bool, measuring: bool) -> CompletionMode {
     match asked {
-        CompletionMode::Auto if software_device => CompletionMode::Event,
+        CompletionMode::Auto if software_device && !measuring => CompletionMode::Event,
         CompletionMode::Auto => CompletionMode::Poll,
         other => other,
     }
@@ -162,12 +169,17 @@ mod tests {
     #[test]
     fn auto_sleeps_on_software_devices_and_polls_on_nics() {
         use CompletionMode::{Auto, Event, Poll};
-        assert_eq!(completion_for(Auto, true), Event);
-        assert_eq!(completion_for(Auto, false), Poll);
-        // What the run asks for explicitly is kept on either kind.
+        assert_eq!(completion_for(Auto, true, false), Event);
+        assert_eq!(completion_for(Auto, false, false), Poll);
+        // A latency client polls on either kind: its wait is what it measures.
+        assert_eq!(completion_for(Auto, true, true), Poll);
+        assert_eq!(completion_for(Auto, false, true), Poll);
+        // What the run asks for explicitly is kept on either kind and side.
         for software in [true, false] {
-            assert_eq!(completion_for(Poll, software), Poll);
-            assert_eq!(completion_for(Event, software), Event);
+            for measuring in [true, false] {
+                assert_eq!(completion_for(Poll, software, measuring), Poll);
+                assert_eq!(completion_for(Event, software, measuring), Event);
+            }
         }
     }
 }

@@ -57,6 +57,12 @@ pub trait Workload: Send + Sync {
     fn recv_queue_depth(&self, params: &WorkloadParams) -> u32 {
         self.send_queue_depth(params)
     }
+    /// Whether the client's waits are what it measures (a latency
+    /// workload's): with completion `auto` such a client polls on every
+    /// device, while its server sleeps on a software one.
+    fn client_measures_latency(&self) -> bool {
+        false
+    }
 }
 
 /// The queue depth most workloads use: `tx_depth` (128 when unset), at least

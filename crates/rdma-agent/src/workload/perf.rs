@@ -149,6 +149,10 @@ impl Workload for Perf {
         }
     }
 
+    fn client_measures_latency(&self) -> bool {
+        self.latency
+    }
+
     /// send-bw/send-lat servers keep up to 1024 receives posted
     /// ([`recv_ring`]) plus the done message.
     fn recv_queue_depth(&self, params: &WorkloadParams) -> u32 {
