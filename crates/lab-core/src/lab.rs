@@ -112,6 +112,11 @@ pub struct UpOptions {
     pub lock_wait: Duration,
 }
 
+/// What [`Lab::up_then`] runs over a ready lab's open SSH sessions (one
+/// per node, in the state's order) before closing them.
+pub type ThenOverSessions<T> =
+    for<'a> fn(&'a Lab, &'a [Arc<SshSession>], &'a dyn Reporter) -> futures::future::BoxFuture<'a, T>;
+
 /// What `up` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpOutcome {
@@ -184,6 +189,20 @@ impl Lab {
 
     /// Brings the lab up, or verifies it when it is already up.
     pub async fn up(&self, opts: &UpOptions, reporter: &dyn Reporter) -> Result<UpOutcome, LabError> {
+        let nothing: ThenOverSessions<()> = |_, _, _| Box::pin(async {});
+        self.up_then(opts, reporter, nothing).await.map(|(outcome, ())| outcome)
+    }
+
+    /// [`Lab::up`], then `then` over the ready lab's SSH sessions (one per
+    /// node, in the state's order) before they close: what `up` reports at
+    /// the end is read over the connections it already has instead of new
+    /// ones (see `Lab::up_with_status`).
+    pub async fn up_then<T>(
+        &self,
+        opts: &UpOptions,
+        reporter: &dyn Reporter,
+        then: ThenOverSessions<T>,
+    ) -> Result<(UpOutcome, T), LabError> {
         let existed = self.dir.exists();
         let _lock = self.lock(opts.lock_wait).await?;
         // Checks that fail before anything is created leave nothing behind,
@@ -202,8 +221,8 @@ impl Lab {
             .map_err(discard)?;
         match self.dir.load()? {
             Some(state) if state.phase == Phase::Ready => {
-                self.verify(state, &agent, reporter).await?;
-                return Ok(UpOutcome::AlreadyUp);
+                let then = self.verify(state, &agent, reporter, then).await?;
+                return Ok((UpOutcome::AlreadyUp, then));
             }
             Some(_) => {
                 reporter.note("lab", "removing the remains of an earlier failed `up`");
@@ -217,8 +236,8 @@ impl Lab {
             .await
             .map_err(|e| discard(e.into()))?;
         provider.check_agent(&agent).map_err(|e| discard(e.into()))?;
-        match self.create(provider.as_ref(), opts, &agent, reporter).await {
-            Ok(()) => Ok(UpOutcome::Created),
+        match self.create(provider.as_ref(), opts, &agent, reporter, then).await {
+            Ok(then) => Ok((UpOutcome::Created, then)),
             Err(e) if opts.keep_on_failure => {
                 if let Ok(Some(mut state)) = self.dir.load() {
                     state.phase = Phase::Failed;
@@ -240,13 +259,14 @@ impl Lab {
         }
     }
 
-    async fn create(
+    async fn create<T>(
         &self,
         provider: &dyn Provider,
         opts: &UpOptions,
         agent: &AgentBinary,
         reporter: &dyn Reporter,
-    ) -> Result<(), LabError> {
+        then: ThenOverSessions<T>,
+    ) -> Result<T, LabError> {
         self.dir.create()?;
         let mut state = LabState::new(
             &self.spec.name,
@@ -297,18 +317,19 @@ impl Lab {
                 reporter,
             )
             .await?;
-        let facts = match self.set_facts(&state, &sessions, &secret, reporter).await {
-            Ok(_) => self.set_node_ssh(&state, &sessions, reporter).await,
-            Err(e) => Err(e),
-        };
+        let ready = async {
+            self.set_facts(&state, &sessions, &secret, reporter).await?;
+            self.set_node_ssh(&state, &sessions, reporter).await?;
+            state.phase = Phase::Ready;
+            self.dir.save(&state)?;
+            self.write_known_hosts(&state)?;
+            Ok::<_, LabError>(then(self, &sessions, reporter).await)
+        }
+        .await;
         for session in &sessions {
             session.close().await;
         }
-        facts?;
-        state.phase = Phase::Ready;
-        self.dir.save(&state)?;
-        self.write_known_hosts(&state)?;
-        Ok(())
+        ready
     }
 
     async fn provision_all(
@@ -466,7 +487,13 @@ impl Lab {
     /// A second `up`: every node must still run, answer SSH with its pinned
     /// key, have the lab's `packages:` and run the current agent (redeployed
     /// if it differs).
-    async fn verify(&self, mut state: LabState, agent: &AgentBinary, reporter: &dyn Reporter) -> Result<(), LabError> {
+    async fn verify<T>(
+        &self,
+        mut state: LabState,
+        agent: &AgentBinary,
+        reporter: &dyn Reporter,
+        then: ThenOverSessions<T>,
+    ) -> Result<T, LabError> {
         let provider = self.provider()?;
         let packages_in_image = provider.packages_in_image();
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
@@ -531,20 +558,21 @@ impl Lab {
         }
         // The facts are refreshed: a node may have been rebooted (cloud
         // images regenerate /etc/hosts), or its GID index changed.
-        let facts = match unhealthy {
-            Some(_) => Ok(()),
-            None => match self.set_facts(&state, &sessions, secret, reporter).await {
-                Ok(_) => self.set_node_ssh(&state, &sessions, reporter).await,
-                Err(e) => Err(e),
-            },
+        let verified = match unhealthy {
+            Some(e) => Err(e),
+            None => {
+                async {
+                    self.set_facts(&state, &sessions, secret, reporter).await?;
+                    self.set_node_ssh(&state, &sessions, reporter).await?;
+                    Ok(then(self, &sessions, reporter).await)
+                }
+                .await
+            }
         };
         for session in &sessions {
             session.close().await;
         }
-        match unhealthy {
-            Some(e) => Err(e),
-            None => facts,
-        }
+        verified
     }
 
     /// Removes every VM, process and file of the lab. Idempotent.

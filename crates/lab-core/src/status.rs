@@ -10,7 +10,7 @@ use agent_proto::v1::{HealthRequest, NodeInfoRequest};
 use futures::future::join_all;
 use lab_providers::Liveness;
 use lab_remote::agent::{self, deadline, AgentError};
-use lab_remote::ssh;
+use lab_remote::ssh::{self, SshSession};
 use lab_results::run::{rdma_ports, RdmaDeviceStatus};
 use lab_state::Phase;
 use russh::keys::PrivateKey;
@@ -27,6 +27,30 @@ pub const STATUS_SCHEMA: u32 = 1;
 impl Lab {
     /// What the lab looks like now: machines, SSH, agents, RDMA devices.
     pub async fn status(&self) -> Result<LabStatus, LabError> {
+        self.status_over(None).await
+    }
+
+    /// `up`, then the lab's status read over the SSH sessions `up` already
+    /// holds (a new connection per node cost 1-1.7 s of a 12-17 s `up`).
+    pub async fn up_with_status(
+        &self,
+        opts: &crate::lab::UpOptions,
+        reporter: &dyn lab_state::progress::Reporter,
+    ) -> Result<(crate::lab::UpOutcome, Result<LabStatus, LabError>), LabError> {
+        self.up_then(opts, reporter, |lab, sessions, reporter| {
+            Box::pin(lab_state::progress::step(
+                reporter,
+                "lab",
+                "status",
+                lab.status_over(Some(sessions)),
+            ))
+        })
+        .await
+    }
+
+    /// The status, over `sessions` (one per node of the state, in order)
+    /// when given, else over a new SSH connection per node.
+    async fn status_over(&self, sessions: Option<&[Arc<SshSession>]>) -> Result<LabStatus, LabError> {
         let Some(state) = self.dir.load()? else {
             return Ok(LabStatus {
                 schema: STATUS_SCHEMA,
@@ -46,8 +70,9 @@ impl Lab {
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         // Unreadable, it is each node's error: the machines' status still shows.
         let secret = self.agent_secret().map_err(|e| e.to_string());
-        let nodes = join_all(state.nodes.iter().map(|node| {
+        let nodes = join_all(state.nodes.iter().enumerate().map(|(i, node)| {
             let key = key.clone();
+            let session = sessions.and_then(|s| s.get(i)).cloned();
             let (provider, state, facts, secret) = (&provider, &state, &facts, secret.as_ref());
             async move {
                 let liveness = match provider.check_alive(&self.dir, state, &node.name).await {
@@ -55,7 +80,7 @@ impl Lab {
                     Err(e) => Liveness::Stopped(e.to_string().lines().next().unwrap_or_default().to_string()),
                 };
                 let node_facts = facts.as_ref().and_then(|f| f.node(&node.name)).cloned();
-                node_status(node, liveness, key, secret, node_facts).await
+                node_status(node, liveness, session, key, secret, node_facts).await
             }
         }))
         .await;
@@ -144,6 +169,7 @@ pub struct AgentStatus {
 async fn node_status(
     node: &lab_state::NodeState,
     vm: Liveness,
+    open: Option<Arc<SshSession>>,
     key: Arc<PrivateKey>,
     secret: Result<&AgentSecret, &String>,
     facts: Option<NodeFacts>,
@@ -164,12 +190,16 @@ async fn node_status(
         status.error = Some(why);
         return status;
     }
-    let session = match connect_pinned(node, key, Duration::from_secs(10)).await {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            status.error = Some(e.to_string());
-            return status;
-        }
+    // A session this function opens, it closes; one it is given stays open.
+    let (session, owned) = match open {
+        Some(session) => (session, false),
+        None => match connect_pinned(node, key, Duration::from_secs(10)).await {
+            Ok(s) => (Arc::new(s), true),
+            Err(e) => {
+                status.error = Some(e.to_string());
+                return status;
+            }
+        },
     };
     status.ssh_ok = true;
     if node.data_netdev.is_some() {
@@ -182,6 +212,9 @@ async fn node_status(
         Ok(secret) => secret,
         Err(e) => {
             status.error = Some(LabError::AgentSecret(e.clone()).to_string());
+            if owned {
+                session.close().await;
+            }
             return status;
         }
     };
@@ -211,6 +244,8 @@ async fn node_status(
         }
         Err(e) => status.error = Some(e.to_string()),
     }
-    session.close().await;
+    if owned {
+        session.close().await;
+    }
     status
 }

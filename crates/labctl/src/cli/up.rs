@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 use lab_core::lab::{UpOptions, UpOutcome};
 
-use lab_state::progress::{phases, step, StepTime, Timeline};
+use lab_state::progress::{phases, StepTime, Timeline};
 
 use super::global::{lock_wait, open_lab, GlobalArgs};
 use super::table::{Align, Table};
@@ -58,7 +58,7 @@ pub async fn run(args: &GlobalArgs, up: &UpArgs) -> anyhow::Result<ExitCode> {
     // Ctrl-C or SIGTERM in the middle of `up` removes what this `up` created;
     // a lab that was already up, or one another labctl holds, is left alone.
     let outcome = tokio::select! {
-        outcome = lab.up(&opts, &reporter) => outcome?,
+        outcome = lab.up_with_status(&opts, &reporter) => outcome?,
         signal = super::global::interrupted() => {
             drop(reporter);
             drop(shown);
@@ -72,7 +72,8 @@ pub async fn run(args: &GlobalArgs, up: &UpArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(130));
         }
     };
-    let status = step(&reporter, "lab", "status", lab.status()).await?;
+    let (outcome, status) = outcome;
+    let status = status?;
     let steps = reporter.steps();
     drop(reporter);
     drop(shown);
