@@ -158,6 +158,12 @@ impl LabDir {
         self.root.join("known_hosts")
     }
 
+    /// The ssh config `labctl ssh` passes with `-F` (it carries the
+    /// known_hosts file and jump host's key to the jump hop).
+    pub fn ssh_config(&self) -> PathBuf {
+        self.root.join("ssh_config")
+    }
+
     /// The phases of the `up` that created the lab (`up`'s timeline, a
     /// JSON list of [`StepTime`](crate::progress::StepTime)), which
     /// `bench --orchestration` reads.
