@@ -170,6 +170,10 @@ fn labctl_ssh_through_the_jump_host(qemu: &Labctl, ssh: &Labctl, jump_key: &str)
             "/proc/sys/kernel/random/boot_id",
         ])
         .ok()?;
+    eprintln!(
+        "--- labctl ssh --batch client -- cat /proc/sys/kernel/random/boot_id (client {client_id}, server {server_id}):\n{}",
+        via.stdout
+    );
     check(via.stdout.trim() == client_id, || {
         format!(
             "labctl ssh client printed {:?}, the client's boot_id is {client_id} (server's {server_id}); stderr:\n{}",

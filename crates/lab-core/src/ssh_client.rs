@@ -154,6 +154,7 @@ mod tests {
             ssh_user: "root".into(),
             ssh_identity: None,
             ssh_jump: None,
+            ssh_agent: false,
             data_addr: Ipv4Addr::new(10, 77, 0, 1),
             data_prefix: 24,
             data_netdev: None,

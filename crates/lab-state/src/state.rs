@@ -406,6 +406,10 @@ pub struct NodeState {
     /// The jump host SSH goes through (provider ssh, `proxy_jump:`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_jump: Option<JumpRecord>,
+    /// The node names no key file: log in with the keys of the user's
+    /// ssh-agent (`SSH_AUTH_SOCK`), on its jump host too (provider ssh).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ssh_agent: bool,
     /// The node's address on the lab's data link (the rxe link).
     pub data_addr: Ipv4Addr,
     /// Prefix length of the data network.
@@ -567,6 +571,7 @@ mod tests {
             ssh_user: "root".into(),
             ssh_identity: None,
             ssh_jump: None,
+            ssh_agent: false,
             data_addr: Ipv4Addr::new(10, 77, 0, 1),
             data_prefix: 24,
             data_netdev: Some("eth1".into()),
