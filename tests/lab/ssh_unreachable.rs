@@ -155,8 +155,9 @@ fn unreachable_then_back(qemu: &Labctl, lab: &Labctl, relay: &mut Relay) -> Resu
         .map(|n| n.iter().filter_map(|n| n["name"].as_str()).collect())
         .unwrap_or_default();
     check(kept == ["client"], || format!("nodes kept in the state: {kept:?}"))?;
-    check(leftovers_on(qemu, "server")?.is_empty(), || {
-        "the reachable server was not released".into()
+    let server_left = leftovers_on(qemu, "server")?;
+    check(server_left.is_empty(), || {
+        format!("the reachable server was not released:\n{server_left}")
     })?;
     let held = leftovers_on(qemu, "client")?;
     check(
@@ -202,7 +203,7 @@ fn leftovers_on(qemu: &Labctl, node: &str) -> Result<String, Failed> {
             node,
             "--",
             "ls -d /var/lib/labctl/* 2>/dev/null; cat /run/labctl/host.lock 2>/dev/null; \
-             pgrep -af '[v]ar/lib/labctl/'; grep 'labctl:sshu' /etc/hosts; true",
+             pgrep -af 'labctl/[s]shu-'; grep 'labctl:sshu' /etc/hosts; true",
         ])
         .ok()?;
     Ok(out.stdout.trim().to_string())

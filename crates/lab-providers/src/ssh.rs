@@ -465,6 +465,18 @@ fn preflight_note(found: &Found) -> String {
     )
 }
 
+/// The error of a host `down` could not reach: which host, and why.
+fn unreachable(node: &NodeState, e: ProviderError) -> ProviderError {
+    ProviderError::Host {
+        node: node.name.clone(),
+        problem: format!(
+            "cannot reach the host {}@{}:{} over SSH to undo what the lab changed there: {e}",
+            node.ssh_user, node.ssh_host, node.ssh_port
+        ),
+        fix: "bring the host back (or fix the network to it), then run `labctl down` again".into(),
+    }
+}
+
 /// A session to a recorded host, checking its pinned host key and logging
 /// in with its recorded identity.
 async fn connect_recorded(node: &NodeState) -> Result<SshSession, ProviderError> {
@@ -747,7 +759,7 @@ impl Provider for SshProvider {
         let released = futures::future::join_all(state.nodes.iter().map(|node| async move {
             let Some(changes) = &node.host else { return Ok(()) };
             let undone = async {
-                let session = connect_recorded(node).await?;
+                let session = connect_recorded(node).await.map_err(|e| unreachable(node, e))?;
                 let result = host::release(&session, &node.name, node.ssh_user == "root", changes).await;
                 session.close().await;
                 result
