@@ -112,15 +112,14 @@ pub fn config_text(state: &LabState, files: &ClientFiles) -> Result<String, Stri
 /// trusted.
 pub fn ssh_argv(node: &NodeState, files: &ClientFiles, command: &[String]) -> Vec<String> {
     let mut argv: Vec<String> = vec!["ssh".into(), "-F".into(), files.config.display().to_string()];
-    match node.ssh_identity.as_deref().or(files.lab_key.as_deref()) {
-        Some(key) => argv.extend([
+    // No key named: ssh tries its default keys and the user's agent, as `up` did.
+    if let Some(key) = node.ssh_identity.as_deref().or(files.lab_key.as_deref()) {
+        argv.extend([
             "-i".into(),
             key.display().to_string(),
             "-o".into(),
             "IdentitiesOnly=yes".into(),
-        ]),
-        // No key named: ssh tries its default keys and the user's agent, as `up` did.
-        None => {}
+        ]);
     }
     argv.extend(["-p".into(), node.ssh_port.to_string()]);
     if let Some(jump) = &node.ssh_jump {
