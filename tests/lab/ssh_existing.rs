@@ -15,7 +15,15 @@ use serde_json::Value;
 use crate::util::{bin_dir, check, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
-    let (a, b, c, d, e) = (lab.clone(), lab.clone(), lab.clone(), lab.clone(), lab.clone());
+    let (a, b, c, d, e, f, g) = (
+        lab.clone(),
+        lab.clone(),
+        lab.clone(),
+        lab.clone(),
+        lab.clone(),
+        lab.clone(),
+        lab.clone(),
+    );
     vec![
         Trial::test(
             "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
@@ -34,6 +42,16 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         Trial::test("test_ssh_lab_hosts_from_ssh_config_aliases", move || {
             crate::ssh_config::test_ssh_lab_hosts_from_ssh_config_aliases(&e)
         }),
+        Trial::test(
+            "test_ssh_lab_with_a_passphrase_key_logs_in_through_ssh_agent",
+            move || crate::ssh_agent::test_ssh_lab_with_a_passphrase_key_logs_in_through_ssh_agent(&f),
+        ),
+        Trial::test(
+            "test_ssh_lab_down_of_an_unreachable_host_lists_it_and_a_later_down_cleans_up",
+            move || {
+                crate::ssh_unreachable::test_ssh_lab_down_of_an_unreachable_host_lists_it_and_a_later_down_cleans_up(&g)
+            },
+        ),
     ]
 }
 

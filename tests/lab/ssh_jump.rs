@@ -140,5 +140,53 @@ fn jumped_lab(qemu: &Labctl, ssh: &Labctl, jump_key: &str) -> Result<(), Failed>
     let run = ssh.run(&["run", "write-read", "--json"]).ok()?.json()?;
     check(run["verified"] == true, || {
         format!("write-read through the jump host: {run}")
-    })
+    })?;
+    labctl_ssh_through_the_jump_host(qemu, ssh, jump_key)
+}
+
+/// `labctl ssh client -- CMD` logs in as `up` did: the system's ssh through
+/// the jump host (`-J`), the node's identity_file, both hops' pinned keys
+/// in the lab's known_hosts with StrictHostKeyChecking=yes, and `--batch`
+/// so a refused key fails instead of prompting. It reaches the client VM
+/// itself: its boot_id, not the jump host's.
+fn labctl_ssh_through_the_jump_host(qemu: &Labctl, ssh: &Labctl, jump_key: &str) -> Result<(), Failed> {
+    let boot_id = |node: &str| -> Result<String, Failed> {
+        let out = qemu
+            .run(&["exec", node, "--", "cat /proc/sys/kernel/random/boot_id"])
+            .ok()?;
+        Ok(out.stdout.trim().to_string())
+    };
+    let (client_id, server_id) = (boot_id("client")?, boot_id("server")?);
+    check(!client_id.is_empty() && client_id != server_id, || {
+        format!("boot ids: client {client_id}, server {server_id}")
+    })?;
+    let via = ssh
+        .run(&[
+            "ssh",
+            "--batch",
+            "client",
+            "--",
+            "cat",
+            "/proc/sys/kernel/random/boot_id",
+        ])
+        .ok()?;
+    eprintln!(
+        "--- labctl ssh --batch client -- cat /proc/sys/kernel/random/boot_id (client {client_id}, server {server_id}):\n{}",
+        via.stdout
+    );
+    check(via.stdout.trim() == client_id, || {
+        format!(
+            "labctl ssh client printed {:?}, the client's boot_id is {client_id} (server's {server_id}); stderr:\n{}",
+            via.stdout, via.stderr
+        )
+    })?;
+    let known = std::fs::read_to_string(ssh.state_dir("sshj").join("known_hosts"))?;
+    check(known.contains(jump_key.trim()), || {
+        format!("the jump host's key is not in the lab's known_hosts:\n{known}")
+    })?;
+    let config = std::fs::read_to_string(ssh.state_dir("sshj").join("ssh_config.batch"))?;
+    check(
+        config.contains("StrictHostKeyChecking yes") && config.contains("BatchMode yes"),
+        || format!("labctl ssh's config:\n{config}"),
+    )
 }

@@ -553,6 +553,7 @@ mod tests {
             ssh_user: "root".into(),
             ssh_identity: None,
             ssh_jump: None,
+            ssh_agent: false,
             data_addr: Ipv4Addr::new(10, 77, 0, last),
             data_prefix: 24,
             data_netdev: netdev.map(str::to_string),

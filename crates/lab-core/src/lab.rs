@@ -97,6 +97,14 @@ pub enum LabError {
         /// Why it failed.
         source: std::io::Error,
     },
+    /// The files `labctl ssh` hands to the system's ssh cannot be written.
+    #[error("lab `{lab}`: cannot write the ssh config for `labctl ssh`: {problem}\n  fix: give the node an identity_file at a path without `\"` or newlines")]
+    SshClientConfig {
+        /// The lab.
+        lab: String,
+        /// What is wrong.
+        problem: String,
+    },
 }
 
 /// Options of `up`.
@@ -660,26 +668,31 @@ impl Lab {
         Ok(status)
     }
 
-    /// The command line of an interactive `ssh` to `node` that trusts only
-    /// the pinned host key.
-    pub fn ssh_argv(&self, node: &str) -> Result<Vec<String>, LabError> {
+    /// The command line of `ssh` to `node` (interactive, or running
+    /// `command`) that logs in as `up` did (the node's key, user, port and
+    /// jump host) and trusts only the pinned host keys; `batch`: it never
+    /// prompts (`BatchMode`), for scripts.
+    pub fn ssh_argv(&self, node: &str, command: &[String], batch: bool) -> Result<Vec<String>, LabError> {
         let state = self.state()?;
         let node = self.node_state(&state, node)?;
         self.write_known_hosts(&state)?;
-        Ok(vec![
-            "ssh".into(),
-            "-i".into(),
-            self.dir.ssh_key().display().to_string(),
-            "-p".into(),
-            node.ssh_port.to_string(),
-            "-o".into(),
-            format!("UserKnownHostsFile={}", self.dir.known_hosts().display()),
-            "-o".into(),
-            "StrictHostKeyChecking=yes".into(),
-            "-o".into(),
-            "IdentitiesOnly=yes".into(),
-            format!("{}@{}", node.ssh_user, node.ssh_host),
-        ])
+        let files = self.ssh_client_files(&state, batch);
+        if batch {
+            self.write_ssh_config(&state, &files)?;
+        }
+        Ok(crate::ssh_client::ssh_argv(node, &files, command))
+    }
+
+    /// The ssh client's files; the batch config is a file of its own so a
+    /// script's call never changes an interactive one's.
+    fn ssh_client_files(&self, state: &LabState, batch: bool) -> crate::ssh_client::ClientFiles {
+        let config = self.dir.ssh_config();
+        crate::ssh_client::ClientFiles {
+            config: if batch { config.with_extension("batch") } else { config },
+            known_hosts: self.dir.known_hosts(),
+            lab_key: crate::ssh_client::lab_key_for(state, self.dir.ssh_key()),
+            batch,
+        }
     }
 
     /// The keys the provider puts on the nodes: the lab's login key, and a
@@ -730,14 +743,20 @@ impl Lab {
         Ok(agent::connect(session, node.agent_port, &self.agent_secret()?).await?)
     }
 
+    /// Writes the pinned host keys (nodes and jump hosts) and the ssh
+    /// config `labctl ssh` uses.
     fn write_known_hosts(&self, state: &LabState) -> Result<(), LabError> {
-        let mut text = String::new();
-        for node in &state.nodes {
-            if let Some(key) = &node.host_key {
-                text.push_str(&format!("[{}]:{} {}\n", node.ssh_host, node.ssh_port, key));
-            }
-        }
+        let text = crate::ssh_client::known_hosts_text(state);
         lab_state::write_atomic(&self.dir.known_hosts(), text.as_bytes(), 0o600)?;
+        self.write_ssh_config(state, &self.ssh_client_files(state, false))
+    }
+
+    fn write_ssh_config(&self, state: &LabState, files: &crate::ssh_client::ClientFiles) -> Result<(), LabError> {
+        let config = crate::ssh_client::config_text(state, files).map_err(|problem| LabError::SshClientConfig {
+            lab: self.spec.name.clone(),
+            problem,
+        })?;
+        lab_state::write_atomic(&files.config, config.as_bytes(), 0o600)?;
         Ok(())
     }
 }

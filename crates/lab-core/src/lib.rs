@@ -28,6 +28,7 @@
 //! - [`bulk`]: the same bytes by RDMA WRITE and by TCP.
 //! - [`impair`]: tc netem on a node's data NIC, and the RDMA hardware counters.
 //! - [`capture`]: tcpdump on a node's data NIC, the pcap copied home and summarized.
+//! - [`ssh_client`]: the system ssh's argv and files for `labctl ssh` (as `up` logged in).
 #![warn(missing_docs)]
 
 pub mod bench;
@@ -43,6 +44,7 @@ pub mod lab;
 pub mod params;
 pub mod provision;
 pub mod run;
+pub mod ssh_client;
 pub mod status;
 
 /// The agent contract, re-exported for the binary.

@@ -297,8 +297,9 @@ pub struct NodeSpec {
     /// provider ssh only: the private key to log in with (`~` is the
     /// user's home). Default: `defaults.identity_file`, else
     /// ~/.ssh/config's, else the first of ~/.ssh/id_ed25519, id_ecdsa,
-    /// id_rsa (a key behind a passphrase, or held only by an SSH agent, is
-    /// not read yet).
+    /// id_rsa, else the keys of the running ssh-agent (SSH_AUTH_SOCK). A
+    /// key behind a passphrase is used through the ssh-agent, which must
+    /// hold it (`ssh-add`); labctl never asks for a passphrase.
     #[serde(
         default,
         deserialize_with = "de_identity_file",

@@ -679,6 +679,7 @@ impl Provider for MultipassProvider {
                 ssh_user: "root".into(),
                 ssh_identity: None,
                 ssh_jump: None,
+                ssh_agent: false,
                 data_addr: addr,
                 data_prefix: DATA_PREFIX,
                 data_netdev: None,

@@ -51,6 +51,9 @@ pub struct SshProvider {
     home: Option<PathBuf>,
     /// What the preflight found, per node.
     found: Mutex<BTreeMap<String, Found>>,
+    /// An ssh-agent runs (`SSH_AUTH_SOCK`): a node without a key file logs
+    /// in with its keys.
+    agent_running: bool,
 }
 
 /// What the preflight learnt about one host.
@@ -87,6 +90,7 @@ impl SshProvider {
             fabric,
             home: dirs::home_dir(),
             found: Mutex::default(),
+            agent_running: std::env::var_os("SSH_AUTH_SOCK").is_some_and(|s| !s.is_empty()),
         }
     }
 
@@ -96,6 +100,7 @@ impl SshProvider {
             fabric,
             home: Some(home),
             found: Mutex::default(),
+            agent_running: false,
         }
     }
 
@@ -130,29 +135,33 @@ impl SshProvider {
         let host = cfg.hostname.clone().unwrap_or_else(|| spec.host.clone());
         let port = spec.port.or(cfg.port).unwrap_or(22);
         let known_hosts = cfg.user_known_hosts_file.as_deref().map(|p| self.expand(p));
+        // The named key, else ssh's default keys, else the user's ssh-agent.
         let identity = match spec.identity_file.as_ref().or(cfg.identity_file.as_ref()) {
-            Some(path) => self.expand(path),
+            Some(path) => Some(self.expand(path)),
             None => self
                 .home
                 .iter()
                 .flat_map(|h| DEFAULT_IDENTITIES.iter().map(move |k| h.join(".ssh").join(k)))
-                .find(|p| p.exists())
-                .ok_or_else(|| ProviderError::Host {
-                    node: node.name.clone(),
-                    problem: format!(
-                        "no identity_file is given and none of ~/.ssh/{} exists",
-                        DEFAULT_IDENTITIES.join(", ~/.ssh/")
-                    ),
-                    fix: "set `identity_file:` on the node (or under `defaults:`) to the private key that logs in to the host".into(),
-                })?,
+                .find(|p| p.exists()),
         };
-        if !identity.exists() {
+        if identity.is_none() && !self.agent_running {
+            return Err(ProviderError::Host {
+                node: node.name.clone(),
+                problem: format!(
+                    "no identity_file is given, none of ~/.ssh/{} exists, and no ssh-agent runs (SSH_AUTH_SOCK is not set)",
+                    DEFAULT_IDENTITIES.join(", ~/.ssh/")
+                ),
+                fix: "set `identity_file:` on the node (or under `defaults:`) to the private key that logs in to the host, or start an ssh-agent and `ssh-add` that key".into(),
+            });
+        }
+        if let Some(identity) = identity.as_ref().filter(|p| !p.exists()) {
             return Err(ProviderError::Host {
                 node: node.name.clone(),
                 problem: format!("identity_file {} does not exist", identity.display()),
                 fix: "set identity_file to the private key that logs in to the host".into(),
             });
         }
+        let agent = identity.is_none();
         let check = self.host_key_check(
             node,
             spec.host_key.as_deref(),
@@ -182,7 +191,7 @@ impl SshProvider {
                     host: j.host.clone(),
                     port: jump_port,
                     user: j.user.clone().unwrap_or_else(|| user.clone()),
-                    identity: Some(identity.clone()),
+                    identity: identity.clone(),
                     check: self.host_key_check(
                         node,
                         spec.proxy_jump_host_key.as_deref(),
@@ -200,7 +209,8 @@ impl SshProvider {
                 host,
                 port,
                 user,
-                identity: Some(identity),
+                identity,
+                agent,
                 jump,
             },
             check,
@@ -455,6 +465,18 @@ fn preflight_note(found: &Found) -> String {
     )
 }
 
+/// The error of a host `down` could not reach: which host, and why.
+fn unreachable(node: &NodeState, e: ProviderError) -> ProviderError {
+    ProviderError::Host {
+        node: node.name.clone(),
+        problem: format!(
+            "cannot reach the host {}@{}:{} over SSH to undo what the lab changed there: {e}",
+            node.ssh_user, node.ssh_host, node.ssh_port
+        ),
+        fix: "bring the host back (or fix the network to it), then run `labctl down` again".into(),
+    }
+}
+
 /// A session to a recorded host, checking its pinned host key and logging
 /// in with its recorded identity.
 async fn connect_recorded(node: &NodeState) -> Result<SshSession, ProviderError> {
@@ -666,6 +688,7 @@ impl Provider for SshProvider {
                     identity: j.identity.clone(),
                     host_key: f.jump_host_key.clone().unwrap_or_default(),
                 }),
+                ssh_agent: end.target.agent,
                 data_addr: node.data_addr,
                 data_prefix: node.data_prefix,
                 data_netdev: picked.and_then(|p| p.netdev.clone()),
@@ -735,10 +758,16 @@ impl Provider for SshProvider {
         let Some(state) = state else { return Ok(()) };
         let released = futures::future::join_all(state.nodes.iter().map(|node| async move {
             let Some(changes) = &node.host else { return Ok(()) };
-            let session = connect_recorded(node).await?;
-            let result = host::release(&session, &node.name, node.ssh_user == "root", changes).await;
-            session.close().await;
-            result
+            let undone = async {
+                let session = connect_recorded(node).await.map_err(|e| unreachable(node, e))?;
+                let result = host::release(&session, &node.name, node.ssh_user == "root", changes).await;
+                session.close().await;
+                result
+            };
+            // What could not be undone is listed, so the user knows what the host keeps.
+            undone
+                .await
+                .map_err(|e| format!("{e}\n  left on the host:\n{}", host::leftovers(changes)))
         }))
         .await;
         let mut left = state.clone();
@@ -748,7 +777,8 @@ impl Provider for SshProvider {
             if let Err(e) = result {
                 // The error names the node; what stays is recorded for the next `down`.
                 errors.push(format!(
-                    "{e}\n  (node `{}` stays in the lab's state: the next `labctl down` tries again)",
+                    "{}\n  node `{}` stays in the lab's state: run `labctl down` again once the host answers, and it removes exactly these",
+                    e.trim_end(),
                     node.name
                 ));
                 left.nodes.push(node.clone());

@@ -13,6 +13,8 @@
 //! - [`command`]: command lines for a node's shell, built from words (the
 //!   only place that quotes for a remote shell).
 //! - [`ssh`]: sessions, commands, file transfer, tunnels.
+//! - [`ssh_login`]: what a session logs in with (a key file, the lab's key,
+//!   the user's ssh-agent) and the login itself.
 //! - [`process`]: a user's command that can be stopped (its process group),
 //!   a wait for a port to listen.
 //! - [`transfer`]: files to and from a node, streamed and checked by sha256.
@@ -23,4 +25,5 @@ pub mod agent;
 pub mod command;
 pub mod process;
 pub mod ssh;
+pub mod ssh_login;
 pub mod transfer;

@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use backon::{ExponentialBuilder, Retryable};
 use russh::client::{self, Handle};
 use russh::keys::PublicKeyOrCertificate;
-use russh::keys::{Algorithm, HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
+use russh::keys::{Algorithm, HashAlg, PrivateKey, PublicKey};
 use russh::{ChannelMsg, Disconnect};
 
 use crate::command::RemoteCommand;
+use crate::ssh_login;
 
 use lab_state::{set_mode, StateError};
 
@@ -84,6 +85,34 @@ pub enum SshError {
         user: String,
         /// The private key's path.
         identity: String,
+    },
+    /// The host refused every key labctl tried (a key file, the agent's keys).
+    #[error("node `{node}`: the host refused every key tried for user `{user}`: {}\n  fix: the public half of the node's key must be in ~{user}/.ssh/authorized_keys on the host; check `identity_file` and `user` of the node (without `identity_file`, `ssh-add` the right key to your ssh-agent)", .tried.join(", "))]
+    KeysRejected {
+        /// The node.
+        node: String,
+        /// The user.
+        user: String,
+        /// The keys tried (fingerprint, comment, where from).
+        tried: Vec<String>,
+    },
+    /// The node's key file cannot be used (and what to do).
+    #[error("node `{node}`: SSH key {path}: {message}")]
+    IdentityUnusable {
+        /// The node.
+        node: String,
+        /// The key file.
+        path: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// The user's ssh-agent could not be used to log in.
+    #[error("node `{node}`: {message}")]
+    AgentLogin {
+        /// The node.
+        node: String,
+        /// What failed and what to do.
+        message: String,
     },
     /// A remote command exited non-zero.
     #[error("node `{node}`: `{command}` failed with exit status {status}{}", stderr_suffix(.stderr))]
@@ -168,6 +197,9 @@ impl SshError {
                     | SshError::HostKeyMismatch { .. }
                     | SshError::AuthRejected { .. }
                     | SshError::IdentityRejected { .. }
+                    | SshError::KeysRejected { .. }
+                    | SshError::AgentLogin { .. }
+                    | SshError::IdentityUnusable { .. }
                     | SshError::NoPinnedKey { .. }
                     | SshError::Key { .. }
             ),
@@ -196,8 +228,12 @@ pub struct SshTarget {
     /// Login user.
     pub user: String,
     /// The private key to log in with instead of the lab's own key (a host
-    /// that exists, provider ssh).
+    /// that exists, provider ssh). A passphrase-protected one logs in
+    /// through the user's ssh-agent.
     pub identity: Option<std::path::PathBuf>,
+    /// Without `identity`: log in with the user's ssh-agent's keys instead
+    /// of the lab's own key (a host that exists and names no key file).
+    pub agent: bool,
     /// The one jump host the connection goes through (ssh's ProxyJump).
     pub jump: Option<JumpHost>,
 }
@@ -240,6 +276,7 @@ impl SshTarget {
             port: node.ssh_port,
             user: node.ssh_user.clone(),
             identity: node.ssh_identity.clone(),
+            agent: node.ssh_agent,
             jump: node.ssh_jump.as_ref().map(|j| JumpHost {
                 host: j.host.clone(),
                 port: j.port,
@@ -455,17 +492,20 @@ impl SshSession {
     }
 
     /// Connects once, accepting the host keys `check` accepts, and logs in
-    /// with `target.identity` when it names a key, else with `key`.
+    /// with `target.identity` when it names a key labctl can read, else
+    /// through the user's ssh-agent (a passphrase-protected key file, or
+    /// `target.agent`), else with `key` (see [`ssh_login::choose`]).
     pub async fn connect_checked(
         target: &SshTarget,
         key: Arc<PrivateKey>,
         check: HostKeyCheck,
         timeout: Duration,
     ) -> Result<SshSession, SshError> {
-        let key = match &target.identity {
-            None => key,
-            Some(path) => Arc::new(russh::keys::load_secret_key(path, None).map_err(|e| identity_error(path, e))?),
-        };
+        let agent_socket = std::env::var_os("SSH_AUTH_SOCK")
+            .filter(|s| !s.is_empty())
+            .map(std::path::PathBuf::from);
+        let login = ssh_login::choose(target.identity.as_deref(), target.agent, &key, agent_socket)
+            .map_err(|problem| login_problem(target, problem))?;
         let config = Arc::new(client::Config {
             inactivity_timeout: None,
             keepalive_interval: Some(Duration::from_secs(15)),
@@ -538,22 +578,35 @@ impl SshSession {
                 return Err(protocol(e));
             }
         };
-        let auth = handle
-            .authenticate_publickey(&target.user, PrivateKeyWithHashAlg::new(key, None))
+        let outcome = ssh_login::authenticate(&mut handle, &target.user, login.clone())
             .await
             .map_err(protocol)?;
-        if !auth.success() {
-            if let Some(identity) = &target.identity {
-                return Err(SshError::IdentityRejected {
+        match outcome {
+            ssh_login::Outcome::Success => {}
+            ssh_login::Outcome::Agent(message) => {
+                return Err(SshError::AgentLogin {
                     node: target.node.clone(),
-                    user: target.user.clone(),
-                    identity: identity.display().to_string(),
+                    message,
+                })
+            }
+            ssh_login::Outcome::Rejected { tried } => {
+                return Err(match (&login, &target.identity) {
+                    (ssh_login::Login::Key(_), Some(identity)) => SshError::IdentityRejected {
+                        node: target.node.clone(),
+                        user: target.user.clone(),
+                        identity: identity.display().to_string(),
+                    },
+                    (ssh_login::Login::Key(_), None) => SshError::AuthRejected {
+                        node: target.node.clone(),
+                        user: target.user.clone(),
+                    },
+                    (ssh_login::Login::Agent { .. }, _) => SshError::KeysRejected {
+                        node: target.node.clone(),
+                        user: target.user.clone(),
+                        tried,
+                    },
                 });
             }
-            return Err(SshError::AuthRejected {
-                node: target.node.clone(),
-                user: target.user.clone(),
-            });
         }
         let host_key = presented
             .lock()
@@ -583,6 +636,7 @@ impl SshSession {
             port: jump.port,
             user: jump.user.clone(),
             identity: jump.identity.clone(),
+            agent: target.agent,
             jump: None,
         };
         Box::pin(Self::connect_checked(&hop, key, jump.check.clone(), timeout))
@@ -908,16 +962,18 @@ impl SshSession {
     }
 }
 
-/// Why an identity file cannot be used, and what to do.
-fn identity_error(path: &Path, e: russh::keys::Error) -> SshError {
-    let message = match e {
-        // labctl asks for no passphrase and does not use an SSH agent yet.
-        russh::keys::Error::KeyIsEncrypted => "the key is protected by a passphrase, which labctl cannot ask for (and it does not use an SSH agent yet); give the node a key without a passphrase, e.g. a lab key made with `ssh-keygen -t ed25519 -N '' -f ~/.ssh/lab_ed25519` and authorized on the hosts".to_string(),
-        other => format!("{other} (labctl reads unencrypted OpenSSH/PEM keys)"),
-    };
-    SshError::Key {
-        path: path.display().to_string(),
-        message,
+/// Why no login can be tried for `target`, and what to do.
+fn login_problem(target: &SshTarget, problem: ssh_login::LoginProblem) -> SshError {
+    match problem {
+        ssh_login::LoginProblem::Key { path, message } => SshError::IdentityUnusable {
+            node: target.node.clone(),
+            path: path.display().to_string(),
+            message,
+        },
+        ssh_login::LoginProblem::NoKeyNoAgent => SshError::AgentLogin {
+            node: target.node.clone(),
+            message: "the node names no identity_file and no ssh-agent runs (SSH_AUTH_SOCK is not set)\n  fix: set `identity_file:` on the node, or start an ssh-agent and `ssh-add` the key that logs in to the host".into(),
+        },
     }
 }
 

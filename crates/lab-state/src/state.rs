@@ -158,6 +158,12 @@ impl LabDir {
         self.root.join("known_hosts")
     }
 
+    /// The ssh config `labctl ssh` passes with `-F` (it carries the
+    /// known_hosts file and jump host's key to the jump hop).
+    pub fn ssh_config(&self) -> PathBuf {
+        self.root.join("ssh_config")
+    }
+
     /// The phases of the `up` that created the lab (`up`'s timeline, a
     /// JSON list of [`StepTime`](crate::progress::StepTime)), which
     /// `bench --orchestration` reads.
@@ -400,6 +406,10 @@ pub struct NodeState {
     /// The jump host SSH goes through (provider ssh, `proxy_jump:`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_jump: Option<JumpRecord>,
+    /// The node names no key file: log in with the keys of the user's
+    /// ssh-agent (`SSH_AUTH_SOCK`), on its jump host too (provider ssh).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ssh_agent: bool,
     /// The node's address on the lab's data link (the rxe link).
     pub data_addr: Ipv4Addr,
     /// Prefix length of the data network.
@@ -561,6 +571,7 @@ mod tests {
             ssh_user: "root".into(),
             ssh_identity: None,
             ssh_jump: None,
+            ssh_agent: false,
             data_addr: Ipv4Addr::new(10, 77, 0, 1),
             data_prefix: 24,
             data_netdev: Some("eth1".into()),

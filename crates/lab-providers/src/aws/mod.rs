@@ -1406,6 +1406,7 @@ impl AwsProvider {
                 ssh_user: spec.ssh_user.clone(),
                 ssh_identity: None,
                 ssh_jump: None,
+                ssh_agent: false,
                 data_addr: private,
                 data_prefix: subnet_prefix,
                 data_netdev: None,

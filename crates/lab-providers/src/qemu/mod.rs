@@ -409,6 +409,7 @@ impl Provider for QemuProvider {
                 ssh_user: "root".into(),
                 ssh_identity: None,
                 ssh_jump: None,
+                ssh_agent: false,
                 data_addr: node.data_addr,
                 data_prefix: node.data_prefix,
                 data_netdev: None,

@@ -201,9 +201,53 @@ pub async fn release(
     Ok(())
 }
 
+/// What `changes` left on a host, one item a line (indented), for the
+/// error of a `down` that could not undo it.
+pub fn leftovers(changes: &HostChanges) -> String {
+    let agent = match (changes.supervisor.as_deref(), changes.watchdog_pid) {
+        (Some("systemd"), _) => format!("the agent, in the transient systemd unit {}", changes.unit),
+        (_, Some(pid)) => format!("the agent under its watchdog (pid {pid})"),
+        _ => format!("the agent, if it started (unit {} or its pid file)", changes.unit),
+    };
+    let mut items = vec![
+        format!(
+            "the directory {} (the agent binary, its secret, log and pid files, the lab facts)",
+            changes.dir
+        ),
+        agent,
+        format!("the host lock {} ({})", changes.lock, changes.holder),
+    ];
+    if let Some(link) = &changes.rxe_link {
+        items.push(format!("the rxe link {link} the lab added"));
+    }
+    if let Some(netdev) = &changes.netem_netdev {
+        items.push(format!("the netem qdisc on {netdev}"));
+    }
+    items.iter().map(|item| format!("    - {item}\n")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn test_leftovers_list_everything_recorded() {
+        let mut changes = planned_changes("lab1", "abcd", "me@ctl", true);
+        changes.rxe_link = Some("rxe_lab1".into());
+        changes.netem_netdev = Some("eth1".into());
+        changes.supervisor = Some("systemd".into());
+        let text = leftovers(&changes);
+        for wanted in [
+            changes.dir.as_str(),
+            changes.unit.as_str(),
+            changes.lock.as_str(),
+            "the rxe link rxe_lab1",
+            "the netem qdisc on eth1",
+        ] {
+            assert!(text.contains(wanted), "{wanted} missing in:\n{text}");
+        }
+        assert_eq!(text.lines().count(), 5, "{text}");
+    }
 
     #[test]
     fn test_listening_ports_read_from_proc_net_tcp() {

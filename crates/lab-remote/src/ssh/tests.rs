@@ -20,6 +20,7 @@ async fn test_ssh_that_never_answers_times_out_naming_the_node() {
         port,
         user: "root".into(),
         identity: None,
+        agent: false,
         jump: None,
     };
     let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
@@ -62,8 +63,8 @@ fn test_key_is_created_private_and_reloaded() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-#[tokio::test]
-async fn test_a_passphrase_protected_identity_is_refused_saying_what_to_do() {
+#[test]
+fn test_a_passphrase_protected_identity_goes_to_the_agent_or_is_refused_saying_what_to_do() {
     // A real encrypted key, made by ssh-keygen (openssh-client).
     let dir = std::env::temp_dir().join(format!("labctl-ssh-enc-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -74,25 +75,27 @@ async fn test_a_passphrase_protected_identity_is_refused_saying_what_to_do() {
         .status()
         .unwrap();
     assert!(made.success());
-    let target = SshTarget {
-        node: "n1".into(),
-        host: "127.0.0.1".into(),
-        port: 1,
-        user: "root".into(),
-        identity: Some(path.clone()),
-        jump: None,
-    };
+    // No ssh-agent runs: the key cannot be used, and the error says how.
     let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
-    let pinned = key.public_key().clone();
-    let err = SshSession::connect(&target, key, pinned, Duration::from_secs(2))
-        .await
-        .err()
-        .expect("an encrypted key cannot be used")
-        .to_string();
+    let err = match crate::ssh_login::choose(Some(&path), false, &key, None) {
+        Err(crate::ssh_login::LoginProblem::Key { message, .. }) => message,
+        other => panic!("an encrypted key without an agent: {other:?}"),
+    };
     assert!(err.contains(path.to_str().unwrap()), "{err}");
     assert!(
-        err.contains("protected by a passphrase") && err.contains("ssh-keygen -t ed25519 -N ''"),
+        err.contains("protected by a passphrase") && err.contains("ssh-add") && err.contains("without a passphrase"),
         "{err}"
     );
+    // With an agent, its public half (read from the encrypted file) picks the agent's key.
+    let made_pub = std::fs::read_to_string(path.with_extension("pub")).unwrap();
+    match crate::ssh_login::choose(Some(&path), false, &key, Some("/agent.sock".into())) {
+        Ok(crate::ssh_login::Login::Agent {
+            wanted: Some((_, public)),
+            ..
+        }) => {
+            assert_eq!(public.key_data(), parse_public(&made_pub).unwrap().key_data())
+        }
+        other => panic!("an encrypted key with an agent: {other:?}"),
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
