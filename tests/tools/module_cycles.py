@@ -4,7 +4,7 @@
 A module is a source file (src/lib.rs and src/main.rs are the crate root).
 Module A depends on module B when A's code names `crate::B...`, `super::...`
 resolving to B, a `crate::{B, ...}` group, or a child B by a relative path
-(`B::Item`). `mod` declarations are not
+(`B::Item`, `self::B::Item`). `mod` declarations are not
 edges (a parent owning a file is not a use of it), and neither is test code
 (everything from a top-level `#[cfg(test)]` to the end of the file), nor
 comments. Cycles are reported as the strongly connected components of more
@@ -65,6 +65,11 @@ def edges_of(mod: tuple, code: str, mods: set) -> set:
         rest = (m.group(2) or "").split("::") if m.group(2) else []
         target = resolve(mods, base + rest) or tuple(base)
         out.add(target)
+    # `self::child::Item` (`use self::error::AwsError`): the same edge.
+    for m in re.finditer(rf"\bself::((?:{IDENT}::)*{IDENT})", code):
+        target = resolve(mods, list(mod) + m.group(1).split("::"))
+        if target is not None:
+            out.add(target)
     # A child named by a relative path (`qemu::QemuProvider` in its parent).
     for child in (m for m in mods if len(m) == len(mod) + 1 and m[: len(mod)] == mod):
         if re.search(rf"(?<![:\w]){child[-1]}::", code):
