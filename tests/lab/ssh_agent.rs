@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use libtest_mimic::Failed;
 
 use crate::ssh_existing::ssh_labs_file_with;
-use crate::util::{bin_dir, check, Labctl};
+use crate::util::{bin_dir, check, nothing_left_on_vms, Labctl};
 
 /// The test's ssh-agent, killed when dropped.
 struct Agent {
@@ -179,18 +179,6 @@ pub(crate) fn test_ssh_lab_with_a_passphrase_key_logs_in_through_ssh_agent(qemu:
 
 /// No per-lab directory, host lock or agent of the ssh lab on either VM.
 fn nothing_left_on_the_vms(qemu: &Labctl, when: &str) -> Result<(), Failed> {
-    for node in ["server", "client"] {
-        let left = qemu
-            .run(&[
-                "exec",
-                node,
-                "--",
-                "ls -d /var/lib/labctl /run/labctl 2>/dev/null; pgrep -af '[v]ar/lib/labctl/ssha' || true",
-            ])
-            .ok()?;
-        check(left.stdout.trim().is_empty(), || {
-            format!("{node} {when}: the lab left {}", left.stdout)
-        })?;
-    }
-    Ok(())
+    let listing = "ls -d /var/lib/labctl /run/labctl 2>/dev/null; pgrep -af '[v]ar/lib/labctl/ssha' || true";
+    nothing_left_on_vms(qemu, listing, when)
 }

@@ -11,7 +11,7 @@
 use libtest_mimic::Failed;
 
 use crate::ssh_existing::ssh_labs_file_with;
-use crate::util::{bin_dir, check, Labctl};
+use crate::util::{bin_dir, check, nothing_left_on_vms, Labctl};
 
 /// One bad input: how the labs file changes, what stderr must say.
 struct Case {
@@ -198,18 +198,6 @@ fn one_case(qemu: &Labctl, dir: &std::path::Path, case: &Case) -> Result<(), Fai
     check(leftovers == 0, || {
         format!("{} holds {leftovers} entries", state_dir.display())
     })?;
-    for node in ["server", "client"] {
-        let left = qemu
-            .run(&[
-                "exec",
-                node,
-                "--",
-                "ls -d /var/lib/labctl /run/labctl/host.lock 2>/dev/null; true",
-            ])
-            .ok()?;
-        check(left.stdout.trim().is_empty(), || {
-            format!("{node} keeps: {}", left.stdout.trim())
-        })?;
-    }
-    Ok(())
+    let listing = "ls -d /var/lib/labctl /run/labctl/host.lock 2>/dev/null; true";
+    nothing_left_on_vms(qemu, listing, "after the refused up")
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
 
-use crate::util::{bin_dir, check, Labctl};
+use crate::util::{bin_dir, check, nothing_left_on_vms, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let (a, b, c, d, e, f, g) = (
@@ -132,22 +132,13 @@ fn test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing(qemu: &Labctl
         || format!("second down: {}{}", again.stdout, again.stderr),
     )?;
     check(!ssh.state_dir("sshx").exists(), || "the ssh lab's state stayed".into())?;
+    // What the ssh lab could have left: its directory and lock, a process
+    // from it, a systemd unit, lines in /etc/hosts, a netem qdisc.
+    let listing = "ls -d /var/lib/labctl /run/labctl 2>/dev/null; ps -o args | grep -F /var/lib/labctl | grep -v grep; \
+                   grep -F labctl:sshx /etc/hosts; (systemctl list-units --all --plain 2>/dev/null | grep -F labctl-agent); \
+                   tc qdisc show | grep -F netem; true";
+    nothing_left_on_vms(qemu, listing, "after the ssh lab's down")?;
     for node in ["server", "client"] {
-        // What the ssh lab could have left: its directory and lock, a process
-        // from it, a systemd unit, lines in /etc/hosts, a netem qdisc.
-        let left = qemu
-            .run(&[
-                "exec",
-                node,
-                "--",
-                "ls -d /var/lib/labctl /run/labctl 2>/dev/null; ps -o args | grep -F /var/lib/labctl | grep -v grep; \
-                 grep -F labctl:sshx /etc/hosts; (systemctl list-units --all --plain 2>/dev/null | grep -F labctl-agent); \
-                 tc qdisc show | grep -F netem; true",
-            ])
-            .ok()?;
-        check(left.stdout.trim().is_empty(), || {
-            format!("{node}: the ssh lab left this behind:\n{}", left.stdout)
-        })?;
         let own = qemu
             .run(&["exec", node, "--", "grep -x LABCTL_LAB=e2e /etc/labctl/lab.env"])
             .ok()?;

@@ -125,6 +125,19 @@ pub fn processes_mentioning(needle: &str) -> Vec<String> {
 }
 
 /// Fails with `msg` unless `cond`.
+/// Runs `listing`, a shell command that prints what an ssh lab could have
+/// left on a host, on both VMs of the suite lab (the hosts of the ssh-lab
+/// tests); fails naming the node, `when`, and what was printed.
+pub fn nothing_left_on_vms(qemu: &Labctl, listing: &str, when: &str) -> Result<(), Failed> {
+    for node in ["server", "client"] {
+        let left = qemu.run(&["exec", node, "--", listing]).ok()?;
+        check(left.stdout.trim().is_empty(), || {
+            format!("{node} {when}: left behind:\n{}", left.stdout.trim())
+        })?;
+    }
+    Ok(())
+}
+
 pub fn check(cond: bool, msg: impl FnOnce() -> String) -> Result<(), Failed> {
     if cond {
         Ok(())
