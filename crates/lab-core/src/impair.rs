@@ -414,13 +414,28 @@ pub fn root_qdisc(output: &str) -> Option<(&str, bool)> {
     })
 }
 
+/// Whether a `tc qdisc show` line is a netem qdisc.
+fn is_netem(line: &str) -> bool {
+    line.starts_with("qdisc netem ")
+}
+
+/// The netdev whose netem this lab recorded on `node` (a host labctl does
+/// not own), if any.
+fn recorded_netem(lab: &Lab, state: &LabState, node: &str) -> Result<Option<String>, ImpairError> {
+    Ok(lab
+        .node_state(state, node)?
+        .host
+        .as_ref()
+        .and_then(|h| h.netem_netdev.clone()))
+}
+
 /// On a host labctl does not own: may `impair` replace the root qdisc in
 /// `tc_show`? The kernel's default, yes; a netem this lab recorded on the
 /// netdev (`recorded`), yes; anything else is someone's and is refused.
 pub fn check_host_qdisc(node: &str, netdev: &str, recorded: bool, tc_show: &str) -> Result<(), ImpairError> {
     match root_qdisc(tc_show) {
         None | Some((_, true)) => Ok(()),
-        Some((line, false)) if recorded && line.starts_with("qdisc netem ") => Ok(()),
+        Some((line, false)) if recorded && is_netem(line) => Ok(()),
         Some((line, false)) => Err(ImpairError::ForeignQdisc {
             node: node.to_string(),
             netdev: netdev.to_string(),
@@ -464,11 +479,7 @@ pub async fn set(lab: &Lab, node: &str, netem: &Netem) -> Result<ImpairOutcome, 
         if node_state.host.is_some() {
             let _lock = lab.lock(STATE_LOCK_WAIT).await?;
             let mut state = lab.state()?;
-            let recorded = lab
-                .node_state(&state, node)?
-                .host
-                .as_ref()
-                .is_some_and(|h| h.netem_netdev.as_deref() == Some(netdev.as_str()));
+            let recorded = recorded_netem(lab, &state, node)?.as_deref() == Some(netdev.as_str());
             check_host_qdisc(node, &netdev, recorded, &tc_show(&session, node, &netdev).await?)?;
             if !recorded {
                 record_netem(lab, &mut state, node, Some(&netdev))?;
@@ -540,15 +551,11 @@ async fn clear_on_host(
 ) -> Result<(String, Option<Netem>), ImpairError> {
     let _lock = lab.lock(STATE_LOCK_WAIT).await?;
     let mut state = lab.state()?;
-    let recorded = lab
-        .node_state(&state, node)?
-        .host
-        .as_ref()
-        .and_then(|h| h.netem_netdev.clone());
+    let recorded = recorded_netem(lab, &state, node)?;
     let mut command = String::new();
     if let Some(recorded) = recorded {
         let still_netem = root_qdisc(&tc_show(session, node, &recorded).await?)
-            .is_some_and(|(line, default)| !default && line.starts_with("qdisc netem "));
+            .is_some_and(|(line, default)| !default && is_netem(line));
         if still_netem {
             let del = as_root(
                 node_state,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use backon::{ExponentialBuilder, Retryable};
 use russh::client::{self, Handle};
 use russh::keys::PublicKeyOrCertificate;
-use russh::keys::{Algorithm, HashAlg, PrivateKey, PublicKey};
+use russh::keys::{Algorithm, PrivateKey, PublicKey};
 use russh::{ChannelMsg, Disconnect};
 
 use crate::command::RemoteCommand;
@@ -26,6 +26,8 @@ use lab_state::{set_mode, StateError};
 const FEED_CHUNK: usize = 256 * 1024;
 
 pub use self::error::SshError;
+/// A key's SHA256 fingerprint as `ssh-keygen -l` prints it (`SHA256:...`).
+pub use crate::ssh_login::fingerprint;
 
 /// Where and as whom to reach a node.
 #[derive(Debug, Clone)]
@@ -161,11 +163,6 @@ pub fn pinned_host_key(node: &str, recorded: Option<&str>) -> Result<PublicKey, 
 /// Parses a pinned OpenSSH public key line.
 pub fn parse_public(line: &str) -> Option<PublicKey> {
     PublicKey::from_openssh(line.trim()).ok()
-}
-
-/// A key's SHA256 fingerprint as `ssh-keygen -l` prints it (`SHA256:...`).
-pub fn fingerprint(key: &PublicKey) -> String {
-    key.fingerprint(HashAlg::Sha256).to_string()
 }
 
 /// Which host keys a connection accepts.

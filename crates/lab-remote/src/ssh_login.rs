@@ -154,7 +154,7 @@ pub async fn authenticate<H: client::Handler>(
                 "the key {} is protected by a passphrase, and the ssh-agent at {} does not hold it ({}); add it with `ssh-add {}`",
                 path.display(),
                 socket.display(),
-                fingerprint_of(public),
+                fingerprint(public),
                 path.display()
             ),
             None => format!(
@@ -212,7 +212,9 @@ async fn rsa_hash<H: client::Handler>(
     Ok(handle.best_supported_rsa_hash().await?.flatten())
 }
 
-fn fingerprint_of(public: &PublicKey) -> String {
+/// `SHA256:...`, as `ssh-keygen -l` prints a key (re-exported as
+/// `ssh::fingerprint`).
+pub fn fingerprint(public: &PublicKey) -> String {
     public.fingerprint(HashAlg::Sha256).to_string()
 }
 
@@ -221,9 +223,9 @@ fn describe(public: &PublicKey, comment: &str) -> String {
     let own = public.comment().to_string();
     let comment = if comment.is_empty() { own.as_str() } else { comment };
     if comment.is_empty() {
-        fingerprint_of(public)
+        fingerprint(public)
     } else {
-        format!("{} ({comment})", fingerprint_of(public))
+        format!("{} ({comment})", fingerprint(public))
     }
 }
 
