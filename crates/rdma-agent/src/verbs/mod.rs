@@ -11,11 +11,11 @@ pub mod gids;
 pub mod link;
 mod os;
 mod wc;
+mod wr;
 
 pub use cm::{CmError, CmEvent, CmEventKind, CmId, EventChannel, TRANSPORT_RETRY_COUNT};
 pub use gids::{gid_table, GidRow};
-pub use link::{
-    Access, BufId, Completion, Link, LinkConfig, LinkError, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr,
-};
+pub use link::{Link, LinkConfig, LinkError};
 pub use os::{keep_large_allocations_unpooled, release_free_memory, thread_cpu_seconds};
 pub use wc::{wc_opcode_name, wc_status_name};
+pub use wr::{Access, BufId, Completion, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr};
