@@ -1,5 +1,7 @@
+use std::path::{Path, PathBuf};
+
 use super::*;
-use crate::run::{LatencyRecord, SweepPoint};
+use crate::run::{LatencyRecord, RunRecord, SweepPoint};
 
 fn run(id: &str, started_at: &str, workload: &str) -> RunRecord {
     let mut r = RunRecord {
