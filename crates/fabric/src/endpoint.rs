@@ -4,9 +4,9 @@
 //! `fi_context2`; an `-FI_EAGAIN` from a post parks the operation in a pending
 //! queue that is retried after the CQ has been polled (which is also what
 //! drives the provider's progress). Control messages go through a registered
-//! pool of message slots.
+//! pool of message slots. The regions themselves (buffers, keys, `mr_mode`)
+//! are the `mr` module's; the endpoint counts the operations in flight on each.
 
-use std::alloc::{self, Layout};
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::ptr::{self, addr_of_mut};
@@ -18,6 +18,8 @@ use fabric_sys as sys;
 
 use crate::error::{check, strerror, FabricError, Result};
 use crate::info::{c_str, Info};
+use crate::mr::{fid_of, Mr, MrTable};
+pub use crate::mr::{Access, MrHandle, RemoteMr};
 use crate::observe::{Call, Event, Observer};
 
 /// Size of one control-message slot.
@@ -29,30 +31,6 @@ const CQ_BATCH: usize = 16;
 /// A peer in this endpoint's address vector (an `fi_addr_t`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PeerAddr(sys::fi_addr_t);
-
-/// A memory region registered on an [`Endpoint`] (an index; valid for the endpoint's lifetime).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MrHandle(usize);
-
-/// What a peer needs to RDMA-write into a memory region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RemoteMr {
-    /// The base remote address: the buffer's virtual address under `FI_MR_VIRT_ADDR`, else 0 (offsets).
-    pub addr: u64,
-    /// Size in bytes.
-    pub size: u64,
-    /// The MR key.
-    pub key: u64,
-}
-
-/// Who may access a memory region.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Only local operations (source of sends and writes, target of receives).
-    Local,
-    /// Also remote writes and reads from peers.
-    Remote,
-}
 
 /// Identifies a posted operation until its completion is collected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,42 +84,6 @@ impl fmt::Display for OpKind {
     }
 }
 
-/// A page-aligned, zeroed heap buffer (`FI_MR_ALLOCATED`: we own the pages).
-struct Buffer {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Buffer {
-    fn new(len: usize) -> Result<Buffer> {
-        let layout = Layout::from_size_align(len.max(1), 4096)
-            .map_err(|e| FabricError::InvalidArgument(format!("buffer of {len} bytes: {e}")))?;
-        // SAFETY: the layout has non-zero size.
-        let ptr = unsafe { alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            alloc::handle_alloc_error(layout);
-        }
-        Ok(Buffer { ptr, len })
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.len.max(1), 4096).expect("layout was valid at allocation");
-        // SAFETY: allocated in Buffer::new with this same layout and freed once.
-        unsafe { alloc::dealloc(self.ptr, layout) };
-    }
-}
-
-struct Mr {
-    fid: *mut sys::fid_mr,
-    buf: Buffer,
-    desc: *mut std::os::raw::c_void,
-    key: u64,
-    access: Access,
-    inflight: usize,
-}
-
 /// A libfabric RDM endpoint and everything it owns.
 pub struct Endpoint {
     info: Info,
@@ -153,10 +95,9 @@ pub struct Endpoint {
     cq: *mut sys::fid_cq,
     av: *mut sys::fid_av,
     ep: *mut sys::fid_ep,
-    mrs: Vec<Mr>,
+    mrs: MrTable,
     msg_mr: usize,
     free_send_slots: Vec<usize>,
-    next_key: u64,
     next_op: u64,
     inflight: HashMap<usize, Box<OpSlot>>,
     pending: VecDeque<Box<OpSlot>>,
@@ -181,16 +122,11 @@ impl fmt::Debug for Endpoint {
             .field("provider", &self.provider)
             .field("mr_mode", &format_args!("{:#x}", self.mr_mode))
             .field("cq_data_size", &self.cq_data_size)
-            .field("mrs", &self.mrs.len())
+            .field("mrs", &self.mrs.slots.len())
             .field("inflight", &self.inflight.len())
             .field("pending", &self.pending.len())
             .finish()
     }
-}
-
-fn fid_of<T>(obj: *mut T) -> *mut sys::fid {
-    // Every fid_* struct starts with `struct fid fid;`, so the object pointer is its fid pointer.
-    obj.cast()
 }
 
 impl Endpoint {
@@ -204,8 +140,9 @@ impl Endpoint {
     /// does from its first registration on ([`crate::observe`]).
     pub fn open_observed(info: Info, observer: Option<Observer>) -> Result<Endpoint> {
         let provider = info.provider_name();
+        let mr_mode = info.mr_mode();
         let mut e = Endpoint {
-            mr_mode: info.mr_mode(),
+            mr_mode,
             cq_data_size: info.cq_data_size(),
             provider,
             info,
@@ -214,10 +151,9 @@ impl Endpoint {
             cq: ptr::null_mut(),
             av: ptr::null_mut(),
             ep: ptr::null_mut(),
-            mrs: Vec::new(),
+            mrs: MrTable::new(mr_mode),
             msg_mr: 0,
             free_send_slots: Vec::new(),
-            next_key: 1,
             next_op: 1,
             inflight: HashMap::new(),
             pending: VecDeque::new(),
@@ -366,71 +302,11 @@ impl Endpoint {
     }
 
     /// Allocates and registers a zeroed, page-aligned buffer of `len` bytes,
-    /// honouring the provider's `mr_mode`: a requested key unless
-    /// `FI_MR_PROV_KEY`, bind + enable under `FI_MR_ENDPOINT`.
+    /// honouring the provider's `mr_mode` ([`MrTable::register`]).
     pub fn register(&mut self, len: usize, access: Access) -> Result<MrHandle> {
-        let buf = Buffer::new(len)?;
-        let mut flags = (sys::FI_READ | sys::FI_WRITE | sys::FI_SEND | sys::FI_RECV) as u64;
-        if access == Access::Remote {
-            flags |= (sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE) as u64;
-        }
-        let requested_key = if self.mr_mode & sys::FI_MR_PROV_KEY != 0 {
-            0
-        } else {
-            self.next_key
-        };
-        self.next_key += 1;
-        let mut fid: *mut sys::fid_mr = ptr::null_mut();
-        // SAFETY: `domain` is open and `buf` stays allocated for as long as the MR is
-        // registered (both live in self.mrs; the MR is closed before the buffer is freed).
-        let ret = unsafe {
-            sys::fis_mr_reg(
-                self.domain,
-                buf.ptr.cast(),
-                len,
-                flags,
-                0,
-                requested_key,
-                0,
-                &mut fid,
-                ptr::null_mut(),
-            )
-        };
-        check("fi_mr_reg", ret.into())?;
-        let mut mr = Mr {
-            fid,
-            buf,
-            desc: ptr::null_mut(),
-            key: 0,
-            access,
-            inflight: 0,
-        };
-        if self.mr_mode & sys::FI_MR_ENDPOINT != 0 {
-            // SAFETY: mr and ep are open; binding an MR to its endpoint then enabling it is
-            // the FI_MR_ENDPOINT protocol. On failure `mr` is closed by close_mr below.
-            let r = unsafe {
-                check("fi_mr_bind", sys::fis_mr_bind(fid, fid_of(self.ep), 0).into())
-                    .and_then(|_| check("fi_mr_enable", sys::fis_mr_enable(fid).into()))
-            };
-            if let Err(e) = r {
-                close_mr(&mut mr);
-                return Err(e);
-            }
-        }
-        // SAFETY: fid is a registered (and if needed enabled) MR.
-        unsafe {
-            mr.desc = sys::fis_mr_desc(fid);
-            mr.key = sys::fis_mr_key(fid);
-        }
-        if mr.key == sys::FI_ADDR_UNSPEC {
-            close_mr(&mut mr);
-            return Err(FabricError::Call {
-                call: "fi_mr_key",
-                code: sys::FI_EINVAL as i32,
-                message: "key not available (FI_MR_RAW is not supported)".into(),
-            });
-        }
+        let h = self.mrs.register(self.domain, self.ep, len, access)?;
         if let Some(observe) = self.observer.as_mut() {
+            let mr = self.mrs.get(h)?;
             observe(&Event::Registered {
                 addr: mr.buf.ptr as u64,
                 len: len as u64,
@@ -438,57 +314,23 @@ impl Endpoint {
                 remote: access == Access::Remote,
             });
         }
-        self.mrs.push(mr);
-        Ok(MrHandle(self.mrs.len() - 1))
-    }
-
-    fn mr(&self, h: MrHandle) -> Result<&Mr> {
-        self.mrs
-            .get(h.0)
-            .ok_or_else(|| FabricError::InvalidArgument(format!("unknown MR handle {}", h.0)))
-    }
-
-    /// A region registered for local access only (the ones this side may write into).
-    fn local_mr(&self, h: MrHandle) -> Result<&Mr> {
-        let mr = self.mr(h)?;
-        if mr.access != Access::Local {
-            return Err(FabricError::InvalidArgument(
-                "MR is remotely writable: use remote_bytes/remote_bytes_mut".into(),
-            ));
-        }
-        Ok(mr)
+        Ok(h)
     }
 
     /// Length of a registered region.
     pub fn mr_len(&self, h: MrHandle) -> Result<usize> {
-        Ok(self.mr(h)?.buf.len)
+        Ok(self.mrs.get(h)?.buf.len)
     }
 
-    /// What a peer needs to write into `h`: the address is the buffer's virtual
-    /// address under `FI_MR_VIRT_ADDR` and 0 otherwise (remote addresses are then offsets).
+    /// What a peer needs to write into `h` ([`MrTable::remote`]).
     pub fn remote_mr(&self, h: MrHandle) -> Result<RemoteMr> {
-        let mr = self.mr(h)?;
-        if mr.access != Access::Remote {
-            return Err(FabricError::InvalidArgument(
-                "MR was registered for local access only".into(),
-            ));
-        }
-        let addr = if self.mr_mode & sys::FI_MR_VIRT_ADDR != 0 {
-            mr.buf.ptr as u64
-        } else {
-            0
-        };
-        Ok(RemoteMr {
-            addr,
-            size: mr.buf.len as u64,
-            key: mr.key,
-        })
+        self.mrs.remote(h)
     }
 
     /// The bytes of a local-only region, for filling before a send or write.
     /// Fails while an operation that uses the region is in flight.
     pub fn local_bytes_mut(&mut self, h: MrHandle) -> Result<&mut [u8]> {
-        let mr = self.local_mr(h)?;
+        let mr = self.mrs.local(h)?;
         if mr.inflight != 0 {
             return Err(FabricError::InvalidArgument(format!(
                 "{} operations in flight on this MR",
@@ -505,7 +347,7 @@ impl Endpoint {
     /// one slot while writes from other slots of the region are in flight.
     /// Fails while a posted write reads any byte of the range.
     pub fn local_range_mut(&mut self, h: MrHandle, offset: usize, len: usize) -> Result<&mut [u8]> {
-        let mr = self.local_mr(h)?;
+        let mr = self.mrs.local(h)?;
         let end = offset
             .checked_add(len)
             .filter(|&end| end <= mr.buf.len)
@@ -544,7 +386,7 @@ impl Endpoint {
     /// must know that every remote write targeting it has completed (e.g. it saw
     /// the final immediate of the transfer) and that no new one will be issued.
     pub unsafe fn remote_bytes(&self, h: MrHandle) -> Result<&[u8]> {
-        let mr = self.mr(h)?;
+        let mr = self.mrs.get(h)?;
         // SAFETY: we own the buffer; the caller guarantees there are no concurrent remote writes.
         Ok(unsafe { std::slice::from_raw_parts(mr.buf.ptr, mr.buf.len) })
     }
@@ -554,7 +396,7 @@ impl Endpoint {
     /// # Safety
     /// As for [`Endpoint::remote_bytes`]: no peer accesses the region while the slice is alive.
     pub unsafe fn remote_bytes_mut(&mut self, h: MrHandle) -> Result<&mut [u8]> {
-        let mr = self.mr(h)?;
+        let mr = self.mrs.get(h)?;
         if mr.inflight != 0 {
             return Err(FabricError::InvalidArgument(format!(
                 "{} operations in flight on this MR",
@@ -581,7 +423,7 @@ impl Endpoint {
             }
             self.progress()?;
         };
-        let base = self.mrs[self.msg_mr].buf.ptr;
+        let base = self.mrs.slots[self.msg_mr].buf.ptr;
         // SAFETY: slot < RECV_SLOTS + SEND_SLOTS, so the slot lies inside the message buffer;
         // free send slots are used by no posted operation.
         unsafe { ptr::copy_nonoverlapping(msg.as_ptr(), base.add(slot * MSG_SLOT_SIZE), msg.len()) };
@@ -606,7 +448,7 @@ impl Endpoint {
         remote_offset: u64,
         data: Option<u64>,
     ) -> Result<OpId> {
-        let m = self.mr(mr)?;
+        let m = self.mrs.get(mr)?;
         if offset.checked_add(len).is_none_or(|end| end > m.buf.len) {
             return Err(FabricError::InvalidArgument(format!(
                 "local range {offset}+{len} outside MR of {} bytes",
@@ -656,8 +498,8 @@ impl Endpoint {
             kind,
         });
         match kind {
-            OpKind::Write { mr, .. } => self.mrs[mr].inflight += 1,
-            OpKind::Send { .. } | OpKind::Recv { .. } => self.mrs[self.msg_mr].inflight += 1,
+            OpKind::Write { mr, .. } => self.mrs.slots[mr].inflight += 1,
+            OpKind::Send { .. } | OpKind::Recv { .. } => self.mrs.slots[self.msg_mr].inflight += 1,
         }
         if !self.pending.is_empty() {
             // Keep posting order: earlier operations are still waiting for resources.
@@ -688,7 +530,7 @@ impl Endpoint {
                 ptr::null_mut()
             }
         };
-        let msg = &self.mrs[self.msg_mr];
+        let msg = &self.mrs.slots[self.msg_mr];
         let (ret, call) = match slot.kind {
             OpKind::Recv { slot: s } => (
                 // SAFETY: the slot lies inside the registered message buffer, which outlives the
@@ -728,7 +570,7 @@ impl Endpoint {
                 key,
                 data,
             } => {
-                let m = &self.mrs[mr];
+                let m = &self.mrs.slots[mr];
                 // SAFETY: offset + len was checked against the MR's length in `write`.
                 let base = unsafe { m.buf.ptr.add(offset) };
                 let mut iov = sys::iovec {
@@ -774,12 +616,12 @@ impl Endpoint {
 
     fn release(&mut self, kind: &OpKind) {
         match *kind {
-            OpKind::Write { mr, .. } => self.mrs[mr].inflight -= 1,
+            OpKind::Write { mr, .. } => self.mrs.slots[mr].inflight -= 1,
             OpKind::Send { slot, .. } => {
-                self.mrs[self.msg_mr].inflight -= 1;
+                self.mrs.slots[self.msg_mr].inflight -= 1;
                 self.free_send_slots.push(slot);
             }
-            OpKind::Recv { .. } => self.mrs[self.msg_mr].inflight -= 1,
+            OpKind::Recv { .. } => self.mrs.slots[self.msg_mr].inflight -= 1,
         }
     }
 
@@ -861,7 +703,7 @@ impl Endpoint {
             OpKind::Recv { slot: s } => {
                 let len = entry.len.min(MSG_SLOT_SIZE);
                 let mut data = vec![0u8; len];
-                let base = self.mrs[self.msg_mr].buf.ptr;
+                let base = self.mrs.slots[self.msg_mr].buf.ptr;
                 // SAFETY: the receive into this slot completed, so the provider no longer
                 // writes it; len <= MSG_SLOT_SIZE keeps the copy inside the slot.
                 unsafe { ptr::copy_nonoverlapping(base.add(s * MSG_SLOT_SIZE), data.as_mut_ptr(), len) };
@@ -1073,14 +915,6 @@ fn posted_event(slot: &OpSlot, write_flags: u64) -> Event<'static> {
     }
 }
 
-fn close_mr(mr: &mut Mr) {
-    if !mr.fid.is_null() {
-        // SAFETY: an open MR, closed once (the pointer is cleared).
-        unsafe { sys::fis_close(fid_of(mr.fid)) };
-        mr.fid = ptr::null_mut();
-    }
-}
-
 /// Masks `data` to `size` bytes of immediate data.
 pub fn mask_to(data: u64, size: usize) -> u64 {
     if size >= 8 {
@@ -1102,9 +936,7 @@ impl Drop for Endpoint {
             }
         };
         close(fid_of(self.ep));
-        for mr in &mut self.mrs {
-            close_mr(mr);
-        }
+        self.mrs.close_all();
         close(fid_of(self.av));
         close(fid_of(self.cq));
         close(fid_of(self.domain));

@@ -35,6 +35,7 @@ pub mod endpoint;
 pub mod error;
 /// Provider discovery.
 pub mod info;
+mod mr;
 /// What an endpoint does, for a watcher (the agent's trace).
 pub mod observe;
 /// The fabric-bw and fabric-lat protocols.
