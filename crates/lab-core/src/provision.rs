@@ -68,6 +68,23 @@ fi
 printf '%s' "$3" >>"$tmp"
 cat "$tmp" >"$file""##;
 
+/// Writes the lab facts' files in one command: `$1` the directory (created
+/// 0755), then pairs of path and content, each written to a temporary file
+/// beside it, made 0644 and renamed over, so a reader never sees half a file.
+const FACTS_WRITE_SCRIPT: &str = r##"set -eu
+mkdir -p -m 0755 "$1"
+shift
+tmp=
+trap 'rm -f "$tmp"' EXIT
+while [ "$#" -ge 2 ]; do
+    tmp=$(mktemp "$1.XXXXXX")
+    printf '%s' "$2" >"$tmp"
+    chmod 0644 "$tmp"
+    mv -f "$tmp" "$1"
+    tmp=
+    shift 2
+done"##;
+
 /// Installs the lab's node key pair for the login user: the private key from
 /// stdin as `~/.ssh/id_ed25519` (0600, the identity `ssh` tries by default,
 /// so `ssh <node>` and `mpirun` need no option), `$1` as its `.pub`.
@@ -715,36 +732,6 @@ async fn run_as(
     Ok(())
 }
 
-/// Writes `bytes` to `path` (mode `mode`) where only root may write: over
-/// SFTP directly as root, else staged in /tmp and installed with sudo.
-async fn install_file(
-    session: &SshSession,
-    node: &NodeState,
-    bytes: &[u8],
-    path: &str,
-    mode: u32,
-) -> Result<(), ProvisionError> {
-    if node.ssh_user == "root" {
-        session.upload(bytes, path, mode).await?;
-        return Ok(());
-    }
-    let name = path.rsplit('/').next().unwrap_or("file");
-    let staged = format!("/tmp/labctl-{name}.{:08x}", rand::random::<u32>());
-    session.upload(bytes, &staged, 0o600).await?;
-    let install = as_root(
-        node,
-        RemoteCommand::new("install").args(["-m", &format!("{mode:o}"), staged.as_str(), path]),
-    );
-    let shown = install.to_string();
-    run_as(
-        session,
-        node,
-        install.and(RemoteCommand::new("rm").arg("-f").arg(&staged)),
-        &shown,
-    )
-    .await
-}
-
 /// Puts the lab facts on a node: `/etc/labctl/lab.env`, `/etc/labctl/hostfile`
 /// and the lab's marked `/etc/hosts` lines (earlier ones replaced, so a
 /// second `up` leaves exactly one set).
@@ -754,46 +741,50 @@ pub async fn write_facts(session: &SshSession, node: &NodeState, lab_facts: &Lab
         // and its /etc/hosts stays as it is (another lab may name the nodes).
         let env = facts::lab_env_in(lab_facts, &node.name, &host.dir).unwrap_or_default();
         let hostfile = facts::hostfile(lab_facts);
-        install_file(session, node, env.as_bytes(), &format!("{}/lab.env", host.dir), 0o644).await?;
-        return install_file(
+        let (env_path, hostfile_path) = (format!("{}/lab.env", host.dir), format!("{}/hostfile", host.dir));
+        let write = RemoteCommand::script_with(
+            FACTS_WRITE_SCRIPT,
+            [
+                host.dir.as_str(),
+                env_path.as_str(),
+                env.as_str(),
+                hostfile_path.as_str(),
+                hostfile.as_str(),
+            ],
+        );
+        return run_as(
             session,
             node,
-            hostfile.as_bytes(),
-            &format!("{}/hostfile", host.dir),
-            0o644,
+            as_root(node, write),
+            "write the lab facts in the lab's directory",
         )
         .await;
     }
+    // One command for the files and the /etc/hosts lines: every exec is a
+    // process start in the guest, which costs a TCG node tenths of a second.
     let env = facts::lab_env(lab_facts, &node.name).unwrap_or_default();
-    run_as(
-        session,
-        node,
-        as_root(
-            node,
-            RemoteCommand::new("mkdir").args(["-p", "-m", "0755", facts::NODE_DIR]),
-        ),
-        "mkdir -p /etc/labctl",
-    )
-    .await?;
-    install_file(session, node, env.as_bytes(), facts::LAB_ENV_PATH, 0o644).await?;
-    install_file(
-        session,
-        node,
-        facts::hostfile(lab_facts).as_bytes(),
-        facts::HOSTFILE_PATH,
-        0o644,
-    )
-    .await?;
+    let hostfile = facts::hostfile(lab_facts);
     let hosts = facts::hosts_lines(lab_facts);
     let marker = facts::lab_marker(&lab_facts.lab);
+    let write = RemoteCommand::script_with(
+        FACTS_WRITE_SCRIPT,
+        [
+            facts::NODE_DIR,
+            facts::LAB_ENV_PATH,
+            env.as_str(),
+            facts::HOSTFILE_PATH,
+            hostfile.as_str(),
+        ],
+    )
+    .and(RemoteCommand::script_with(
+        MARKED_LINES_SCRIPT,
+        ["/etc/hosts", marker.as_str(), hosts.as_str()],
+    ));
     run_as(
         session,
         node,
-        as_root(
-            node,
-            RemoteCommand::script_with(MARKED_LINES_SCRIPT, ["/etc/hosts", marker.as_str(), hosts.as_str()]),
-        ),
-        "update /etc/hosts",
+        as_root(node, write),
+        "write the lab facts (/etc/labctl/lab.env, /etc/labctl/hostfile, /etc/hosts)",
     )
     .await
 }
