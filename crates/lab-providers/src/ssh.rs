@@ -407,7 +407,10 @@ impl SshProvider {
             .await?;
         let layers = session
             .exec(&RemoteCommand::script(
-                "grep -H . /sys/class/infiniband/*/ports/*/link_layer 2>/dev/null; true",
+                // Link layers, and the IPoIB netdevs of InfiniBand ports (an IB
+                // port has no netdev in `rdma link`: IPoIB's interfaces sit
+                // under the device's PCI function, dev_port = port - 1).
+                "grep -H . /sys/class/infiniband/*/ports/*/link_layer /sys/class/infiniband/*/device/net/*/dev_port 2>/dev/null; true",
             ))
             .await?;
         let links: Vec<RdmaLink> = if links.status == 0 {
@@ -502,9 +505,12 @@ pub struct RdmaLink {
     /// `ACTIVE`, `DOWN`, ...
     #[serde(default)]
     pub state: String,
-    /// The netdev it runs over, where it has one.
+    /// The netdev it runs over, where it has one (RoCE; never on InfiniBand).
     #[serde(default)]
     pub netdev: Option<String>,
+    /// The port's LID (InfiniBand only).
+    #[serde(default)]
+    pub lid: Option<u32>,
 }
 
 /// One interface of `ip -j -4 addr show`.
@@ -539,13 +545,15 @@ pub struct Picked {
 }
 
 /// Picks the device of `wanted`, else the one whose netdev holds
-/// `data_addr`; its port must be ACTIVE. The error lists what the host has.
+/// `data_addr` (on InfiniBand: the port's IPoIB interface); its port must be
+/// ACTIVE. `sysfs` is `grep -H .` of the ports' link_layer and the devices'
+/// `device/net/*/dev_port`. The error lists what the host has.
 pub fn pick_device(
     data_addr: Ipv4Addr,
     wanted: Option<&str>,
     links: &[RdmaLink],
     addrs: &[IpAddrInfo],
-    layers: &str,
+    sysfs: &str,
 ) -> Result<Picked, (String, String)> {
     let addr = data_addr.to_string();
     let addr_of = |netdev: &str| -> Vec<String> {
@@ -557,9 +565,21 @@ pub fn pick_device(
     };
     let layer_of = |dev: &str, port: u32| -> Option<String> {
         let key = format!("/sys/class/infiniband/{dev}/ports/{port}/link_layer:");
-        layers
+        sysfs
             .lines()
             .find_map(|l| l.strip_prefix(key.as_str()).map(|v| v.trim().to_string()))
+    };
+    // RoCE: the netdev `rdma link` names; InfiniBand: the IPoIB interface
+    // under the device whose dev_port is port - 1.
+    let netdev_of = |l: &RdmaLink| -> Option<String> {
+        if l.netdev.is_some() || layer_of(&l.ifname, l.port).as_deref() != Some("InfiniBand") {
+            return l.netdev.clone();
+        }
+        let prefix = format!("/sys/class/infiniband/{}/device/net/", l.ifname);
+        sysfs.lines().find_map(|line| {
+            let (netdev, dev_port) = line.strip_prefix(prefix.as_str())?.split_once("/dev_port:")?;
+            (dev_port.trim().parse::<u32>().ok()? + 1 == l.port).then(|| netdev.to_string())
+        })
     };
     let listing = || {
         if links.is_empty() {
@@ -568,15 +588,16 @@ pub fn pick_device(
         let rows: Vec<String> = links
             .iter()
             .map(|l| {
-                let netdev = l.netdev.as_deref().unwrap_or("-");
-                let ips = l.netdev.as_deref().map(addr_of).unwrap_or_default();
+                let netdev = netdev_of(l);
+                let ips = netdev.as_deref().map(addr_of).unwrap_or_default();
                 format!(
-                    "  {}/{} state {} link_layer {} netdev {} ({})",
+                    "  {}/{} state {} link_layer {}{} netdev {} ({})",
                     l.ifname,
                     l.port,
                     l.state,
                     layer_of(&l.ifname, l.port).unwrap_or_else(|| "?".into()),
-                    netdev,
+                    l.lid.map(|lid| format!(" lid {lid}")).unwrap_or_default(),
+                    netdev.as_deref().unwrap_or("-"),
                     if ips.is_empty() {
                         "no IPv4 address".to_string()
                     } else {
@@ -591,7 +612,7 @@ pub fn pick_device(
         Some(dev) => links.iter().filter(|l| l.ifname == dev).collect(),
         None => links
             .iter()
-            .filter(|l| l.netdev.as_deref().is_some_and(|n| addr_of(n).contains(&addr)))
+            .filter(|l| netdev_of(l).is_some_and(|n| addr_of(&n).contains(&addr)))
             .collect(),
     };
     if chosen.is_empty() {
@@ -615,7 +636,7 @@ pub fn pick_device(
     Ok(Picked {
         device: active.ifname.clone(),
         port: active.port,
-        netdev: active.netdev.clone(),
+        netdev: netdev_of(active),
         link_layer: layer_of(&active.ifname, active.port),
     })
 }
