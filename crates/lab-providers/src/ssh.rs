@@ -317,10 +317,14 @@ impl SshProvider {
             }
             // The jump host did not answer as SSH.
             Err(SshError::Jump { jump, source, .. })
-                if matches!(*source, SshError::Protocol { .. } | SshError::Timeout { .. }) =>
+                if matches!(
+                    *source,
+                    SshError::Protocol { .. } | SshError::Timeout { .. } | SshError::AttemptTimedOut { .. }
+                ) =>
             {
                 let why = match *source {
                     SshError::Protocol { source, .. } => source.to_string(),
+                    SshError::AttemptTimedOut { waited_s, stage, .. } => format!("timed out after {waited_s} s: {stage}"),
                     other => other.to_string(),
                 };
                 return Err(ProviderError::Host {
@@ -334,6 +338,17 @@ impl SshProvider {
                 return Err(ProviderError::Host {
                     node: node.name.clone(),
                     problem: format!("cannot reach {} over SSH: {source}", end.target.addr()),
+                    fix: "check the node's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)".into(),
+                })
+            }
+            // A host that drops the SYNs, or accepts and never speaks SSH:
+            // this host only; the others' preflight goes on.
+            Err(SshError::AttemptTimedOut {
+                addr, waited_s, stage, ..
+            }) => {
+                return Err(ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!("SSH to {addr} timed out after {waited_s} s: {stage}"),
                     fix: "check the node's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)".into(),
                 })
             }
@@ -473,10 +488,23 @@ fn unreachable(node: &NodeState, e: ProviderError) -> ProviderError {
     ProviderError::Host {
         node: node.name.clone(),
         problem: format!(
-            "cannot reach the host {}@{}:{} over SSH to undo what the lab changed there: {e}",
-            node.ssh_user, node.ssh_host, node.ssh_port
+            "cannot reach the host {}@{}:{} over SSH to undo what the lab changed there: {}",
+            node.ssh_user,
+            node.ssh_host,
+            node.ssh_port,
+            without_node(&node.name, &e)
         ),
         fix: "bring the host back (or fix the network to it), then run `labctl down` again".into(),
+    }
+}
+
+/// `e`'s message without its leading "node `NAME`: " (SSH errors name the
+/// node; the error around it already does).
+fn without_node(node: &str, e: &ProviderError) -> String {
+    let text = e.to_string();
+    match text.strip_prefix(&format!("node `{node}`: ")) {
+        Some(rest) => rest.to_string(),
+        None => text,
     }
 }
 

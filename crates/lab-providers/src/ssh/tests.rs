@@ -227,3 +227,44 @@ fn test_endpoints_take_keys_from_labs_yaml_or_known_hosts() {
     assert!(err.to_string().contains(".ssh/nope does not exist"), "{err}");
     std::fs::remove_dir_all(&home).unwrap();
 }
+
+#[tokio::test]
+async fn test_down_of_an_unreachable_host_names_the_node_once() {
+    // A port nothing listens on: the connection is refused.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let key = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap();
+    let node = NodeState {
+        name: "client".into(),
+        ssh_host: "127.0.0.1".into(),
+        ssh_port: port,
+        ssh_user: "root".into(),
+        ssh_identity: None,
+        ssh_jump: None,
+        ssh_agent: false,
+        data_addr: Ipv4Addr::new(10, 77, 0, 2),
+        data_prefix: 24,
+        data_netdev: None,
+        rdma_device: None,
+        host_key: Some(ssh::public_line(key.public_key())),
+        pid: None,
+        agent_sha256: None,
+        agent_port: 7470,
+        provisioned: true,
+        host: None,
+    };
+    let Err(e) = connect_recorded(&node).await else {
+        panic!("connected to a closed port");
+    };
+    let text = unreachable(&node, e).to_string();
+    assert_eq!(text.matches("node `client`").count(), 1, "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "node `client`: cannot reach the host root@127.0.0.1:{port} over SSH to undo what the lab changed there: SSH: "
+        )),
+        "{text}"
+    );
+    assert!(text.contains("fix: bring the host back"), "{text}");
+}
