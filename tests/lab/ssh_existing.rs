@@ -15,7 +15,8 @@ use serde_json::Value;
 use crate::util::{bin_dir, check, nothing_left_on_vms, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
-    let (a, b, c, d, e, f, g) = (
+    let (a, b, c, d, e, f, g, h) = (
+        lab.clone(),
         lab.clone(),
         lab.clone(),
         lab.clone(),
@@ -50,6 +51,14 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_ssh_lab_down_of_an_unreachable_host_lists_it_and_a_later_down_cleans_up",
             move || {
                 crate::ssh_unreachable::test_ssh_lab_down_of_an_unreachable_host_lists_it_and_a_later_down_cleans_up(&g)
+            },
+        ),
+        Trial::test(
+            "test_ssh_lab_up_of_an_unreachable_host_that_never_answers_times_out_naming_it",
+            move || {
+                crate::ssh_unreachable::test_ssh_lab_up_of_an_unreachable_host_that_never_answers_times_out_naming_it(
+                    &h,
+                )
             },
         ),
     ]

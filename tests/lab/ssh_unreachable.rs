@@ -6,6 +6,11 @@
 //! keeps the node in the lab's state (the server is released); the relay
 //! starts again on the same port; `down` removes everything: no per-lab
 //! directory, agent, host lock or hosts line on either VM.
+//!
+//! And `up` of a lab whose client is a host that accepts the TCP connection
+//! and never says a word (a listener this test runs): the preflight gives
+//! up on it after its per-host timeout, naming node, host:port and how far
+//! it got, and nothing is left on the server VM or in the lab's state.
 
 use std::io::ErrorKind;
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -137,6 +142,10 @@ fn unreachable_then_back(qemu: &Labctl, lab: &Labctl, relay: &mut Relay) -> Resu
     check(down.code != 0, || {
         "down succeeded while the client host was unreachable".into()
     })?;
+    // Named once: the SSH error inside does not repeat it.
+    check(down.stderr.matches("node `client`:").count() == 1, || {
+        format!("the node is named more than once:\n{}", down.stderr)
+    })?;
     for wanted in [
         "node `client`",
         "left on the host:",
@@ -155,11 +164,11 @@ fn unreachable_then_back(qemu: &Labctl, lab: &Labctl, relay: &mut Relay) -> Resu
         .map(|n| n.iter().filter_map(|n| n["name"].as_str()).collect())
         .unwrap_or_default();
     check(kept == ["client"], || format!("nodes kept in the state: {kept:?}"))?;
-    let server_left = leftovers_on(qemu, "server")?;
+    let server_left = leftovers_on(qemu, "sshu", "server")?;
     check(server_left.is_empty(), || {
         format!("the reachable server was not released:\n{server_left}")
     })?;
-    let held = leftovers_on(qemu, "client")?;
+    let held = leftovers_on(qemu, "sshu", "client")?;
     check(
         held.contains(&dir_of_client) && held.contains("lab=sshu") && held.contains("rdma-agent"),
         || format!("the unreachable client should still hold the lab's directory, lock and agent:\n{held}"),
@@ -177,7 +186,7 @@ fn unreachable_then_back(qemu: &Labctl, lab: &Labctl, relay: &mut Relay) -> Resu
     })?;
     check(!lab.state_dir("sshu").exists(), || "the lab's state stayed".into())?;
     for node in ["server", "client"] {
-        let left = leftovers_on(qemu, node)?;
+        let left = leftovers_on(qemu, "sshu", node)?;
         check(left.is_empty(), || format!("{node}: the lab left\n{left}"))?;
     }
     Ok(())
@@ -194,17 +203,127 @@ fn lab_dir_on(lab: &Labctl, node: &str) -> Result<String, Failed> {
         .ok_or_else(|| format!("{node}: no host dir in the state").into())
 }
 
-/// What the ssh lab `sshu` has on `node` (through the QEMU lab's own
-/// access): its directories, host lock, agent processes and hosts lines.
-fn leftovers_on(qemu: &Labctl, node: &str) -> Result<String, Failed> {
-    let out = qemu
-        .run(&[
-            "exec",
-            node,
-            "--",
-            "ls -d /var/lib/labctl/* 2>/dev/null; cat /run/labctl/host.lock 2>/dev/null; \
-             pgrep -af 'labctl/[s]shu-'; grep 'labctl:sshu' /etc/hosts; true",
-        ])
-        .ok()?;
+/// What the ssh lab `name` has on `node` (through the QEMU lab's own
+/// access): its directories, host lock, agent processes and hosts lines
+/// (its own only: other ssh-lab tests may hold the hosts meanwhile).
+fn leftovers_on(qemu: &Labctl, name: &str, node: &str) -> Result<String, Failed> {
+    // Nothing in this command line may match `labctl/NAME-`, or pgrep
+    // finds its own shell: `[s]shu` for `sshu`, and the directory by grep.
+    let (first, rest) = name.split_at(1);
+    let listing = format!(
+        "ls -d /var/lib/labctl/* 2>/dev/null | grep -F '/{name}-'; grep -s 'lab={name} ' /run/labctl/host.lock; \
+         pgrep -af 'labctl/[{first}]{rest}-'; grep 'labctl:{name}' /etc/hosts; true"
+    );
+    let out = qemu.run(&["exec", node, "--", &listing]).ok()?;
     Ok(out.stdout.trim().to_string())
+}
+
+/// A listener on 127.0.0.1 that accepts connections and never writes (an
+/// SSH banner never comes); dropping it stops accepting and closes them.
+struct Silent {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Silent {
+    fn start() -> Result<Silent, Failed> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let accept = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !flag.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => held.push(stream),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+                    Err(_) => break,
+                }
+            }
+        });
+        Ok(Silent {
+            port,
+            stop,
+            accept: Some(accept),
+        })
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+}
+
+pub(crate) fn test_ssh_lab_up_of_an_unreachable_host_that_never_answers_times_out_naming_it(
+    qemu: &Labctl,
+) -> Result<(), Failed> {
+    let dir = bin_dir().join("lab-tests-ssh-silent");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let silent = Silent::start()?;
+    let port = silent.port.to_string();
+    let file = ssh_labs_file_with(qemu, "sshs", &dir, move |n| match n {
+        "client" => vec![("port", port.clone())],
+        _ => Vec::new(),
+    })?;
+    let lab = Labctl {
+        file,
+        state_base: dir.join("state"),
+    };
+    let started = std::time::Instant::now();
+    let up = lab.run(&["up"]);
+    let took = started.elapsed();
+    eprintln!(
+        "--- up with a silent client host (exit {}, {took:.1?}):\n{}",
+        up.code, up.stderr
+    );
+    let result = silent_host_refused(qemu, &lab, &up, took, silent.port);
+    drop(silent);
+    if lab.state_dir("sshs").exists() {
+        lab.run(&["down"]);
+    }
+    result?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn silent_host_refused(
+    qemu: &Labctl,
+    lab: &Labctl,
+    up: &crate::util::Run,
+    took: Duration,
+    port: u16,
+) -> Result<(), Failed> {
+    check(up.code != 0, || {
+        format!("up succeeded with a silent host:\n{}", up.stderr)
+    })?;
+    // The preflight's per-host timeout is 15 s; `up` ends soon after it.
+    check(took < Duration::from_secs(40), || format!("up took {took:?}"))?;
+    for wanted in [
+        "node `client`".to_string(),
+        format!("SSH to 127.0.0.1:{port} timed out after 15 s"),
+        "no SSH banner came".to_string(),
+        "fix: check the node's host and port".to_string(),
+    ] {
+        check(up.stderr.contains(&wanted), || {
+            format!("up with a silent host: `{wanted}` missing in:\n{}", up.stderr)
+        })?;
+    }
+    // Nothing of the lab anywhere: no state here, nothing on either VM.
+    let state_dir = lab.state_dir("sshs");
+    let entries = std::fs::read_dir(&state_dir).map(|d| d.count()).unwrap_or(0);
+    check(entries == 0, || {
+        format!("{} holds {entries} entries", state_dir.display())
+    })?;
+    for node in ["server", "client"] {
+        let left = leftovers_on(qemu, "sshs", node)?;
+        check(left.is_empty(), || format!("{node}: the refused lab left\n{left}"))?;
+    }
+    Ok(())
 }

@@ -1,11 +1,14 @@
 //! The gRPC contract between `labctl` and `rdma-agent`, generated from
 //! `proto/rdma_agent/v1/agent.proto`, and the one rule both sides apply to
-//! every call: it carries the lab's agent secret ([`auth`]).
+//! every call: it carries the lab's agent secret ([`auth`]), and the one
+//! reading of a `NodeInfo` reply both sides make: where a node's data
+//! address lives on either link layer ([`data_path`]).
 //!
 //! This crate owns the wire contract only; it must not hold workload or
 //! orchestration logic.
 
 pub mod auth;
+pub mod data_path;
 
 /// Version 1 of the agent API.
 #[allow(missing_docs, clippy::all)]

@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_proto::data_path::{self, LinkLayer};
 use agent_proto::v1::NodeInfoRequest;
 use lab_results::bench::{
     judge, AgentRss, BenchRecord, Metric, PairRecord, PairSpec, PerftestResult, Sample, SideStats, Stats, Suite,
@@ -367,18 +368,46 @@ struct DataPath {
     device: String,
     /// Its port that holds the address (`-i`).
     ib_port: u32,
-    /// The RoCE v2 GID index of the address (`-x`).
+    /// The source GID index (the RoCE v2 GID of the address; 0 on InfiniBand).
     gid_index: u32,
+    /// `-x`: the GID index on Ethernet; None on InfiniBand, where perftest
+    /// addresses the peer by its LID.
+    perftest_gid: Option<u32>,
     /// The data address.
     addr: Ipv4Addr,
-    /// The network interface under the device.
+    /// The network interface under the device (the IPoIB one on InfiniBand).
     netdev: String,
 }
 
-/// The RDMA device, port and GID index that carry `addr` as a RoCE v2 GID on
-/// `node`, and the interface under that device (`fi_pingpong -d`: tcp's
-/// domains are interfaces).
-async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, BenchError> {
+/// The data path of `node` (address `addr`, recorded device `device`) in its
+/// agent's NodeInfo devices: the lookup the agent makes for its sessions.
+fn data_path_of(
+    node: &str,
+    devices: &[agent_proto::v1::RdmaDevice],
+    addr: Ipv4Addr,
+    device: Option<&str>,
+) -> Result<DataPath, BenchError> {
+    let found = data_path::find(devices, addr, device).ok_or_else(|| {
+        BenchError::Setup(format!(
+            "node `{node}`: no RDMA device{} has {}",
+            device.map(|d| format!(" named {d}")).unwrap_or_default(),
+            data_path::wanted(addr)
+        ))
+    })?;
+    Ok(DataPath {
+        perftest_gid: (found.link_layer == LinkLayer::Ethernet).then_some(found.gid_index),
+        device: found.device,
+        ib_port: found.port,
+        gid_index: found.gid_index,
+        addr,
+        netdev: found.netdev,
+    })
+}
+
+/// The RDMA device, port and GID index that carry `node`'s data address (a
+/// RoCE v2 GID, or an InfiniBand port's IPoIB address), and the interface
+/// under that device (`fi_pingpong -d`: tcp's domains are interfaces).
+async fn node_data_path(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, BenchError> {
     let ns = lab.node_state(state, node)?.clone();
     let session = Arc::new(lab.connect(state, node).await?);
     let mut client = lab.agent(session.clone(), &ns).await?;
@@ -391,26 +420,7 @@ async fn roce_gid(lab: &Lab, state: &LabState, node: &str) -> Result<DataPath, B
     .await
     .map_err(|e| BenchError::Setup(e.to_string()))?;
     session.close().await;
-    let wanted = ns.data_addr.to_ipv6_mapped();
-    for dev in &info.devices {
-        for port in &dev.ports {
-            for gid in &port.gids {
-                if gid.gid_type == "RoCE v2" && gid.gid.parse::<std::net::Ipv6Addr>().ok() == Some(wanted) {
-                    return Ok(DataPath {
-                        device: dev.name.clone(),
-                        ib_port: port.port,
-                        gid_index: gid.index,
-                        addr: ns.data_addr,
-                        netdev: dev.netdev.clone(),
-                    });
-                }
-            }
-        }
-    }
-    Err(BenchError::Setup(format!(
-        "node `{node}`: no RDMA device has the RoCE v2 GID of its data address {}",
-        ns.data_addr
-    )))
+    data_path_of(node, &info.devices, ns.data_addr, ns.rdma_device.as_deref())
 }
 
 /// The perftest command line on one side (`peer` only on the client).
@@ -420,7 +430,7 @@ fn perftest_command(
     spec: &PairSpec,
     device: &str,
     ib_port: u32,
-    gid: u32,
+    gid: Option<u32>,
     port: Option<u16>,
     peer: Option<Ipv4Addr>,
 ) -> RemoteCommand {
@@ -429,7 +439,10 @@ fn perftest_command(
     if ib_port != 1 {
         cmd = cmd.arg("-i").arg(ib_port.to_string());
     }
-    cmd = cmd.arg("-x").arg(gid.to_string());
+    // RoCE needs the GID index; on InfiniBand perftest uses the port's LID.
+    if let Some(gid) = gid {
+        cmd = cmd.arg("-x").arg(gid.to_string());
+    }
     if let Some(port) = port {
         cmd = cmd.arg("-p").arg(port.to_string());
     }
@@ -492,7 +505,14 @@ async fn run_perftest(
     };
     let timeout_s = opts.timeout.as_secs().max(10);
     let server_cmd = wrapped(
-        &perftest_command(spec, &dev[0].device, dev[0].ib_port, dev[0].gid_index, Some(port), None),
+        &perftest_command(
+            spec,
+            &dev[0].device,
+            dev[0].ib_port,
+            dev[0].perftest_gid,
+            Some(port),
+            None,
+        ),
         timeout_s,
     );
     let client_cmd = wrapped(
@@ -500,7 +520,7 @@ async fn run_perftest(
             spec,
             &dev[1].device,
             dev[1].ib_port,
-            dev[1].gid_index,
+            dev[1].perftest_gid,
             Some(port),
             Some(dev[0].addr),
         ),
@@ -821,8 +841,10 @@ pub async fn run_bench(
     let state = lab.state()?;
     let started_at = now_rfc3339();
     let started = Instant::now();
-    let (server_dev, client_dev) =
-        futures::try_join!(roce_gid(lab, &state, &opts.server), roce_gid(lab, &state, &opts.client))?;
+    let (server_dev, client_dev) = futures::try_join!(
+        node_data_path(lab, &state, &opts.server),
+        node_data_path(lab, &state, &opts.client)
+    )?;
     let mut version = Vec::new();
     let _ = lab
         .exec(
@@ -884,7 +906,7 @@ pub async fn run_bench(
                 &spec,
                 &devs[1].device,
                 devs[1].ib_port,
-                devs[1].gid_index,
+                devs[1].perftest_gid,
                 None,
                 Some(devs[0].addr),
             )

@@ -23,9 +23,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use agent_proto::data_path;
 use agent_proto::v1::NodeInfoReply;
 use lab_model::Fabric;
 use lab_remote::command::quote;
@@ -72,8 +73,9 @@ pub struct NodeFacts {
     pub rdma_device: Option<String>,
     /// The device's port that carries the data address (usually 1).
     pub port: Option<u32>,
-    /// The GID index of the RoCE v2 GID `::ffff:<data_addr>` on that port;
-    /// `None` when the device has no such GID (EFA, `fabric: none`).
+    /// The GID index of the RoCE v2 GID `::ffff:<data_addr>` on that port,
+    /// 0 (the port GUID's GID) on an InfiniBand port whose IPoIB netdev holds
+    /// the address; `None` when neither is found (EFA, `fabric: none`).
     pub gid_index: Option<u32>,
     /// That GID as sysfs shows it (`0000:...:ffff:0a4d:0001`).
     pub gid: Option<String>,
@@ -98,39 +100,6 @@ pub struct LabLevelFacts {
     pub hostfile: String,
 }
 
-/// Where a node's RoCE v2 GID for its data address is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GidMatch {
-    /// The RDMA device.
-    pub device: String,
-    /// Its port.
-    pub port: u32,
-    /// The GID index.
-    pub index: u32,
-    /// The GID, as reported.
-    pub gid: String,
-}
-
-/// The RoCE v2 GID `::ffff:addr` of `addr` in a node's report, on `device`
-/// (or on any device), exactly as rdma-agent picks it for a session
-/// (`node_info::find_ipv4_gid`): the index depends on the kernel and on
-/// the node's other addresses, so it is looked up, never assumed.
-pub fn find_roce_v2_gid(info: &NodeInfoReply, addr: Ipv4Addr, device: Option<&str>) -> Option<GidMatch> {
-    let wanted = addr.to_ipv6_mapped();
-    info.devices
-        .iter()
-        .filter(|d| device.is_none_or(|want| want == d.name))
-        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
-        .flat_map(|(d, p)| p.gids.iter().map(move |g| (d, p, g)))
-        .find(|(_, _, g)| g.gid_type == "RoCE v2" && g.gid.parse::<Ipv6Addr>().ok() == Some(wanted))
-        .map(|(d, p, g)| GidMatch {
-            device: d.name.clone(),
-            port: p.port,
-            index: g.index,
-            gid: g.gid.clone(),
-        })
-}
-
 impl LabFacts {
     /// The facts of a lab from what `up` recorded and each node's
     /// `NodeInfo` (by node name; a node without one gets only what the
@@ -146,7 +115,9 @@ impl LabFacts {
             .iter()
             .map(|node| {
                 let info = infos.get(&node.name);
-                let found = info.and_then(|i| find_roce_v2_gid(i, node.data_addr, node.rdma_device.as_deref()));
+                // The RoCE v2 GID of the data address, or on InfiniBand the
+                // port whose IPoIB netdev holds it (GID 0), as the agent picks it.
+                let found = info.and_then(|i| data_path::find(&i.devices, node.data_addr, node.rdma_device.as_deref()));
                 // Without a RoCE GID (EFA), the recorded device's first port.
                 let device = node
                     .rdma_device
@@ -156,7 +127,8 @@ impl LabFacts {
                     let dev = info?.devices.iter().find(|d| Some(&d.name) == device.as_ref())?;
                     dev.ports.first().map(|p| p.port)
                 });
-                let netdev = node.data_netdev.clone().or_else(|| {
+                let found_netdev = found.as_ref().map(|f| f.netdev.clone()).filter(|n| !n.is_empty());
+                let netdev = node.data_netdev.clone().or(found_netdev).or_else(|| {
                     let dev = info?.devices.iter().find(|d| Some(&d.name) == device.as_ref())?;
                     Some(dev.netdev.clone()).filter(|n| !n.is_empty())
                 });
@@ -167,7 +139,7 @@ impl LabFacts {
                     netdev,
                     rdma_device: device,
                     port,
-                    gid_index: found.as_ref().map(|f| f.index),
+                    gid_index: found.as_ref().map(|f| f.gid_index),
                     gid: found.map(|f| f.gid),
                     vcpus: info
                         .map(|i| i.cpus)
@@ -594,6 +566,9 @@ mod tests {
                     state: "PORT_ACTIVE".into(),
                     active_mtu: 1024,
                     link_layer: "Ethernet".into(),
+                    lid: 0,
+                    netdev: "eth1".into(),
+                    ipv4_addrs: vec![format!("10.77.0.{last}")],
                     gids: vec![
                         gid(0, "fe80:0000:0000:0000:5054:00ff:febb:0001", "RoCE v1"),
                         gid(1, "fe80:0000:0000:0000:5054:00ff:febb:0001", "RoCE v2"),
@@ -635,8 +610,54 @@ mod tests {
         assert_eq!(client.vcpus, 4);
         assert_eq!(facts.libfabric_provider, "verbs;ofi_rxd");
         // Another device's GIDs do not count.
-        assert!(find_roce_v2_gid(&info(1, 3, 1), Ipv4Addr::new(10, 77, 0, 1), Some("mlx5_0")).is_none());
-        assert!(find_roce_v2_gid(&info(1, 3, 1), Ipv4Addr::new(10, 77, 0, 9), None).is_none());
+        let devices = info(1, 3, 1).devices;
+        assert!(data_path::find(&devices, Ipv4Addr::new(10, 77, 0, 1), Some("mlx5_0")).is_none());
+        assert!(data_path::find(&devices, Ipv4Addr::new(10, 77, 0, 9), None).is_none());
+    }
+
+    /// An InfiniBand node as its agent reports it: mlx5_0 port 1 with LID 3
+    /// (`rdma link` in https://github.com/openshift/sriov-network-operator/issues/635),
+    /// GID 0 fe80::b859:9f03:db:f884 (`ibv_devinfo -v` in
+    /// https://github.com/linux-rdma/opensm/issues/36), IPoIB netdev ib0 holding the
+    /// data address (illustrative: no IB hardware here).
+    fn infiniband_info(addr: &str) -> NodeInfoReply {
+        let mut reply = info(1, 3, 8);
+        reply.devices = vec![RdmaDevice {
+            name: "mlx5_0".into(),
+            netdev: "ib0".into(),
+            node_guid: "b859:9f03:00db:f884".into(),
+            software: false,
+            ports: vec![RdmaPort {
+                port: 1,
+                state: "PORT_ACTIVE".into(),
+                active_mtu: 4096,
+                link_layer: "InfiniBand".into(),
+                gids: vec![gid(0, "fe80:0000:0000:0000:b859:9f03:00db:f884", "IB")],
+                lid: 3,
+                netdev: "ib0".into(),
+                ipv4_addrs: vec![addr.into()],
+            }],
+        }];
+        reply
+    }
+
+    #[test]
+    fn test_an_infiniband_node_gets_its_port_gid_0_and_ipoib_netdev() {
+        let mut state = LabState::new("ib", "ssh", "existing");
+        state.nodes = vec![node_state("server", 1, None, None)];
+        let infos = BTreeMap::from([("server".to_string(), infiniband_info("10.77.0.1"))]);
+        let facts = LabFacts::build(&state, Fabric::Existing, &infos, |_| 4);
+        let server = facts.node("server").unwrap();
+        assert_eq!(
+            (
+                server.rdma_device.as_deref(),
+                server.port,
+                server.gid_index,
+                server.netdev.as_deref()
+            ),
+            (Some("mlx5_0"), Some(1), Some(0), Some("ib0"))
+        );
+        assert_eq!(server.gid.as_deref(), Some("fe80:0000:0000:0000:b859:9f03:00db:f884"));
     }
 
     #[test]

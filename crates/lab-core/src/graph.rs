@@ -80,7 +80,7 @@ fn live_node(n: &NodeStatus) -> TopologyNode {
         .rdma
         .iter()
         .map(|p| {
-            // The data address's RoCE v2 GID, where the lab facts put it.
+            // The data address's GID (RoCE v2, or GID 0 on InfiniBand), where the lab facts put it.
             let data = facts.filter(|f| f.rdma_device.as_deref() == Some(&p.device) && f.port == Some(p.port));
             RdmaPort {
                 device: p.device.clone(),

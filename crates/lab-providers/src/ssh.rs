@@ -317,10 +317,14 @@ impl SshProvider {
             }
             // The jump host did not answer as SSH.
             Err(SshError::Jump { jump, source, .. })
-                if matches!(*source, SshError::Protocol { .. } | SshError::Timeout { .. }) =>
+                if matches!(
+                    *source,
+                    SshError::Protocol { .. } | SshError::Timeout { .. } | SshError::AttemptTimedOut { .. }
+                ) =>
             {
                 let why = match *source {
                     SshError::Protocol { source, .. } => source.to_string(),
+                    SshError::AttemptTimedOut { waited_s, stage, .. } => format!("timed out after {waited_s} s: {stage}"),
                     other => other.to_string(),
                 };
                 return Err(ProviderError::Host {
@@ -334,6 +338,17 @@ impl SshProvider {
                 return Err(ProviderError::Host {
                     node: node.name.clone(),
                     problem: format!("cannot reach {} over SSH: {source}", end.target.addr()),
+                    fix: "check the node's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)".into(),
+                })
+            }
+            // A host that drops the SYNs, or accepts and never speaks SSH:
+            // this host only; the others' preflight goes on.
+            Err(SshError::AttemptTimedOut {
+                addr, waited_s, stage, ..
+            }) => {
+                return Err(ProviderError::Host {
+                    node: node.name.clone(),
+                    problem: format!("SSH to {addr} timed out after {waited_s} s: {stage}"),
                     fix: "check the node's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)".into(),
                 })
             }
@@ -407,7 +422,10 @@ impl SshProvider {
             .await?;
         let layers = session
             .exec(&RemoteCommand::script(
-                "grep -H . /sys/class/infiniband/*/ports/*/link_layer 2>/dev/null; true",
+                // Link layers, and the IPoIB netdevs of InfiniBand ports (an IB
+                // port has no netdev in `rdma link`: IPoIB's interfaces sit
+                // under the device's PCI function, dev_port = port - 1).
+                "grep -H . /sys/class/infiniband/*/ports/*/link_layer /sys/class/infiniband/*/device/net/*/dev_port 2>/dev/null; true",
             ))
             .await?;
         let links: Vec<RdmaLink> = if links.status == 0 {
@@ -470,10 +488,23 @@ fn unreachable(node: &NodeState, e: ProviderError) -> ProviderError {
     ProviderError::Host {
         node: node.name.clone(),
         problem: format!(
-            "cannot reach the host {}@{}:{} over SSH to undo what the lab changed there: {e}",
-            node.ssh_user, node.ssh_host, node.ssh_port
+            "cannot reach the host {}@{}:{} over SSH to undo what the lab changed there: {}",
+            node.ssh_user,
+            node.ssh_host,
+            node.ssh_port,
+            without_node(&node.name, &e)
         ),
         fix: "bring the host back (or fix the network to it), then run `labctl down` again".into(),
+    }
+}
+
+/// `e`'s message without its leading "node `NAME`: " (SSH errors name the
+/// node; the error around it already does).
+fn without_node(node: &str, e: &ProviderError) -> String {
+    let text = e.to_string();
+    match text.strip_prefix(&format!("node `{node}`: ")) {
+        Some(rest) => rest.to_string(),
+        None => text,
     }
 }
 
@@ -502,9 +533,12 @@ pub struct RdmaLink {
     /// `ACTIVE`, `DOWN`, ...
     #[serde(default)]
     pub state: String,
-    /// The netdev it runs over, where it has one.
+    /// The netdev it runs over, where it has one (RoCE; never on InfiniBand).
     #[serde(default)]
     pub netdev: Option<String>,
+    /// The port's LID (InfiniBand only).
+    #[serde(default)]
+    pub lid: Option<u32>,
 }
 
 /// One interface of `ip -j -4 addr show`.
@@ -539,13 +573,15 @@ pub struct Picked {
 }
 
 /// Picks the device of `wanted`, else the one whose netdev holds
-/// `data_addr`; its port must be ACTIVE. The error lists what the host has.
+/// `data_addr` (on InfiniBand: the port's IPoIB interface); its port must be
+/// ACTIVE. `sysfs` is `grep -H .` of the ports' link_layer and the devices'
+/// `device/net/*/dev_port`. The error lists what the host has.
 pub fn pick_device(
     data_addr: Ipv4Addr,
     wanted: Option<&str>,
     links: &[RdmaLink],
     addrs: &[IpAddrInfo],
-    layers: &str,
+    sysfs: &str,
 ) -> Result<Picked, (String, String)> {
     let addr = data_addr.to_string();
     let addr_of = |netdev: &str| -> Vec<String> {
@@ -557,9 +593,21 @@ pub fn pick_device(
     };
     let layer_of = |dev: &str, port: u32| -> Option<String> {
         let key = format!("/sys/class/infiniband/{dev}/ports/{port}/link_layer:");
-        layers
+        sysfs
             .lines()
             .find_map(|l| l.strip_prefix(key.as_str()).map(|v| v.trim().to_string()))
+    };
+    // RoCE: the netdev `rdma link` names; InfiniBand: the IPoIB interface
+    // under the device whose dev_port is port - 1.
+    let netdev_of = |l: &RdmaLink| -> Option<String> {
+        if l.netdev.is_some() || layer_of(&l.ifname, l.port).as_deref() != Some("InfiniBand") {
+            return l.netdev.clone();
+        }
+        let prefix = format!("/sys/class/infiniband/{}/device/net/", l.ifname);
+        sysfs.lines().find_map(|line| {
+            let (netdev, dev_port) = line.strip_prefix(prefix.as_str())?.split_once("/dev_port:")?;
+            (dev_port.trim().parse::<u32>().ok()? + 1 == l.port).then(|| netdev.to_string())
+        })
     };
     let listing = || {
         if links.is_empty() {
@@ -568,15 +616,16 @@ pub fn pick_device(
         let rows: Vec<String> = links
             .iter()
             .map(|l| {
-                let netdev = l.netdev.as_deref().unwrap_or("-");
-                let ips = l.netdev.as_deref().map(addr_of).unwrap_or_default();
+                let netdev = netdev_of(l);
+                let ips = netdev.as_deref().map(addr_of).unwrap_or_default();
                 format!(
-                    "  {}/{} state {} link_layer {} netdev {} ({})",
+                    "  {}/{} state {} link_layer {}{} netdev {} ({})",
                     l.ifname,
                     l.port,
                     l.state,
                     layer_of(&l.ifname, l.port).unwrap_or_else(|| "?".into()),
-                    netdev,
+                    l.lid.map(|lid| format!(" lid {lid}")).unwrap_or_default(),
+                    netdev.as_deref().unwrap_or("-"),
                     if ips.is_empty() {
                         "no IPv4 address".to_string()
                     } else {
@@ -591,7 +640,7 @@ pub fn pick_device(
         Some(dev) => links.iter().filter(|l| l.ifname == dev).collect(),
         None => links
             .iter()
-            .filter(|l| l.netdev.as_deref().is_some_and(|n| addr_of(n).contains(&addr)))
+            .filter(|l| netdev_of(l).is_some_and(|n| addr_of(&n).contains(&addr)))
             .collect(),
     };
     if chosen.is_empty() {
@@ -615,7 +664,7 @@ pub fn pick_device(
     Ok(Picked {
         device: active.ifname.clone(),
         port: active.port,
-        netdev: active.netdev.clone(),
+        netdev: netdev_of(active),
         link_layer: layer_of(&active.ifname, active.port),
     })
 }

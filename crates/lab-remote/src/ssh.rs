@@ -25,7 +25,7 @@ use lab_state::{set_mode, StateError};
 /// How much of a command's input is read and handed to the channel at once.
 const FEED_CHUNK: usize = 256 * 1024;
 
-pub use self::error::SshError;
+pub use self::error::{ConnectStage, SshError};
 /// A key's SHA256 fingerprint as `ssh-keygen -l` prints it (`SHA256:...`).
 pub use crate::ssh_login::fingerprint;
 
@@ -335,10 +335,21 @@ impl SshSession {
             None => None,
             Some(j) => Some(Box::new(Self::connect_jump(target, j, key.clone(), timeout).await?)),
         };
+        // How far the attempt got, for the error if it runs out of time.
+        let stage = std::sync::atomic::AtomicU8::new(ConnectStage::Tcp as u8);
+        let reached = |s: ConnectStage| stage.store(s as u8, std::sync::atomic::Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let timed_out = |stage: &std::sync::atomic::AtomicU8| SshError::AttemptTimedOut {
+            node: target.node.clone(),
+            addr: target.addr(),
+            waited_s: started.elapsed().as_secs_f64().round() as u64,
+            stage: ConnectStage::from_u8(stage.load(std::sync::atomic::Ordering::Relaxed)).waiting_for(),
+        };
         let connected = tokio::time::timeout(timeout, async {
             if let Some(jump) = &jump {
                 let stream = jump.open_tcp(&target.host, target.port).await;
                 let stream = stream.map_err(|e| Err(jump_target_error(target, e)))?;
+                reached(ConnectStage::Handshake);
                 let handle = client::connect_stream(config, stream, handler).await.map_err(Ok)?;
                 return Ok((handle, jump.nagle.clone()));
             }
@@ -346,6 +357,7 @@ impl SshSession {
                 .await
                 .map_err(|e| Ok(russh::Error::IO(e)))?;
             // Small messages go out at once (see BulkNagle for bulk streams).
+            reached(ConnectStage::Handshake);
             stream.set_nodelay(true).map_err(|e| Ok(russh::Error::IO(e)))?;
             let socket = std::net::TcpStream::from(
                 std::os::fd::AsFd::as_fd(&stream)
@@ -361,7 +373,7 @@ impl SshSession {
         })
         .await;
         let (mut handle, nagle) = match connected {
-            Err(_) => return Err(protocol(russh::Error::ConnectionTimeout)),
+            Err(_) => return Err(timed_out(&stage)),
             Ok(Ok(handle)) => handle,
             Ok(Err(Err(e))) => return Err(e),
             Ok(Err(Ok(e))) => {
@@ -386,9 +398,22 @@ impl SshSession {
                 return Err(protocol(e));
             }
         };
-        let outcome = ssh_login::authenticate(&mut handle, &target.user, login.clone())
-            .await
-            .map_err(protocol)?;
+        // The login has its own deadline: a host can stall after the key
+        // exchange too, and nothing else would end the wait.
+        reached(ConnectStage::Login);
+        let login_started = std::time::Instant::now();
+        let outcome = tokio::time::timeout(
+            timeout,
+            ssh_login::authenticate(&mut handle, &target.user, login.clone()),
+        )
+        .await
+        .map_err(|_| SshError::AttemptTimedOut {
+            node: target.node.clone(),
+            addr: target.addr(),
+            waited_s: login_started.elapsed().as_secs_f64().round() as u64,
+            stage: ConnectStage::Login.waiting_for(),
+        })?
+        .map_err(protocol)?;
         match outcome {
             ssh_login::Outcome::Success => {}
             ssh_login::Outcome::Agent(message) => {

@@ -149,7 +149,13 @@ impl TopologyNode {
                 p.active_mtu
             ));
             if let (Some(index), Some(gid)) = (p.data_gid_index, &p.data_gid) {
-                lines.push(format!("GID {index} {} (RoCE v2)", short_gid(gid)));
+                // The data GID is an IPv4-mapped RoCE v2 one, or on
+                // InfiniBand the port GUID's GID 0 (the address is on IPoIB).
+                let kind = match gid.parse::<Ipv6Addr>().map(|a| a.to_ipv4_mapped()) {
+                    Ok(None) => "IB",
+                    _ => "RoCE v2",
+                };
+                lines.push(format!("GID {index} {} ({kind})", short_gid(gid)));
             }
         }
         lines.push(match &self.agent {

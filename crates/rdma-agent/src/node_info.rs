@@ -1,11 +1,13 @@
 //! What a node has: hostname, kernel, rdma-core version, and its RDMA devices
-//! with ports, state, MTU, link layer and GIDs. Read from /proc and
-//! /sys/class/infiniband (plus one port query for the active MTU), so a host
-//! without any RDMA device simply reports zero devices.
+//! with ports, state, MTU, link layer, GIDs, LID and the netdev (with its
+//! IPv4 addresses) of each port. Read from /proc and /sys/class/infiniband
+//! (plus one port query for the active MTU, one GID table query and
+//! getifaddrs), so a host without any RDMA device simply reports zero devices.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use agent_proto::data_path::{self, DataPath};
 use agent_proto::v1::{Gid, NodeInfoReply, RdmaDevice, RdmaPort};
 
 const SYSFS_IB: &str = "/sys/class/infiniband";
@@ -17,7 +19,7 @@ pub fn collect() -> NodeInfoReply {
         kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
         rdma_core_version: rdma_core_version(),
         agent_version: crate::AGENT_VERSION.to_string(),
-        devices: devices(Path::new(SYSFS_IB)),
+        devices: devices(Path::new(SYSFS_IB), &ipv4_addrs_of),
         memory_total_bytes: crate::validate::meminfo_field("MemTotal:").unwrap_or(0),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     }
@@ -64,8 +66,20 @@ pub fn rdma_core_version() -> String {
     "unknown".into()
 }
 
-/// The RDMA devices under `root` (normally /sys/class/infiniband).
-pub fn devices(root: &Path) -> Vec<RdmaDevice> {
+/// The IPv4 addresses of the netdev `name` (getifaddrs; none if it fails).
+fn ipv4_addrs_of(name: &str) -> Vec<String> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    addrs
+        .filter(|a| a.interface_name == name)
+        .filter_map(|a| a.address?.as_sockaddr_in().map(|s| s.ip().to_string()))
+        .collect()
+}
+
+/// The RDMA devices under `root` (normally /sys/class/infiniband); a port's
+/// netdev addresses come from `ipv4_of`.
+pub fn devices(root: &Path, ipv4_of: &dyn Fn(&str) -> Vec<String>) -> Vec<RdmaDevice> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
@@ -74,10 +88,10 @@ pub fn devices(root: &Path) -> Vec<RdmaDevice> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    names.into_iter().map(|name| device(root, &name)).collect()
+    names.into_iter().map(|name| device(root, &name, ipv4_of)).collect()
 }
 
-fn device(root: &Path, name: &str) -> RdmaDevice {
+fn device(root: &Path, name: &str, ipv4_of: &dyn Fn(&str) -> Vec<String>) -> RdmaDevice {
     let dir = root.join(name);
     let mut ports: Vec<u32> = std::fs::read_dir(dir.join("ports"))
         .map(|e| {
@@ -96,6 +110,14 @@ fn device(root: &Path, name: &str) -> RdmaDevice {
         .into_iter()
         .map(|p| {
             let pdir = dir.join("ports").join(p.to_string());
+            let link_layer = read_trimmed(pdir.join("link_layer")).unwrap_or_default();
+            let infiniband = link_layer == agent_proto::data_path::INFINIBAND;
+            let netdev = if infiniband {
+                ipoib_netdev(&dir, p)
+            } else {
+                read_trimmed(pdir.join("gid_attrs/ndevs/0"))
+            }
+            .unwrap_or_default();
             RdmaPort {
                 port: p,
                 state: port_state_name(&read_trimmed(pdir.join("state")).unwrap_or_default()),
@@ -103,17 +125,25 @@ fn device(root: &Path, name: &str) -> RdmaDevice {
                     .as_ref()
                     .and_then(|c| crate::verbs::link::port_active_mtu(c, p as u8))
                     .unwrap_or(0),
-                link_layer: read_trimmed(pdir.join("link_layer")).unwrap_or_default(),
                 gids: match &table {
                     Some(rows) => port_gids(rows, p),
-                    None => gids(&pdir),
+                    None => gids(&pdir, infiniband),
                 },
+                link_layer,
+                lid: port_lid(&pdir),
+                ipv4_addrs: if netdev.is_empty() {
+                    Vec::new()
+                } else {
+                    ipv4_of(&netdev)
+                },
+                netdev,
             }
         })
         .collect();
     let netdev = ports
-        .first()
-        .and_then(|p| read_trimmed(dir.join("ports").join(p.port.to_string()).join("gid_attrs/ndevs/0")))
+        .iter()
+        .map(|p| p.netdev.clone())
+        .find(|n| !n.is_empty())
         .unwrap_or_default();
     RdmaDevice {
         name: name.to_string(),
@@ -122,6 +152,23 @@ fn device(root: &Path, name: &str) -> RdmaDevice {
         ports,
         software: is_software(&dir),
     }
+}
+
+/// The IPoIB netdev of InfiniBand port `port` of the device at `dir`: an
+/// IB port has no netdev in its GID attributes, but IPoIB's interfaces sit
+/// under the same PCI function (`device/net/ib0`) with `dev_port` = port - 1
+/// (mlx4 puts both ports' interfaces under one function).
+fn ipoib_netdev(dir: &Path, port: u32) -> Option<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("device/net"))
+        .ok()?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.into_iter().find(|n| {
+        let dev_port = read_trimmed(dir.join("device/net").join(n).join("dev_port"));
+        dev_port.and_then(|d| d.parse::<u32>().ok()).unwrap_or(0) + 1 == port
+    })
 }
 
 /// Whether the device at `dir` (a /sys/class/infiniband entry) is a
@@ -170,7 +217,7 @@ fn sysfs_gid_text(gid: &[u8; 16]) -> String {
 }
 
 /// The port's non-zero GIDs with their types, from sysfs.
-fn gids(port_dir: &Path) -> Vec<Gid> {
+fn gids(port_dir: &Path, infiniband: bool) -> Vec<Gid> {
     let Ok(entries) = std::fs::read_dir(port_dir.join("gids")) else {
         return Vec::new();
     };
@@ -190,58 +237,41 @@ fn gids(port_dir: &Path) -> Vec<Gid> {
             Some(Gid {
                 index: i,
                 gid,
-                gid_type: gid_type_name(&gid_type),
+                gid_type: gid_type_name(&gid_type, infiniband),
             })
         })
         .collect()
 }
 
-/// sysfs "IB/RoCE v1" → "RoCE v1" on Ethernet ports; "RoCE v2" stays.
-fn gid_type_name(sysfs: &str) -> String {
+/// sysfs "IB/RoCE v1" (one value for both) → "IB" on InfiniBand ports,
+/// "RoCE v1" on Ethernet ones; "RoCE v2" stays.
+fn gid_type_name(sysfs: &str, infiniband: bool) -> String {
     match sysfs {
+        "IB/RoCE v1" if infiniband => "IB".into(),
         "IB/RoCE v1" => "RoCE v1".into(),
         other => other.to_string(),
     }
 }
 
-/// Where a RoCE v2 GID for an IPv4 address lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GidLocation {
-    /// Device name.
-    pub device: String,
-    /// Port number.
-    pub port: u8,
-    /// GID index.
-    pub index: u32,
-    /// The 16 GID bytes.
-    pub gid: [u8; 16],
+/// Where `addr` lives on this host (`device` only, when given): the RoCE v2
+/// GID of the address on Ethernet, the port whose IPoIB netdev holds it on
+/// InfiniBand (agent_proto::data_path, the lookup the controller makes too).
+pub fn find_data_path(addr: Ipv4Addr, device: Option<&str>) -> Option<DataPath> {
+    data_path::find(&devices(Path::new(SYSFS_IB), &ipv4_addrs_of), addr, device)
 }
 
-/// The RoCE v2 GID `::ffff:a.b.c.d` of `addr`, searched on `device` (or all devices).
-pub fn find_ipv4_gid(addr: Ipv4Addr, device: Option<&str>) -> Option<GidLocation> {
-    find_ipv4_gid_in(Path::new(SYSFS_IB), addr, device)
+/// Whether `device`'s `port` is InfiniBand, and its LID (sysfs, hex "0x3").
+pub fn port_addressing(device: &str, port: u8) -> (bool, u16) {
+    let dir: PathBuf = [SYSFS_IB, device, "ports", &port.to_string()].iter().collect();
+    let infiniband = read_trimmed(dir.join("link_layer")).as_deref() == Some(data_path::INFINIBAND);
+    (infiniband, port_lid(&dir) as u16)
 }
 
-fn find_ipv4_gid_in(root: &Path, addr: Ipv4Addr, device: Option<&str>) -> Option<GidLocation> {
-    let wanted = addr.to_ipv6_mapped().octets();
-    for dev in devices(root) {
-        if device.is_some_and(|d| d != dev.name) {
-            continue;
-        }
-        for port in &dev.ports {
-            for gid in &port.gids {
-                if gid.gid_type == "RoCE v2" && parse_gid(&gid.gid) == Some(wanted) {
-                    return Some(GidLocation {
-                        device: dev.name.clone(),
-                        port: port.port as u8,
-                        index: gid.index,
-                        gid: wanted,
-                    });
-                }
-            }
-        }
-    }
-    None
+/// A port directory's LID; sysfs prints it in hex ("0x3"), RoCE ports read 0x0.
+fn port_lid(port_dir: &Path) -> u32 {
+    read_trimmed(port_dir.join("lid"))
+        .and_then(|l| u32::from_str_radix(l.trim_start_matches("0x"), 16).ok())
+        .unwrap_or(0)
 }
 
 /// The GID bytes at `index` of `device`/`port` from sysfs.
@@ -305,7 +335,7 @@ mod tests {
     #[test]
     fn reads_a_rxe_device_from_sysfs() {
         let dir = fake_sysfs();
-        let devs = devices(&dir.path);
+        let devs = devices(&dir.path, &no_addrs);
         assert_eq!(devs.len(), 1);
         let d = &devs[0];
         assert_eq!((d.name.as_str(), d.netdev.as_str()), ("rxe0", "eth1"));
@@ -334,19 +364,99 @@ mod tests {
             std::fs::create_dir_all(real.join("ports")).unwrap();
             std::os::unix::fs::symlink(&real, class.join(name)).unwrap();
         }
-        let kinds: Vec<(String, bool)> = devices(&class).into_iter().map(|d| (d.name, d.software)).collect();
+        let kinds: Vec<(String, bool)> = devices(&class, &no_addrs)
+            .into_iter()
+            .map(|d| (d.name, d.software))
+            .collect();
         assert_eq!(kinds, [("mlx5_0".to_string(), false), ("rxe0".to_string(), true)]);
         // A device that is not there is not called software.
         assert!(!is_software(&class.join("siw0")));
     }
 
+    /// No netdev has an address (the sysfs fixtures have no netdevs).
+    fn no_addrs(_: &str) -> Vec<String> {
+        Vec::new()
+    }
+
     #[test]
     fn finds_the_ipv4_mapped_roce_v2_gid() {
         let dir = fake_sysfs();
-        let loc = find_ipv4_gid_in(&dir.path, Ipv4Addr::new(10, 77, 0, 1), None).unwrap();
-        assert_eq!((loc.device.as_str(), loc.port, loc.index), ("rxe0", 1, 1));
-        assert!(find_ipv4_gid_in(&dir.path, Ipv4Addr::new(10, 77, 0, 9), None).is_none());
-        assert!(find_ipv4_gid_in(&dir.path, Ipv4Addr::new(10, 77, 0, 1), Some("mlx5_0")).is_none());
+        let find = |addr, device| data_path::find(&devices(&dir.path, &no_addrs), addr, device);
+        let loc = find(Ipv4Addr::new(10, 77, 0, 1), None).unwrap();
+        assert_eq!((loc.device.as_str(), loc.port, loc.gid_index), ("rxe0", 1, 1));
+        assert_eq!(
+            (loc.link_layer, loc.lid, loc.netdev.as_str()),
+            (data_path::LinkLayer::Ethernet, 0, "eth1")
+        );
+        assert!(find(Ipv4Addr::new(10, 77, 0, 9), None).is_none());
+        assert!(find(Ipv4Addr::new(10, 77, 0, 1), Some("mlx5_0")).is_none());
+    }
+
+    /// An mlx5 InfiniBand port as the kernel lays it out in sysfs
+    /// (drivers/infiniband/core/sysfs.c: `state` "4: ACTIVE", `lid` in hex,
+    /// `link_layer` "InfiniBand", `gid_attrs/types/N` "IB/RoCE v1" for IB GIDs),
+    /// and IPoIB's ib0 under the same PCI function with `dev_port` 0. The
+    /// values are those of a real host: LID 3 and the port link line from
+    /// https://github.com/openshift/sriov-network-operator/issues/635
+    /// (`link mlx5_0/1 subnet_prefix fe80:0000:0000:0000 lid 3 sm_lid 1 lmc 0
+    /// state ACTIVE`), GID 0 from `ibv_devinfo -v` in
+    /// https://github.com/linux-rdma/opensm/issues/36 (`GID[  0]:
+    /// fe80:0000:0000:0000:b859:9f03:00db:f884`). The IPv4 address of ib0 is
+    /// illustrative.
+    fn fake_infiniband_sysfs() -> tempdir::Dir {
+        let dir = tempdir::Dir::new();
+        let port = dir.path.join("mlx5_0/ports/1");
+        std::fs::create_dir_all(port.join("gids")).unwrap();
+        std::fs::create_dir_all(port.join("gid_attrs/types")).unwrap();
+        std::fs::create_dir_all(dir.path.join("mlx5_0/device/net/ib0")).unwrap();
+        std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
+        std::fs::write(port.join("link_layer"), "InfiniBand\n").unwrap();
+        std::fs::write(port.join("lid"), "0x3\n").unwrap();
+        std::fs::write(port.join("gids/0"), "fe80:0000:0000:0000:b859:9f03:00db:f884\n").unwrap();
+        std::fs::write(port.join("gids/1"), "0000:0000:0000:0000:0000:0000:0000:0000\n").unwrap();
+        std::fs::write(port.join("gid_attrs/types/0"), "IB/RoCE v1\n").unwrap();
+        std::fs::write(dir.path.join("mlx5_0/device/net/ib0/dev_port"), "0\n").unwrap();
+        std::fs::write(dir.path.join("mlx5_0/node_guid"), "b859:9f03:00db:f884\n").unwrap();
+        dir
+    }
+
+    #[test]
+    fn an_infiniband_port_reports_its_lid_ipoib_netdev_and_addresses() {
+        let dir = fake_infiniband_sysfs();
+        let ib0_addrs = |netdev: &str| {
+            if netdev == "ib0" {
+                vec!["10.20.0.11".to_string()]
+            } else {
+                Vec::new()
+            }
+        };
+        let devs = devices(&dir.path, &ib0_addrs);
+        let p = &devs[0].ports[0];
+        assert_eq!(
+            (p.link_layer.as_str(), p.lid, p.netdev.as_str(), p.ipv4_addrs.as_slice()),
+            ("InfiniBand", 3, "ib0", ["10.20.0.11".to_string()].as_slice())
+        );
+        assert_eq!(p.gids.len(), 1, "the all-zero GID is skipped");
+        assert_eq!(
+            p.gids[0].gid_type, "IB",
+            "sysfs's IB/RoCE v1 on an IB port is an IB GID"
+        );
+        assert_eq!(devs[0].netdev, "ib0");
+        // The lookup: device, port, LID and GID 0, from the IPoIB address.
+        let found = data_path::find(&devs, Ipv4Addr::new(10, 20, 0, 11), None).unwrap();
+        assert_eq!(
+            (
+                found.device.as_str(),
+                found.port,
+                found.link_layer,
+                found.gid_index,
+                found.lid
+            ),
+            ("mlx5_0", 1, data_path::LinkLayer::InfiniBand, 0, 3)
+        );
+        assert_eq!(found.gid_bytes(), parse_gid("fe80:0000:0000:0000:b859:9f03:00db:f884"));
+        // A port whose dev_port does not match gets no IPoIB netdev.
+        assert_eq!(ipoib_netdev(&dir.path.join("mlx5_0"), 2), None);
     }
 
     #[test]
@@ -391,7 +501,7 @@ mod tests {
 
     #[test]
     fn missing_sysfs_means_no_devices() {
-        assert!(devices(Path::new("/nonexistent/infiniband")).is_empty());
+        assert!(devices(Path::new("/nonexistent/infiniband"), &no_addrs).is_empty());
     }
 
     #[test]

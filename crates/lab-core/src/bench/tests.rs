@@ -208,7 +208,7 @@ fn test_a_sweep_is_one_pair_per_size_of_sweepable_workloads() {
     assert_eq!(pairs[0].label(), "write-bw 2B");
     assert_eq!(pairs[19].label(), "write-bw 1MiB");
     assert!(pairs.iter().all(|p| p.sweep_point && p.target.is_none() && p.qps == 1));
-    let cmd = perftest_command(&pairs[25], "rxe0", 1, 1, None, None);
+    let cmd = perftest_command(&pairs[25], "rxe0", 1, Some(1), None, None);
     assert_eq!(cmd.as_str(), "ib_write_lat -d rxe0 -x 1 -n 200 -F -s 64");
     for refused in ["atomic-bw", "atomic-lat", "fabric-lat", "write-read"] {
         let err = sweep_pairs(&names(&[refused]), &[2]).unwrap_err().to_string();
@@ -225,7 +225,7 @@ fn test_scaling_points_spread_the_same_bytes_over_their_qps() {
     let q4 = full.iter().find(|p| p.label() == "send-bw q4").unwrap();
     let q1 = full.iter().find(|p| p.label() == "send-bw").unwrap();
     assert_eq!(q4.iterations * 4, q1.iterations);
-    let cmd = perftest_command(q4, "rxe0", 1, 1, None, Some(Ipv4Addr::new(10, 77, 0, 1)));
+    let cmd = perftest_command(q4, "rxe0", 1, Some(1), None, Some(Ipv4Addr::new(10, 77, 0, 1)));
     assert_eq!(
         cmd.as_str(),
         "ib_send_bw -d rxe0 -x 1 -n 75 -F -s 65536 -t 128 -Q 16 -q 4 10.77.0.1"
@@ -239,19 +239,26 @@ fn test_scaling_points_spread_the_same_bytes_over_their_qps() {
 #[test]
 fn test_perftest_commands_match_our_parameters() {
     let pairs = suite(Suite::Quick);
-    let cmd = perftest_command(&pairs[0], "rxe0", 1, 1, Some(18600), Some(Ipv4Addr::new(10, 77, 0, 1)));
+    let cmd = perftest_command(
+        &pairs[0],
+        "rxe0",
+        1,
+        Some(1),
+        Some(18600),
+        Some(Ipv4Addr::new(10, 77, 0, 1)),
+    );
     assert_eq!(
         cmd.as_str(),
         "ib_write_bw -d rxe0 -x 1 -p 18600 -n 300 -F -s 65536 -t 128 -Q 16 10.77.0.1"
     );
     let atomic = pairs.iter().find(|p| p.workload == "atomic-bw").unwrap();
-    assert!(!perftest_command(atomic, "rxe0", 1, 1, Some(1), None)
+    assert!(!perftest_command(atomic, "rxe0", 1, Some(1), Some(1), None)
         .as_str()
         .contains("-s "));
-    let recorded = perftest_command(&pairs[0], "rxe0", 1, 1, None, Some(Ipv4Addr::new(10, 77, 0, 1)));
+    let recorded = perftest_command(&pairs[0], "rxe0", 1, Some(1), None, Some(Ipv4Addr::new(10, 77, 0, 1)));
     assert!(!recorded.as_str().contains(" -p "), "{recorded}");
     // A NIC whose data address is on its second port: perftest is told (its default is 1).
-    let second = perftest_command(&pairs[0], "mlx5_0", 2, 3, None, None);
+    let second = perftest_command(&pairs[0], "mlx5_0", 2, Some(3), None, None);
     assert!(
         second.as_str().starts_with("ib_write_bw -d mlx5_0 -i 2 -x 3 "),
         "{second}"
@@ -268,4 +275,98 @@ fn test_perftest_commands_match_our_parameters() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("ib_write_lat -s 2 a b\n"), "{text}");
     assert!(text.contains('s'), "times output missing: {text}");
+}
+
+/// A host with an InfiniBand port and a RoCE port, as its agent reports it:
+/// `rdma link` lines of mlx5_0/1 (LID 3) and mlx5_4/1 (netdev enp97s0f0) from
+/// https://github.com/openshift/sriov-network-operator/issues/635 , the IB
+/// port's GID 0 from `ibv_devinfo -v` in https://github.com/linux-rdma/opensm/issues/36 ,
+/// the RoCE v2 GID at index 15 from
+/// https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/164 .
+/// ib0's address is illustrative (no IB hardware here).
+fn ib_and_roce_devices() -> Vec<agent_proto::v1::RdmaDevice> {
+    use agent_proto::v1::{Gid, RdmaDevice, RdmaPort};
+    let gid = |index: u32, gid: &str, gid_type: &str| Gid {
+        index,
+        gid: gid.into(),
+        gid_type: gid_type.into(),
+    };
+    let port = |link_layer: &str, gids: Vec<Gid>, lid: u32, netdev: &str, addr: &str| RdmaPort {
+        port: 1,
+        state: "PORT_ACTIVE".into(),
+        active_mtu: 4096,
+        link_layer: link_layer.into(),
+        gids,
+        lid,
+        netdev: netdev.into(),
+        ipv4_addrs: vec![addr.into()],
+    };
+    vec![
+        RdmaDevice {
+            name: "mlx5_0".into(),
+            netdev: "ib0".into(),
+            node_guid: String::new(),
+            software: false,
+            ports: vec![port(
+                "InfiniBand",
+                vec![gid(0, "fe80:0000:0000:0000:b859:9f03:00db:f884", "IB")],
+                3,
+                "ib0",
+                "10.20.0.11",
+            )],
+        },
+        RdmaDevice {
+            name: "mlx5_4".into(),
+            netdev: "enp97s0f0".into(),
+            node_guid: String::new(),
+            software: false,
+            ports: vec![port(
+                "Ethernet",
+                vec![
+                    gid(14, "0000:0000:0000:0000:0000:ffff:c0a8:0606", "RoCE v1"),
+                    gid(15, "0000:0000:0000:0000:0000:ffff:c0a8:0606", "RoCE v2"),
+                ],
+                0,
+                "enp97s0f0",
+                "192.168.6.6",
+            )],
+        },
+    ]
+}
+
+#[test]
+fn test_perftest_on_infiniband_has_no_gid_index_and_roce_keeps_its_own() {
+    let pairs = suite(Suite::Quick);
+    let devices = ib_and_roce_devices();
+    let ib = data_path_of("server", &devices, Ipv4Addr::new(10, 20, 0, 11), None).unwrap();
+    assert_eq!(
+        (ib.device.as_str(), ib.ib_port, ib.gid_index, ib.perftest_gid),
+        ("mlx5_0", 1, 0, None)
+    );
+    assert_eq!(
+        ib.netdev, "ib0",
+        "fi_pingpong's tcp domain on IB is the IPoIB interface"
+    );
+    let cmd = perftest_command(
+        &pairs[0],
+        &ib.device,
+        ib.ib_port,
+        ib.perftest_gid,
+        None,
+        Some(Ipv4Addr::new(10, 20, 0, 12)),
+    );
+    assert_eq!(
+        cmd.as_str(),
+        "ib_write_bw -d mlx5_0 -n 300 -F -s 65536 -t 128 -Q 16 10.20.0.12"
+    );
+    let roce = data_path_of("client", &devices, Ipv4Addr::new(192, 168, 6, 6), None).unwrap();
+    let cmd = perftest_command(&pairs[0], &roce.device, roce.ib_port, roce.perftest_gid, None, None);
+    assert!(cmd.as_str().starts_with("ib_write_bw -d mlx5_4 -x 15 "), "{cmd}");
+    // The recorded device of the node is honoured; an address on no port is named.
+    let err = data_path_of("server", &devices, Ipv4Addr::new(10, 20, 0, 11), Some("mlx5_4")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("node `server`: no RDMA device named mlx5_4 has the RoCE v2 GID ::ffff:10.20.0.11"),
+        "{err}"
+    );
 }

@@ -90,6 +90,85 @@ fn test_data_addr_on_no_rdma_netdev_lists_what_there_is() {
     assert!(problem.contains("the host has no RDMA device"), "{problem}");
 }
 
+// An InfiniBand host: `rdma link` as printed in
+// https://github.com/openshift/sriov-network-operator/issues/635
+//   link mlx5_0/1 subnet_prefix fe80:0000:0000:0000 lid 3 sm_lid 1 lmc 0 state ACTIVE physical_state LINK_UP
+//   link mlx5_1/1 subnet_prefix fe80:0000:0000:0000 lid 65535 sm_lid 0 lmc 0 state DOWN physical_state DISABLED
+//   link mlx5_4/1 state ACTIVE physical_state LINK_UP netdev enp97s0f0
+// in `rdma -j`'s form (same keys, no netdev on IB ports); IPoIB's ib0 (and
+// ib1) under the IB devices' PCI functions as sysfs lays them out. The IPv4
+// addresses are illustrative: no IB hardware here.
+const IB_LINKS: &str = r#"[{"ifindex":0,"ifname":"mlx5_0","port":1,"subnet_prefix":"fe80:0000:0000:0000","lid":3,"sm_lid":1,"lmc":0,"state":"ACTIVE","physical_state":"LINK_UP"},
+{"ifindex":1,"ifname":"mlx5_1","port":1,"subnet_prefix":"fe80:0000:0000:0000","lid":65535,"sm_lid":0,"lmc":0,"state":"DOWN","physical_state":"DISABLED"},
+{"ifindex":4,"ifname":"mlx5_4","port":1,"state":"ACTIVE","physical_state":"LINK_UP","netdev":"enp97s0f0","netdev_index":6}]"#;
+const IB_ADDRS: &str = r#"[{"ifindex":1,"ifname":"lo","addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8}]},
+{"ifindex":4,"ifname":"ib0","addr_info":[{"family":"inet","local":"10.20.0.11","prefixlen":24}]},
+{"ifindex":5,"ifname":"ib1","addr_info":[{"family":"inet","local":"10.21.0.11","prefixlen":24}]},
+{"ifindex":6,"ifname":"enp97s0f0","addr_info":[{"family":"inet","local":"192.168.6.6","prefixlen":24}]}]"#;
+const IB_SYSFS: &str = "/sys/class/infiniband/mlx5_0/ports/1/link_layer:InfiniBand
+/sys/class/infiniband/mlx5_1/ports/1/link_layer:InfiniBand
+/sys/class/infiniband/mlx5_4/ports/1/link_layer:Ethernet
+/sys/class/infiniband/mlx5_0/device/net/ib0/dev_port:0
+/sys/class/infiniband/mlx5_1/device/net/ib1/dev_port:0
+/sys/class/infiniband/mlx5_4/device/net/enp97s0f0/dev_port:0
+";
+
+#[test]
+fn test_an_infiniband_device_is_picked_by_its_ipoib_address() {
+    let p = pick_device(
+        Ipv4Addr::new(10, 20, 0, 11),
+        None,
+        &links(IB_LINKS),
+        &addrs(IB_ADDRS),
+        IB_SYSFS,
+    )
+    .unwrap();
+    assert_eq!(
+        p,
+        Picked {
+            device: "mlx5_0".into(),
+            port: 1,
+            netdev: Some("ib0".into()),
+            link_layer: Some("InfiniBand".into()),
+        }
+    );
+    // The RoCE device of the same host by its netdev, as before.
+    let roce = pick_device(
+        Ipv4Addr::new(192, 168, 6, 6),
+        None,
+        &links(IB_LINKS),
+        &addrs(IB_ADDRS),
+        IB_SYSFS,
+    )
+    .unwrap();
+    assert_eq!(
+        (roce.device.as_str(), roce.netdev.as_deref()),
+        ("mlx5_4", Some("enp97s0f0"))
+    );
+    // An IB port that is down is refused with the listing, LIDs and IPoIB netdevs shown.
+    let (problem, fix) = pick_device(
+        Ipv4Addr::new(10, 21, 0, 11),
+        None,
+        &links(IB_LINKS),
+        &addrs(IB_ADDRS),
+        IB_SYSFS,
+    )
+    .unwrap_err();
+    assert!(
+        problem.starts_with("mlx5_1 has no ACTIVE port; the host has:\n"),
+        "{problem}"
+    );
+    assert!(
+        problem.contains("  mlx5_0/1 state ACTIVE link_layer InfiniBand lid 3 netdev ib0 (10.20.0.11)"),
+        "{problem}"
+    );
+    assert!(
+        problem.contains("  mlx5_4/1 state ACTIVE link_layer Ethernet netdev enp97s0f0 (192.168.6.6)"),
+        "{problem}"
+    );
+    assert!(fix.contains("subnet manager"), "{fix}");
+}
+
 fn node_on(host: &str, port: u16, identity: Option<&str>, host_key: Option<&str>) -> ResolvedNode {
     ResolvedNode {
         index: 0,
@@ -147,4 +226,45 @@ fn test_endpoints_take_keys_from_labs_yaml_or_known_hosts() {
     assert!(err.to_string().contains("identity_file"), "{err}");
     assert!(err.to_string().contains(".ssh/nope does not exist"), "{err}");
     std::fs::remove_dir_all(&home).unwrap();
+}
+
+#[tokio::test]
+async fn test_down_of_an_unreachable_host_names_the_node_once() {
+    // A port nothing listens on: the connection is refused.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let key = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap();
+    let node = NodeState {
+        name: "client".into(),
+        ssh_host: "127.0.0.1".into(),
+        ssh_port: port,
+        ssh_user: "root".into(),
+        ssh_identity: None,
+        ssh_jump: None,
+        ssh_agent: false,
+        data_addr: Ipv4Addr::new(10, 77, 0, 2),
+        data_prefix: 24,
+        data_netdev: None,
+        rdma_device: None,
+        host_key: Some(ssh::public_line(key.public_key())),
+        pid: None,
+        agent_sha256: None,
+        agent_port: 7470,
+        provisioned: true,
+        host: None,
+    };
+    let Err(e) = connect_recorded(&node).await else {
+        panic!("connected to a closed port");
+    };
+    let text = unreachable(&node, e).to_string();
+    assert_eq!(text.matches("node `client`").count(), 1, "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "node `client`: cannot reach the host root@127.0.0.1:{port} over SSH to undo what the lab changed there: SSH: "
+        )),
+        "{text}"
+    );
+    assert!(text.contains("fix: bring the host back"), "{text}");
 }

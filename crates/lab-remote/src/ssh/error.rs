@@ -17,6 +17,20 @@ pub enum SshError {
         /// The last connection error.
         last: String,
     },
+    /// One connection attempt ran out of time: nothing answered the TCP
+    /// connection (SYNs dropped), or the host accepted it and never spoke
+    /// SSH, or the login stalled.
+    #[error("node `{node}`: SSH to {addr} timed out after {waited_s} s: {stage}")]
+    AttemptTimedOut {
+        /// The node.
+        node: String,
+        /// host:port (or the jump host's label and the node's host:port).
+        addr: String,
+        /// Seconds waited.
+        waited_s: u64,
+        /// How far it got ([`ConnectStage::waiting_for`]).
+        stage: &'static str,
+    },
     /// The node presented a host key other than the one labctl gave it.
     #[error("node `{node}`: SSH host key mismatch: labctl gave this node the key {pinned} before it booted, and it presents {presented}; refusing to connect (another machine may be answering at this address, or the image ignored the key labctl gave it). If the node was recreated outside labctl, run `labctl down` and `labctl up`")]
     HostKeyChanged {
@@ -192,5 +206,38 @@ fn stderr_suffix(stderr: &str) -> String {
         String::new()
     } else {
         format!(": {s}")
+    }
+}
+
+/// How far one SSH connection attempt got, for the error when it times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectStage {
+    /// Waiting for the TCP connection (or the jump host's channel).
+    Tcp = 0,
+    /// Connected; waiting for the server's SSH banner and key exchange.
+    Handshake = 1,
+    /// Key exchange done; logging in.
+    Login = 2,
+}
+
+impl ConnectStage {
+    /// The stage from its number (what an attempt records as it goes).
+    pub fn from_u8(n: u8) -> ConnectStage {
+        match n {
+            0 => ConnectStage::Tcp,
+            1 => ConnectStage::Handshake,
+            _ => ConnectStage::Login,
+        }
+    }
+
+    /// What the attempt was waiting for, as the error says it.
+    pub fn waiting_for(self) -> &'static str {
+        match self {
+            ConnectStage::Tcp => "no answer to the TCP connection (the host is down, or a firewall drops the packets)",
+            ConnectStage::Handshake => {
+                "the TCP connection was accepted but no SSH banner came (is an SSH server listening on that port?)"
+            }
+            ConnectStage::Login => "the host stopped answering while logging in",
+        }
     }
 }

@@ -46,6 +46,57 @@ async fn test_ssh_that_never_answers_times_out_naming_the_node() {
     silent.abort();
 }
 
+#[tokio::test]
+async fn test_one_attempt_at_a_silent_host_says_it_timed_out_waiting_for_the_banner() {
+    // Accepts the TCP connection and never writes: no SSH banner comes.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let target = SshTarget {
+        node: "client".into(),
+        host: "127.0.0.1".into(),
+        port,
+        user: "root".into(),
+        identity: None,
+        agent: false,
+        jump: None,
+    };
+    let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
+    let pinned = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
+        .unwrap()
+        .public_key()
+        .clone();
+    let started = std::time::Instant::now();
+    let result = SshSession::connect_checked(&target, key, HostKeyCheck::Pinned(pinned), Duration::from_secs(2)).await;
+    let elapsed = started.elapsed();
+    match result {
+        Err(e @ SshError::AttemptTimedOut { .. }) => {
+            assert!(!e.is_final(), "a timeout may pass: retried where the caller waits");
+            let text = e.to_string();
+            assert_eq!(
+                text,
+                format!(
+                    "node `client`: SSH to 127.0.0.1:{port} timed out after 2 s: {}",
+                    ConnectStage::Handshake.waiting_for()
+                )
+            );
+            assert!(text.contains("no SSH banner"), "{text}");
+        }
+        Err(e) => panic!("expected a timeout, got {e}"),
+        Ok(_) => panic!("connected to a silent port"),
+    }
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(4),
+        "{elapsed:?}"
+    );
+    silent.abort();
+}
+
 #[test]
 fn test_key_is_created_private_and_reloaded() {
     let dir = std::env::temp_dir().join(format!("labctl-ssh-test-{}", std::process::id()));

@@ -81,7 +81,7 @@ fn table_lines(s: &LabStatus) -> Vec<String> {
             format!("{}/{} {} {}", r.device, r.port, r.netdev, short_state(&r.state))
         });
         let mtu = n.rdma.first().map_or("-".to_string(), |r| r.active_mtu.to_string());
-        // The GID index of the data address's RoCE v2 GID (lab facts).
+        // The GID index of the data address (its RoCE v2 GID, or GID 0 of the IB port whose IPoIB netdev holds it; lab facts).
         let gid = n
             .facts
             .as_ref()

@@ -3,12 +3,17 @@
 //! buffer); the server gets the client's endpoint through Connect and the
 //! client gets the server's through Run, and each takes its QPs to RTR/RTS
 //! with them, pairing QPs by position.
+//!
+//! RoCE peers are addressed by GID (GRH); InfiniBand peers by LID within
+//! one subnet (no GRH): routed InfiniBand and mixed link layers are refused
+//! (rdma_cm handles those).
 
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_proto::data_path::{self, LinkLayer};
 use agent_proto::v1::{Endpoint, QpEndpoint, Role, SideResult};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::device_context::Mtu;
@@ -24,8 +29,24 @@ use super::{Command, SessionError, SessionSpec};
 use crate::verbs::{Link, RemoteBuf};
 use crate::workload::Workload;
 
-/// Where the oob side lives: its device, port and source GID.
-fn location(spec: &SessionSpec) -> Result<(String, u8, u32, [u8; 16]), SessionError> {
+/// Where an oob side lives: device, port, source GID and, on InfiniBand,
+/// the port's LID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Local {
+    device: String,
+    port: u8,
+    sgid_index: u32,
+    gid: [u8; 16],
+    infiniband: bool,
+    /// The port's LID on InfiniBand (0 on Ethernet, and on an IB port the
+    /// subnet manager has not configured).
+    lid: u16,
+}
+
+/// Where the oob side lives: the data path of its bind address (the RoCE v2
+/// GID on Ethernet, the port whose IPoIB netdev holds it on InfiniBand), or
+/// the GID index the run names.
+fn location(spec: &SessionSpec) -> Result<Local, SessionError> {
     let ip = spec.bind_ip()?;
     let port = if spec.params.ib_port == 0 {
         1
@@ -37,29 +58,120 @@ fn location(spec: &SessionSpec) -> Result<(String, u8, u32, [u8; 16]), SessionEr
         let device = match wanted_device {
             Some(d) => d.to_string(),
             None => match ip {
-                IpAddr::V4(v4) => crate::node_info::find_ipv4_gid(v4, None)
+                IpAddr::V4(v4) => crate::node_info::find_data_path(v4, None)
                     .map(|l| l.device)
-                    .ok_or_else(|| SessionError::Setup(format!("no RDMA device has a RoCE v2 GID for {ip}")))?,
+                    .ok_or_else(|| SessionError::Setup(format!("no RDMA device has {}", data_path::wanted(v4))))?,
                 IpAddr::V6(_) => return Err(SessionError::Setup("oob over IPv6 needs params.device".into())),
             },
         };
         let index = spec.params.gid_index as u32;
         let gid = crate::node_info::gid_at(&device, port, index)
             .ok_or_else(|| SessionError::Setup(format!("{device} port {port} has no GID at index {index}")))?;
-        return Ok((device, port, index, gid));
+        let (infiniband, lid) = crate::node_info::port_addressing(&device, port);
+        return Ok(Local {
+            device,
+            port,
+            sgid_index: index,
+            gid,
+            infiniband,
+            lid,
+        });
     }
     let IpAddr::V4(v4) = ip else {
         return Err(SessionError::Setup(
             "automatic GID selection needs an IPv4 bind_addr".into(),
         ));
     };
-    let loc = crate::node_info::find_ipv4_gid(v4, wanted_device).ok_or_else(|| {
+    let found = crate::node_info::find_data_path(v4, wanted_device).ok_or_else(|| {
         SessionError::Setup(format!(
-            "no RDMA device{} has the RoCE v2 GID ::ffff:{v4} (is rxe set up on the data NIC?)",
-            wanted_device.map(|d| format!(" named {d}")).unwrap_or_default()
+            "no RDMA device{} has {} (is rxe set up on the data NIC, or IPoIB's address on the IB port?)",
+            wanted_device.map(|d| format!(" named {d}")).unwrap_or_default(),
+            data_path::wanted(v4)
         ))
     })?;
-    Ok((loc.device, loc.port, loc.index, loc.gid))
+    let gid = found
+        .gid_bytes()
+        .ok_or_else(|| SessionError::Setup(format!("{} reports GID `{}`", found.device, found.gid)))?;
+    Ok(Local {
+        infiniband: found.link_layer == LinkLayer::InfiniBand,
+        lid: found.lid as u16,
+        device: found.device,
+        port: found.port as u8,
+        sgid_index: found.gid_index,
+        gid,
+    })
+}
+
+/// How a QP addresses its peer at RTR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PeerAddress {
+    /// RoCE: a GRH with the peer's GID from our source GID index.
+    Global { dgid: [u8; 16], sgid_index: u8 },
+    /// InfiniBand within one subnet: the peer port's LID, no GRH.
+    Lid { dlid: u16 },
+}
+
+/// The peer address for RTR from our location and the peer's endpoint. On
+/// InfiniBand, oob addresses peers by LID within one subnet; a peer on
+/// another subnet (routed InfiniBand, which needs a GRH and the router's
+/// LID) or on the other link layer is refused with what to do instead.
+pub(crate) fn peer_address(local: &Local, remote: &QpEndpoint) -> Result<PeerAddress, String> {
+    let dgid: [u8; 16] = remote
+        .gid
+        .as_slice()
+        .try_into()
+        .map_err(|_| format!("peer GID is {} bytes, expected 16", remote.gid.len()))?;
+    let peer_gid = std::net::Ipv6Addr::from(dgid);
+    if !local.infiniband {
+        if remote.lid != 0 {
+            return Err(format!(
+                "the peer is on InfiniBand (LID {}, GID {peer_gid}) and this side on Ethernet ({} port {}): \
+                 oob needs both sides on the same link layer",
+                remote.lid, local.device, local.port
+            ));
+        }
+        return Ok(PeerAddress::Global {
+            dgid,
+            sgid_index: local.sgid_index as u8,
+        });
+    }
+    if local.lid == 0 {
+        return Err(format!(
+            "{} port {} is InfiniBand but has no LID (is a subnet manager running on the fabric?)",
+            local.device, local.port
+        ));
+    }
+    if remote.lid == 0 {
+        return Err(format!(
+            "the peer has no LID (GID {peer_gid}: Ethernet/RoCE, or an IB port without a subnet manager) \
+             and this side is on InfiniBand ({} port {}): oob needs both sides on one InfiniBand subnet",
+            local.device, local.port
+        ));
+    }
+    if dgid[..8] != local.gid[..8] {
+        return Err(format!(
+            "the peer's GID {peer_gid} is in another InfiniBand subnet than this side's {}: --cm oob \
+             addresses peers by LID within one subnet; routed InfiniBand is not supported there (use --cm rdma_cm)",
+            std::net::Ipv6Addr::from(local.gid)
+        ));
+    }
+    let dlid = u16::try_from(remote.lid).map_err(|_| format!("peer LID {} is not a 16-bit LID", remote.lid))?;
+    Ok(PeerAddress::Lid { dlid })
+}
+
+/// The address handle attributes of `addr` out of `port`.
+fn address_handle(port: u8, addr: &PeerAddress) -> AddressHandleAttribute {
+    let mut ah = AddressHandleAttribute::new();
+    ah.setup_port(port);
+    match addr {
+        PeerAddress::Global { dgid, sgid_index } => {
+            ah.setup_grh(&Gid::from(std::net::Ipv6Addr::from(*dgid)), 0, *sgid_index, 64, 0);
+        }
+        PeerAddress::Lid { dlid } => {
+            ah.setup_dest_lid(*dlid);
+        }
+    }
+    ah
 }
 
 /// One side: prepare, publish the endpoint, wait for the peer's, connect, run.
@@ -72,13 +184,16 @@ pub(crate) fn side(
     cmd_rx: std::sync::mpsc::Receiver<Command>,
     endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
 ) -> Result<SideResult, SessionError> {
-    let (device, port, sgid_index, gid) = location(spec)?;
-    let spec = &resolve_completion(spec, workload, &device);
-    let link = Link::open(&link_config(spec, workload, device))?;
+    let local = location(spec)?;
+    let port = local.port;
+    let gid = local.gid;
+    let spec = &resolve_completion(spec, workload, &local.device);
+    let link = Link::open(&link_config(spec, workload, local.device.clone()))?;
     let mut side = new_side(spec, link, cancel, deadline, None);
     side.location.port = port;
-    side.location.sgid_index = sgid_index as u8;
+    side.location.sgid_index = local.sgid_index as u8;
     side.location.gid = gid;
+    side.location.lid = local.lid;
     let mut init = QueuePairAttribute::new();
     init.setup_state(QueuePairState::Init)
         .setup_pkey_index(0)
@@ -101,7 +216,7 @@ pub(crate) fn side(
             qpn: side.link.qp_num_at(i),
             psn: qp_psn(side.location.psn, i),
             gid: gid.to_vec(),
-            lid: 0,
+            lid: local.lid.into(),
             mtu,
             addr: exposed.addr,
             rkey: exposed.rkey,
@@ -143,7 +258,7 @@ pub(crate) fn side(
         };
         trace_blob(&mut side, false, &received);
     }
-    let connected = connect(&mut side, &peer, mtu);
+    let connected = connect(&mut side, &local, &peer, mtu);
     if let Some(reply) = reply {
         let _ = reply.send(
             connected
@@ -172,7 +287,7 @@ pub(crate) fn side(
 }
 
 /// RTR and RTS of every QP with the peer's QP parameters (paired by position).
-fn connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), SessionError> {
+fn connect(side: &mut Side, local: &Local, peer: &Endpoint, local_mtu: u32) -> Result<(), SessionError> {
     let ours = side.link.num_qps();
     if peer.qps.len() != ours {
         return Err(SessionError::Setup(if peer.qps.is_empty() {
@@ -185,11 +300,7 @@ fn connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), Sessi
         }));
     }
     for (i, remote) in peer.qps.iter().enumerate() {
-        let dgid: [u8; 16] = remote
-            .gid
-            .as_slice()
-            .try_into()
-            .map_err(|_| SessionError::Setup(format!("peer GID is {} bytes, expected 16", remote.gid.len())))?;
+        let addr = peer_address(local, remote).map_err(SessionError::Setup)?;
         let mtu_bytes = if remote.mtu == 0 {
             local_mtu
         } else {
@@ -202,14 +313,7 @@ fn connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), Sessi
             512.. => Mtu::Mtu512,
             _ => Mtu::Mtu256,
         };
-        let mut ah = AddressHandleAttribute::new();
-        ah.setup_port(side.location.port).setup_grh(
-            &Gid::from(std::net::Ipv6Addr::from(dgid)),
-            0,
-            side.location.sgid_index,
-            64,
-            0,
-        );
+        let ah = address_handle(side.location.port, &addr);
         let mut rtr = QueuePairAttribute::new();
         rtr.setup_state(QueuePairState::ReadyToReceive)
             .setup_path_mtu(path_mtu)
@@ -239,3 +343,7 @@ fn connect(side: &mut Side, peer: &Endpoint, local_mtu: u32) -> Result<(), Sessi
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "oob_tests.rs"]
+mod tests;

@@ -156,9 +156,12 @@ pub(crate) fn apply_corrupt_rkey(side: &mut Side) {
 pub(crate) fn fill_local_gid(side: &mut Side, ip: IpAddr) {
     let IpAddr::V4(v4) = ip else { return };
     let device = side.link.device().to_string();
-    if let Some(found) = crate::node_info::find_ipv4_gid(v4, Some(&device)) {
-        side.location.sgid_index = found.index as u8;
-        side.location.gid = found.gid;
+    // On InfiniBand that is GID 0 of the port whose IPoIB netdev holds the address.
+    if let Some(found) = crate::node_info::find_data_path(v4, Some(&device)) {
+        if let Some(gid) = found.gid_bytes() {
+            side.location.sgid_index = found.gid_index as u8;
+            side.location.gid = gid;
+        }
     }
 }
 

@@ -74,6 +74,8 @@ pub(crate) struct Location {
     pub gid: [u8; 16],
     pub sgid_index: u8,
     pub port: u8,
+    /// The port's LID on InfiniBand (oob); 0 on Ethernet and with rdma_cm.
+    pub lid: u16,
 }
 
 impl Side {
@@ -100,6 +102,7 @@ impl Side {
                 gid: [0; 16],
                 sgid_index: 0,
                 port: 1,
+                lid: 0,
             },
             bounds,
             progress,
@@ -331,6 +334,9 @@ impl Side {
         facts.insert("gid".into(), std::net::Ipv6Addr::from(self.location.gid).to_string());
         facts.insert("gid_index".into(), self.location.sgid_index.to_string());
         facts.insert("port".into(), self.location.port.to_string());
+        if self.location.lid != 0 {
+            facts.insert("lid".into(), self.location.lid.to_string());
+        }
         if let Some(id) = self.exposed {
             let rb = self.link.remote_buf(id);
             facts.insert("mr_addr".into(), format!("{:#x}", rb.addr));
