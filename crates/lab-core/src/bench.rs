@@ -758,7 +758,7 @@ async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -
             )
         }
         None => format!(
-            "{} size {} iterations {} tx_depth {} cq_moderation {} qps {} (rdma_cm, poll)",
+            "{} size {} iterations {} tx_depth {} cq_moderation {} qps {} (rdma_cm)",
             spec.workload, params.size, params.iterations, params.tx_depth, params.cq_moderation, params.num_qps
         ),
     };
@@ -773,11 +773,27 @@ async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -
         round,
         ..Default::default()
     };
-    match run_workload(lab, &run, |_| {}).await {
-        Ok(r) => fill_ours(&mut sample, spec, &r),
-        Err(e) => sample.error = Some(e.to_string()),
-    }
+    let described = match run_workload(lab, &run, |_| {}).await {
+        Ok(r) => {
+            fill_ours(&mut sample, spec, &r);
+            with_completion_modes(described, &r)
+        }
+        Err(e) => {
+            sample.error = Some(e.to_string());
+            described
+        }
+    };
     (sample, described)
+}
+
+/// The command as run, with how each side waited for completions (the
+/// default `auto` resolves per side and device; perftest polls on both).
+fn with_completion_modes(described: String, r: &RunRecord) -> String {
+    let mode = |facts: &std::collections::BTreeMap<String, String>| facts.get("completion").cloned();
+    match (mode(&r.client.facts), mode(&r.server.facts)) {
+        (Some(client), Some(server)) => format!("{described}, completion: client {client}, server {server}"),
+        _ => described,
+    }
 }
 
 fn fill_ours(sample: &mut Sample, spec: &PairSpec, r: &RunRecord) {
