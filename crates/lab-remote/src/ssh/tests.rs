@@ -2,10 +2,9 @@
 
 use super::*;
 
-#[tokio::test]
-async fn test_ssh_that_never_answers_times_out_naming_the_node() {
-    // A port that accepts connections but never says a word, like a VM
-    // whose sshd hangs.
+/// A port on 127.0.0.1 that accepts connections and never says a word, like
+/// a host whose sshd hangs; abort the handle to close it.
+async fn silent_host() -> (u16, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let silent = tokio::spawn(async move {
@@ -14,8 +13,13 @@ async fn test_ssh_that_never_answers_times_out_naming_the_node() {
             held.push(stream);
         }
     });
+    (port, silent)
+}
+
+/// Node `node` at 127.0.0.1:`port` as root, and a fresh key to log in with.
+fn local_target(node: &str, port: u16) -> (SshTarget, Arc<PrivateKey>) {
     let target = SshTarget {
-        node: "n1".into(),
+        node: node.into(),
         host: "127.0.0.1".into(),
         port,
         user: "root".into(),
@@ -24,11 +28,25 @@ async fn test_ssh_that_never_answers_times_out_naming_the_node() {
         jump: None,
     };
     let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
-    let started = std::time::Instant::now();
-    let pinned = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
+    (target, key)
+}
+
+/// A host key no host has: what a test pins when the host never gets that far.
+fn some_host_key() -> PublicKey {
+    PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
         .unwrap()
         .public_key()
-        .clone();
+        .clone()
+}
+
+#[tokio::test]
+async fn test_ssh_that_never_answers_times_out_naming_the_node() {
+    // A port that accepts connections but never says a word, like a VM
+    // whose sshd hangs.
+    let (port, silent) = silent_host().await;
+    let (target, key) = local_target("n1", port);
+    let started = std::time::Instant::now();
+    let pinned = some_host_key();
     let result = SshSession::connect_with_retry(&target, key, pinned, Duration::from_secs(2), || async {
         Ok::<(), ()>(())
     })
@@ -49,28 +67,9 @@ async fn test_ssh_that_never_answers_times_out_naming_the_node() {
 #[tokio::test]
 async fn test_one_attempt_at_a_silent_host_says_it_timed_out_waiting_for_the_banner() {
     // Accepts the TCP connection and never writes: no SSH banner comes.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let silent = tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((stream, _)) = listener.accept().await {
-            held.push(stream);
-        }
-    });
-    let target = SshTarget {
-        node: "client".into(),
-        host: "127.0.0.1".into(),
-        port,
-        user: "root".into(),
-        identity: None,
-        agent: false,
-        jump: None,
-    };
-    let key = Arc::new(PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519).unwrap());
-    let pinned = PrivateKey::random(&mut rand::rng(), Algorithm::Ed25519)
-        .unwrap()
-        .public_key()
-        .clone();
+    let (port, silent) = silent_host().await;
+    let (target, key) = local_target("client", port);
+    let pinned = some_host_key();
     let started = std::time::Instant::now();
     let result = SshSession::connect_checked(&target, key, HostKeyCheck::Pinned(pinned), Duration::from_secs(2)).await;
     let elapsed = started.elapsed();
