@@ -83,6 +83,10 @@ pub struct Endpoint {
     pub sudo: Option<bool>,
 }
 
+/// What to check when a node's address answers, but not as SSH in time.
+const SSHD_NOT_REACHED_FIX: &str =
+    "check the node's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)";
+
 impl SshProvider {
     /// The provider for a lab of `fabric`, with the user's home directory.
     pub fn new(fabric: Fabric) -> SshProvider {
@@ -338,7 +342,7 @@ impl SshProvider {
                 return Err(ProviderError::Host {
                     node: node.name.clone(),
                     problem: format!("cannot reach {} over SSH: {source}", end.target.addr()),
-                    fix: "check the node's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)".into(),
+                    fix: SSHD_NOT_REACHED_FIX.into(),
                 })
             }
             // A host that drops the SYNs, or accepts and never speaks SSH:
@@ -349,7 +353,7 @@ impl SshProvider {
                 return Err(ProviderError::Host {
                     node: node.name.clone(),
                     problem: format!("SSH to {addr} timed out after {waited_s} s: {stage}"),
-                    fix: "check the node's host and port, that sshd runs there, and that this machine can reach it (firewall, VPN)".into(),
+                    fix: SSHD_NOT_REACHED_FIX.into(),
                 })
             }
             Err(SshError::Timeout {
