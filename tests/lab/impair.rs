@@ -82,6 +82,10 @@ fn test_wire_loss_shows_retransmissions_and_clear_restores_the_link(lab: &Labctl
     let _guard = ClearImpairment(lab, "client");
     let set = lab.run(&["impair", "client", "--loss", "2%", "--json"]).ok()?.json()?;
     check(set["active"]["loss_pct"] == 2.0, || format!("after impair: {set}"))?;
+    // rxe0 resolves under /sys/devices/virtual: its RDMA is kernel traffic.
+    check(set["shapes_rdma"] == true, || {
+        format!("impair on rxe does not say it shapes RDMA: {set}")
+    })?;
     let status = lab.run(&["status", "--json"]).ok()?.json()?;
     let client = node_status(&status, "client")?;
     check(client["impairment"]["loss_pct"] == 2.0, || {

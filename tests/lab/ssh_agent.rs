@@ -7,6 +7,11 @@
 //! leaving nothing; with it, `up`, a verified write-read and `labctl ssh`
 //! (the system ssh, also through the agent) work, and `down` leaves
 //! nothing. The agent is killed at the end, whatever failed.
+//!
+//! Then the same with an RSA key (3072 bits, encrypted on disk, held by a
+//! second agent that has nothing else): an RSA signature from an agent must
+//! ask for rsa-sha2-256/512, since OpenSSH 8.8 refuses SHA-1 `ssh-rsa`. The
+//! VMs authorize that key for this phase only; its line goes afterwards.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -173,8 +178,98 @@ pub(crate) fn test_ssh_lab_with_a_passphrase_key_logs_in_through_ssh_agent(qemu:
         !dir.join("agent.sock").exists() && !Path::new(&format!("/proc/{agent_pid}")).exists(),
         || "the ssh-agent (or its socket) stayed".into(),
     )?;
+    rsa_key_through_the_agent(qemu, &dir)?;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// The comment of the RSA key, which marks its authorized_keys line.
+const RSA_COMMENT: &str = "labctl-e2e-rsa";
+
+/// `up` and `down` of an ssh lab whose only usable key is an RSA key that
+/// an ssh-agent holds (encrypted on disk).
+fn rsa_key_through_the_agent(qemu: &Labctl, dir: &Path) -> Result<(), Failed> {
+    let key = dir.join("rsa_key");
+    let key_text = key.display().to_string();
+    run_tool(
+        "ssh-keygen",
+        &[
+            "-q",
+            "-t",
+            "rsa",
+            "-b",
+            "3072",
+            "-N",
+            "",
+            "-C",
+            RSA_COMMENT,
+            "-f",
+            &key_text,
+        ],
+        None,
+    )?;
+    let agent = Agent::start(dir.join("agent-rsa.sock"))?;
+    run_tool("ssh-add", &["-q", &key_text], Some(&agent.socket))?;
+    run_tool(
+        "ssh-keygen",
+        &["-q", "-p", "-P", "", "-N", "lab pass", "-f", &key_text],
+        None,
+    )?;
+    let public = std::fs::read_to_string(dir.join("rsa_key.pub"))?;
+    let file = ssh_labs_file_with(qemu, "sshr", dir, |_| vec![("identity_file", key_text.clone())])?;
+    let lab = Labctl {
+        file,
+        state_base: dir.join("state-rsa"),
+    };
+    let run = |args: &[&str]| {
+        let mut cmd = lab.command();
+        cmd.env("SSH_AUTH_SOCK", &agent.socket);
+        crate::util::to_run(cmd.args(args).stdin(Stdio::null()).output().expect("run labctl"))
+    };
+    let authorize = format!("echo '{}' >> /root/.ssh/authorized_keys", public.trim());
+    let unauthorize = format!("sed -i '/ {RSA_COMMENT}$/d' /root/.ssh/authorized_keys");
+    let result = (|| -> Result<(), Failed> {
+        for node in ["server", "client"] {
+            qemu.run(&["exec", node, "--", &authorize]).ok()?;
+        }
+        let up = run(&["up"]);
+        eprintln!("--- up with an RSA key in the agent (exit {}):\n{}", up.code, up.stderr);
+        check(up.code == 0, || {
+            format!("up with an RSA key through the agent failed:\n{}", up.stderr)
+        })?;
+        let state = std::fs::read_to_string(lab.state_dir("sshr").join("state.json"))?;
+        check(state.contains(&key_text), || {
+            "the lab's state does not name the RSA key".into()
+        })
+    })();
+    let down = run(&["down"]);
+    let unauthorized: Vec<_> = ["server", "client"]
+        .iter()
+        .map(|node| qemu.run(&["exec", node, "--", &unauthorize]).ok())
+        .collect();
+    drop(agent);
+    result?;
+    check(down.code == 0, || format!("down: {}", down.stderr))?;
+    for done in unauthorized {
+        done?;
+    }
+    check(!lab.state_dir("sshr").exists(), || "the RSA lab's state stayed".into())?;
+    let left = qemu
+        .run(&[
+            "exec",
+            "server",
+            "--",
+            &format!("grep -c {RSA_COMMENT} /root/.ssh/authorized_keys || true"),
+        ])
+        .ok()?;
+    check(left.stdout.trim() == "0", || {
+        format!("the RSA key is still authorized: {}", left.stdout)
+    })?;
+    nothing_left_on_vms(
+        qemu,
+        "ls -d /var/lib/labctl /run/labctl 2>/dev/null; pgrep -af '[v]ar/lib/labctl/sshr' || true",
+        "after the RSA lab's down",
+    )
 }
 
 /// No per-lab directory, host lock or agent of the ssh lab on either VM.

@@ -293,7 +293,7 @@ fn impairments(qemu: &Labctl, ssh: &Labctl, state: &Value) -> Result<(), Failed>
     // Set on both, read back on the hosts, recorded in the state.
     for (node, nic) in [("server", &server_nic), ("client", &client_nic)] {
         let set = ssh.run(&["impair", node, "--delay", "5ms", "--json"]).ok()?.json()?;
-        check(set["active"]["delay_us"] == 5000, || {
+        check(set["active"]["delay_us"] == 5000 && set["shapes_rdma"] == true, || {
             format!("{node}: impair says {set}")
         })?;
         let shown = qemu

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::impair::{data_nic, ImpairError};
+use crate::impair::{data_nic, rdma_sender_of, ImpairError, RdmaSender};
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
 use lab_remote::command::RemoteCommand;
@@ -59,6 +59,19 @@ pub enum CaptureError {
         /// What it said.
         log: String,
     },
+    /// The node's RDMA device is a NIC that sends RDMA itself: tcpdump on
+    /// its netdev would see the node's IP traffic only.
+    #[error("node `{node}`: {device} is a hardware RDMA device ({sysfs}): it sends and receives RDMA itself, never through the kernel, so tcpdump on {netdev} would see the node's IP traffic only (TCP bulk, SSH, IPoIB), not RDMA\n  add --ip-only with a --filter for that traffic to capture it anyway; RoCE of a hardware NIC is captured by the NIC's own sniffer (on mlx5: tcpdump on the RDMA device, `labctl ssh {node} -- sudo tcpdump -i {device}`, through libpcap's RDMA sniffer) or on a mirror port of the switch")]
+    RdmaOffloaded {
+        /// The node.
+        node: String,
+        /// Its RDMA device.
+        device: String,
+        /// The device's sysfs path.
+        sysfs: String,
+        /// The netdev tcpdump would listen on.
+        netdev: String,
+    },
     /// The pcap could not be written on the host.
     #[error("cannot write the capture to {path}: {source}")]
     Output {
@@ -90,6 +103,9 @@ pub struct CaptureOptions {
     pub filter: String,
     /// The pcap on the host.
     pub output: PathBuf,
+    /// Capture on a node whose RDMA device is a NIC too, knowing tcpdump
+    /// sees only its IP traffic there.
+    pub ip_only: bool,
 }
 
 /// Why the capture stopped.
@@ -194,6 +210,16 @@ async fn capture_on(
     on_listening: impl FnOnce(&str),
     stop: impl Future<Output = ()>,
 ) -> Result<(Vec<u8>, StoppedBy), CaptureError> {
+    if !opts.ip_only {
+        if let RdmaSender::Nic { device, sysfs } = rdma_sender_of(session, node).await? {
+            return Err(CaptureError::RdmaOffloaded {
+                node: node.name.clone(),
+                device,
+                sysfs,
+                netdev: netdev.to_string(),
+            });
+        }
+    }
     if session.exec(&RemoteCommand::script("command -v tcpdump")).await?.status != 0 {
         return Err(CaptureError::NoTcpdump {
             node: node.name.clone(),

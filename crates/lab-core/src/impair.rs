@@ -49,6 +49,19 @@ pub enum ImpairError {
         /// The qdisc's line of `tc qdisc show`.
         qdisc: String,
     },
+    /// The node's RDMA device is a NIC that sends RDMA itself: netem on its
+    /// netdev would shape the node's IP traffic only.
+    #[error("node `{node}`: {device} is a hardware RDMA device ({sysfs}): it sends RDMA itself, never through the kernel's qdiscs, so netem on {netdev} would shape the node's IP traffic only (TCP bulk, SSH, IPoIB), not RDMA\n  add --ip-only to shape that IP traffic anyway; RDMA between hardware NICs is impaired in the network (a switch, an impairment appliance), or in a lab with `fabric: rxe`, whose RDMA is kernel traffic")]
+    RdmaOffloaded {
+        /// The node.
+        node: String,
+        /// Its RDMA device.
+        device: String,
+        /// The device's sysfs path (under its bus, not devices/virtual).
+        sysfs: String,
+        /// The netdev netem would go on.
+        netdev: String,
+    },
     /// `tc` refused the configuration or is missing.
     #[error("node `{node}`: `{command}` failed (exit status {status}): {stderr}\n  check that the node has tc (iproute2) and the sch_netem kernel module")]
     Tc {
@@ -371,6 +384,57 @@ pub fn data_nic(node: &NodeState) -> Result<&str, ImpairError> {
         })
 }
 
+/// Who puts a node's RDMA packets on the wire. rxe and siw are kernel
+/// drivers that send RDMA as ordinary packets of the network stack, so a
+/// qdisc on the netdev shapes them and tcpdump sees them; a NIC (mlx5,
+/// irdma, bnxt_re, efa, an InfiniBand HCA) sends RDMA itself, past both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RdmaSender {
+    /// A software device: RDMA is kernel traffic.
+    Kernel,
+    /// A hardware device: RDMA bypasses the kernel.
+    Nic {
+        /// The RDMA device.
+        device: String,
+        /// Where sysfs puts it (its bus path).
+        sysfs: String,
+    },
+    /// No RDMA device is recorded, or sysfs did not resolve it.
+    Unknown,
+}
+
+/// Tells [`RdmaSender`] from where `/sys/class/infiniband/DEVICE` resolves
+/// (`readlink -f`): software devices live under /sys/devices/virtual, a
+/// NIC's under its bus (the agent's node info uses the same rule).
+pub fn rdma_sender(device: &str, resolved: &str) -> RdmaSender {
+    let resolved = resolved.trim();
+    if resolved.is_empty() || !resolved.starts_with("/sys/devices/") {
+        RdmaSender::Unknown
+    } else if resolved.split('/').any(|c| c == "virtual") {
+        RdmaSender::Kernel
+    } else {
+        RdmaSender::Nic {
+            device: device.to_string(),
+            sysfs: resolved.to_string(),
+        }
+    }
+}
+
+/// Asks the node who sends its RDMA device's packets.
+pub async fn rdma_sender_of(session: &SshSession, node: &NodeState) -> Result<RdmaSender, SshError> {
+    let Some(device) = node.rdma_device.as_deref().filter(|d| !d.is_empty()) else {
+        return Ok(RdmaSender::Unknown);
+    };
+    let class_path = format!("/sys/class/infiniband/{device}");
+    let out = session
+        .exec(&RemoteCommand::new("readlink").args(["-f", class_path.as_str()]))
+        .await?;
+    if out.status != 0 {
+        return Ok(RdmaSender::Unknown);
+    }
+    Ok(rdma_sender(device, &String::from_utf8_lossy(&out.stdout)))
+}
+
 /// The netem impairment active on `node`'s data NIC, read from the node.
 pub async fn active(session: &SshSession, node: &NodeState) -> Result<Option<Netem>, ImpairError> {
     let nic = data_nic(node)?;
@@ -398,6 +462,11 @@ pub struct ImpairOutcome {
     pub command: String,
     /// What is active now, read back from the node.
     pub active: Option<Netem>,
+    /// Whether netem reaches the node's RDMA traffic (set by [`set`]):
+    /// true on a software device (rxe, siw), false on a NIC impaired with
+    /// `ip_only`, absent when the device kind is not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shapes_rdma: Option<bool>,
 }
 
 /// How long `impair` on a host labctl does not own waits for the lab's
@@ -467,8 +536,10 @@ fn record_netem(lab: &Lab, state: &mut LabState, node: &str, netdev: Option<&str
 /// Replaces the impairment on `node`'s data NIC with `netem`. On a host
 /// labctl does not own (provider ssh) the netdev is recorded in the lab's
 /// state first, so that `down` removes the qdisc, and a root qdisc someone
-/// else configured is refused.
-pub async fn set(lab: &Lab, node: &str, netem: &Netem) -> Result<ImpairOutcome, ImpairError> {
+/// else configured is refused. A node whose RDMA device is a NIC is refused
+/// too (netem would not touch its RDMA), unless `ip_only` says the caller
+/// means to shape its IP traffic.
+pub async fn set(lab: &Lab, node: &str, netem: &Netem, ip_only: bool) -> Result<ImpairOutcome, ImpairError> {
     netem.validate()?;
     let state = lab.state()?;
     let node_state = lab.node_state(&state, node)?;
@@ -476,6 +547,19 @@ pub async fn set(lab: &Lab, node: &str, netem: &Netem) -> Result<ImpairOutcome, 
     let session = lab.connect(&state, node).await?;
     let command = netem.tc_command(&netdev);
     let result = async {
+        let shapes_rdma = match rdma_sender_of(&session, node_state).await? {
+            RdmaSender::Kernel => Some(true),
+            RdmaSender::Unknown => None,
+            RdmaSender::Nic { .. } if ip_only => Some(false),
+            RdmaSender::Nic { device, sysfs } => {
+                return Err(ImpairError::RdmaOffloaded {
+                    node: node.to_string(),
+                    device,
+                    sysfs,
+                    netdev: netdev.clone(),
+                })
+            }
+        };
         if node_state.host.is_some() {
             let _lock = lab.lock(STATE_LOCK_WAIT).await?;
             let mut state = lab.state()?;
@@ -486,15 +570,17 @@ pub async fn set(lab: &Lab, node: &str, netem: &Netem) -> Result<ImpairOutcome, 
             }
         }
         run_tc(&session, node, &as_root(node_state, command.clone())).await?;
-        active(&session, node_state).await
+        Ok((active(&session, node_state).await?, shapes_rdma))
     }
     .await;
     session.close().await;
+    let (active, shapes_rdma) = result?;
     Ok(ImpairOutcome {
         node: node.to_string(),
         netdev,
         command: command.to_string(),
-        active: result?,
+        active,
+        shapes_rdma,
     })
 }
 
@@ -513,6 +599,7 @@ pub async fn clear(lab: &Lab, node: &str) -> Result<ImpairOutcome, ImpairError> 
             netdev,
             command,
             active: now,
+            shapes_rdma: None,
         });
     }
     let result = async {
@@ -536,6 +623,7 @@ pub async fn clear(lab: &Lab, node: &str) -> Result<ImpairOutcome, ImpairError> 
         netdev,
         command,
         active: now,
+        shapes_rdma: None,
     })
 }
 
@@ -705,6 +793,32 @@ mod tests {
         // A recorded netdev whose qdisc someone replaced with theirs: refused too.
         let replaced = check_host_qdisc("client", "eth1", true, htb).unwrap_err().to_string();
         assert!(replaced.contains("`qdisc htb 1: root refcnt 2"), "{replaced}");
+    }
+
+    #[test]
+    fn test_rdma_of_software_devices_is_kernel_traffic_and_of_nics_is_not() {
+        // `readlink -f /sys/class/infiniband/DEV`: rxe0 as this repository's
+        // QEMU nodes resolve it; the NIC paths have the shape of a PCI
+        // device's (bus addresses illustrative).
+        assert_eq!(
+            rdma_sender("rxe0", "/sys/devices/virtual/infiniband/rxe0\n"),
+            RdmaSender::Kernel
+        );
+        assert_eq!(
+            rdma_sender("siw0", "/sys/devices/virtual/infiniband/siw0"),
+            RdmaSender::Kernel
+        );
+        let mlx = "/sys/devices/pci0000:00/0000:00:03.0/0000:05:00.0/infiniband/mlx5_0";
+        assert_eq!(
+            rdma_sender("mlx5_0", mlx),
+            RdmaSender::Nic {
+                device: "mlx5_0".into(),
+                sysfs: mlx.into()
+            }
+        );
+        // readlink -f of a name that does not exist prints the path as given.
+        assert_eq!(rdma_sender("gone0", "/sys/class/infiniband/gone0"), RdmaSender::Unknown);
+        assert_eq!(rdma_sender("x", ""), RdmaSender::Unknown);
     }
 
     #[test]

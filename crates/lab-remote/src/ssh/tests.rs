@@ -16,6 +16,21 @@ async fn silent_host() -> (u16, tokio::task::JoinHandle<()>) {
     (port, silent)
 }
 
+/// A port on 127.0.0.1 whose SYNs get no answer, like a host behind a
+/// firewall that drops packets: a listener with a backlog of 0 holding one
+/// connection it never accepts. Its accept queue is full, and Linux drops
+/// every further SYN rather than refusing it (tcp_conn_request: "goto
+/// drop" on sk_acceptq_is_full), so the connecting side retransmits and
+/// waits. Keep the three values alive for as long as the port must drop.
+async fn syn_dropping_host() -> (u16, tokio::net::TcpListener, tokio::net::TcpStream) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let queued = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    (port, listener, queued)
+}
+
 /// Node `node` at 127.0.0.1:`port` as root, and a fresh key to log in with.
 fn local_target(node: &str, port: u16) -> (SshTarget, Arc<PrivateKey>) {
     let target = SshTarget {
@@ -94,6 +109,48 @@ async fn test_one_attempt_at_a_silent_host_says_it_timed_out_waiting_for_the_ban
         "{elapsed:?}"
     );
     silent.abort();
+}
+
+#[tokio::test]
+async fn test_one_attempt_at_a_host_that_drops_syns_says_the_tcp_connection_got_no_answer() {
+    let (port, listener, queued) = syn_dropping_host().await;
+    // The port really drops: a bare TCP connect gets neither an answer nor
+    // a refusal within a second.
+    let probe = tokio::time::timeout(
+        Duration::from_secs(1),
+        tokio::net::TcpStream::connect(("127.0.0.1", port)),
+    )
+    .await;
+    assert!(probe.is_err(), "the port answered or refused: {probe:?}");
+    let (target, key) = local_target("server", port);
+    let started = std::time::Instant::now();
+    let result = SshSession::connect_checked(
+        &target,
+        key,
+        HostKeyCheck::Pinned(some_host_key()),
+        Duration::from_secs(2),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    match result {
+        Err(e @ SshError::AttemptTimedOut { .. }) => {
+            assert!(!e.is_final(), "a timeout may pass: retried where the caller waits");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "node `server`: SSH to 127.0.0.1:{port} timed out after 2 s: {}",
+                    ConnectStage::Tcp.waiting_for()
+                )
+            );
+        }
+        Err(e) => panic!("expected a timeout, got {e}"),
+        Ok(_) => panic!("connected to a port that drops SYNs"),
+    }
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(4),
+        "{elapsed:?}"
+    );
+    drop((listener, queued));
 }
 
 #[test]

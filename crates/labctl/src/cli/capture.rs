@@ -31,6 +31,10 @@ pub struct CaptureArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Capture on a node whose RDMA device is a hardware NIC anyway: tcpdump
+    /// on its netdev sees IP traffic only, never the RDMA the NIC sends itself.
+    #[arg(long)]
+    pub ip_only: bool,
 }
 
 pub async fn run(args: &GlobalArgs, a: &CaptureArgs) -> anyhow::Result<ExitCode> {
@@ -49,6 +53,7 @@ pub async fn run(args: &GlobalArgs, a: &CaptureArgs) -> anyhow::Result<ExitCode>
         count: a.count,
         filter: a.filter.clone(),
         output: a.output.clone(),
+        ip_only: a.ip_only,
     };
     let until = match (duration, a.count) {
         (Some(d), Some(n)) => format!("{n} packets or {} s, Ctrl-C to stop early", d.as_secs_f64()),

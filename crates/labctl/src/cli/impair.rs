@@ -36,6 +36,10 @@ pub struct ImpairArgs {
     /// Remove the impairment (fine when there is none).
     #[arg(long, conflicts_with_all = ["loss", "delay", "jitter", "rate", "reorder", "duplicate"])]
     pub clear: bool,
+    /// Impair a node whose RDMA device is a hardware NIC anyway: netem on its
+    /// netdev shapes IP traffic only, never the RDMA the NIC sends itself.
+    #[arg(long, conflicts_with = "clear")]
+    pub ip_only: bool,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -56,7 +60,7 @@ pub async fn run(args: &GlobalArgs, a: &ImpairArgs) -> anyhow::Result<ExitCode> 
     } else if netem.is_empty() {
         show(&lab, &a.node).await?
     } else {
-        impair::set(&lab, &a.node, &netem).await?
+        impair::set(&lab, &a.node, &netem, a.ip_only).await?
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
@@ -78,6 +82,7 @@ async fn show(lab: &lab_core::lab::Lab, node: &str) -> anyhow::Result<ImpairOutc
         netdev,
         command: String::new(),
         active: active?,
+        shapes_rdma: None,
     })
 }
 
@@ -88,5 +93,8 @@ fn print_outcome(o: &ImpairOutcome) {
     }
     if !o.command.is_empty() {
         println!("  ran: {}", o.command);
+    }
+    if o.shapes_rdma == Some(false) {
+        println!("  IP traffic only: the node's RDMA device is a NIC that sends RDMA itself, past netem");
     }
 }
