@@ -7,13 +7,14 @@
 //!   `::ffff:a.b.c.d` of the address; its index depends on the kernel and on
 //!   the netdev's other addresses, so it is looked up, never assumed.
 //! - InfiniBand: GIDs are subnet prefix + port GUID and never hold an IP
-//!   address; the address is on the port's IPoIB netdev (`ib0`), and the
-//!   port is addressed by its LID within the subnet, with GID index 0 (the
-//!   port GUID's GID) as the source GID.
+//!   address; the address is on one of the port's IPoIB netdevs (`ib0`, or
+//!   a partition child such as `ib0.8001`), and the port is addressed by its
+//!   LID within the subnet, with GID index 0 (the port GUID's GID) as the
+//!   source GID.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::v1::RdmaDevice;
+use crate::v1::{RdmaDevice, RdmaPort};
 
 /// `RdmaPort.link_layer` of an InfiniBand port (sysfs and ibv_devinfo spell it so).
 pub const INFINIBAND: &str = "InfiniBand";
@@ -42,7 +43,7 @@ pub struct DataPath {
     pub gid: String,
     /// The port's LID on InfiniBand; 0 on Ethernet.
     pub lid: u32,
-    /// The netdev that holds the address (`eth1`, `ib0`); "" when not reported.
+    /// The netdev that holds the address (`eth1`, `ib0`, `ib0.8001`); "" when not reported.
     pub netdev: String,
 }
 
@@ -66,9 +67,9 @@ pub fn find(devices: &[RdmaDevice], addr: Ipv4Addr, device: Option<&str>) -> Opt
                 &port.netdev
             };
             if port.link_layer == INFINIBAND {
-                if !port.ipv4_addrs.contains(&text) {
+                let Some(holder) = ipoib_holder(port, &text) else {
                     continue;
-                }
+                };
                 // GID 0 is the port GUID's GID, always valid on an IB port.
                 let Some(gid0) = port.gids.iter().find(|g| g.index == 0) else {
                     continue;
@@ -80,7 +81,7 @@ pub fn find(devices: &[RdmaDevice], addr: Ipv4Addr, device: Option<&str>) -> Opt
                     gid_index: 0,
                     gid: gid0.gid.clone(),
                     lid: port.lid,
-                    netdev: netdev.clone(),
+                    netdev: holder.to_string(),
                 });
             }
             let found = port
@@ -101,6 +102,23 @@ pub fn find(devices: &[RdmaDevice], addr: Ipv4Addr, device: Option<&str>) -> Opt
         }
     }
     None
+}
+
+/// The IPoIB interface of InfiniBand `port` that holds `addr`: the parent
+/// (`ib0`) or a partition child (`ib0.8001`). An agent older than
+/// `ipoib_netdevs` reports the parent only, in `netdev` and `ipv4_addrs`.
+fn ipoib_holder<'a>(port: &'a RdmaPort, addr: &str) -> Option<&'a str> {
+    if port.ipoib_netdevs.is_empty() {
+        return port
+            .ipv4_addrs
+            .iter()
+            .any(|a| a == addr)
+            .then_some(port.netdev.as_str());
+    }
+    port.ipoib_netdevs
+        .iter()
+        .find(|n| n.ipv4_addrs.iter().any(|a| a == addr))
+        .map(|n| n.name.as_str())
 }
 
 /// What `find` looked for, for an error that found nothing: "the RoCE v2 GID

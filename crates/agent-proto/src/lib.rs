@@ -9,6 +9,8 @@
 
 pub mod auth;
 pub mod data_path;
+#[cfg(any(test, feature = "test-fixtures"))]
+pub mod fixtures;
 
 /// Version 1 of the agent API.
 #[allow(missing_docs, clippy::all)]

@@ -569,6 +569,7 @@ mod tests {
                     lid: 0,
                     netdev: "eth1".into(),
                     ipv4_addrs: vec![format!("10.77.0.{last}")],
+                    ipoib_netdevs: Vec::new(),
                     gids: vec![
                         gid(0, "fe80:0000:0000:0000:5054:00ff:febb:0001", "RoCE v1"),
                         gid(1, "fe80:0000:0000:0000:5054:00ff:febb:0001", "RoCE v2"),
@@ -615,37 +616,24 @@ mod tests {
         assert!(data_path::find(&devices, Ipv4Addr::new(10, 77, 0, 9), None).is_none());
     }
 
-    /// An InfiniBand node as its agent reports it: mlx5_0 port 1 with LID 3
-    /// (`rdma link` in https://github.com/openshift/sriov-network-operator/issues/635),
-    /// GID 0 fe80::b859:9f03:db:f884 (`ibv_devinfo -v` in
-    /// https://github.com/linux-rdma/opensm/issues/36), IPoIB netdev ib0 holding the
-    /// data address (illustrative: no IB hardware here).
-    fn infiniband_info(addr: &str) -> NodeInfoReply {
+    /// An InfiniBand node as its agent reports it: `devices` from
+    /// agent_proto::fixtures (real hosts' listings, quoted there).
+    fn infiniband_info(devices: Vec<RdmaDevice>) -> NodeInfoReply {
         let mut reply = info(1, 3, 8);
-        reply.devices = vec![RdmaDevice {
-            name: "mlx5_0".into(),
-            netdev: "ib0".into(),
-            node_guid: "b859:9f03:00db:f884".into(),
-            software: false,
-            ports: vec![RdmaPort {
-                port: 1,
-                state: "PORT_ACTIVE".into(),
-                active_mtu: 4096,
-                link_layer: "InfiniBand".into(),
-                gids: vec![gid(0, "fe80:0000:0000:0000:b859:9f03:00db:f884", "IB")],
-                lid: 3,
-                netdev: "ib0".into(),
-                ipv4_addrs: vec![addr.into()],
-            }],
-        }];
+        reply.devices = devices;
         reply
     }
 
     #[test]
     fn test_an_infiniband_node_gets_its_port_gid_0_and_ipoib_netdev() {
         let mut state = LabState::new("ib", "ssh", "existing");
-        state.nodes = vec![node_state("server", 1, None, None)];
-        let infos = BTreeMap::from([("server".to_string(), infiniband_info("10.77.0.1"))]);
+        let mut server = node_state("server", 1, None, None);
+        server.data_addr = Ipv4Addr::new(10, 20, 0, 11);
+        state.nodes = vec![server];
+        let infos = BTreeMap::from([(
+            "server".to_string(),
+            infiniband_info(agent_proto::fixtures::ib_and_roce_host()),
+        )]);
         let facts = LabFacts::build(&state, Fabric::Existing, &infos, |_| 4);
         let server = facts.node("server").unwrap();
         assert_eq!(
@@ -658,6 +646,30 @@ mod tests {
             (Some("mlx5_0"), Some(1), Some(0), Some("ib0"))
         );
         assert_eq!(server.gid.as_deref(), Some("fe80:0000:0000:0000:b859:9f03:00db:f884"));
+    }
+
+    #[test]
+    fn test_an_address_on_a_partition_child_makes_the_child_the_netdev() {
+        let mut state = LabState::new("ib", "ssh", "existing");
+        let mut server = node_state("server", 1, None, None);
+        server.data_addr = Ipv4Addr::new(10, 82, 0, 11);
+        state.nodes = vec![server];
+        let infos = BTreeMap::from([(
+            "server".to_string(),
+            infiniband_info(agent_proto::fixtures::ib_host_with_pkey_children()),
+        )]);
+        let facts = LabFacts::build(&state, Fabric::Existing, &infos, |_| 4);
+        let server = facts.node("server").unwrap();
+        assert_eq!(
+            (
+                server.rdma_device.as_deref(),
+                server.port,
+                server.gid_index,
+                server.netdev.as_deref()
+            ),
+            (Some("mlx5_0"), Some(1), Some(0), Some("mlx5_ib0.8002"))
+        );
+        assert_eq!(server.gid.as_deref(), Some("fe80:0000:0000:0000:248a:0703:00a3:1964"));
     }
 
     #[test]

@@ -427,9 +427,11 @@ impl SshProvider {
         let layers = session
             .exec(&RemoteCommand::script(
                 // Link layers, and the IPoIB netdevs of InfiniBand ports (an IB
-                // port has no netdev in `rdma link`: IPoIB's interfaces sit
-                // under the device's PCI function, dev_port = port - 1).
-                "grep -H . /sys/class/infiniband/*/ports/*/link_layer /sys/class/infiniband/*/device/net/*/dev_port 2>/dev/null; true",
+                // port has no netdev in `rdma link`: IPoIB's parent interface
+                // sits under the device's PCI function, dev_port = port - 1;
+                // its partition children name it by their iflink).
+                "grep -H . /sys/class/infiniband/*/ports/*/link_layer /sys/class/infiniband/*/device/net/*/dev_port \
+                 /sys/class/net/*/type /sys/class/net/*/ifindex /sys/class/net/*/iflink 2>/dev/null; true",
             ))
             .await?;
         let links: Vec<RdmaLink> = if links.status == 0 {
@@ -577,9 +579,11 @@ pub struct Picked {
 }
 
 /// Picks the device of `wanted`, else the one whose netdev holds
-/// `data_addr` (on InfiniBand: the port's IPoIB interface); its port must be
-/// ACTIVE. `sysfs` is `grep -H .` of the ports' link_layer and the devices'
-/// `device/net/*/dev_port`. The error lists what the host has.
+/// `data_addr` (on InfiniBand: one of the port's IPoIB interfaces, the
+/// parent or a partition child); its port must be ACTIVE. `sysfs` is `grep
+/// -H .` of the ports' link_layer, the devices' `device/net/*/dev_port` and
+/// /sys/class/net's `type`, `ifindex` and `iflink`. The error lists what the
+/// host has.
 pub fn pick_device(
     data_addr: Ipv4Addr,
     wanted: Option<&str>,
@@ -601,18 +605,31 @@ pub fn pick_device(
             .lines()
             .find_map(|l| l.strip_prefix(key.as_str()).map(|v| v.trim().to_string()))
     };
-    // RoCE: the netdev `rdma link` names; InfiniBand: the IPoIB interface
-    // under the device whose dev_port is port - 1.
-    let netdev_of = |l: &RdmaLink| -> Option<String> {
+    let net = NetLinks::parse(sysfs);
+    // RoCE: the netdev `rdma link` names; InfiniBand: the parent IPoIB
+    // interface under the device whose dev_port is port - 1 (not a child:
+    // its iflink is its own), then its children. The agent's node_info
+    // applies the same rule and cites the kernel source it rests on.
+    let netdevs_of = |l: &RdmaLink| -> Vec<String> {
         if l.netdev.is_some() || layer_of(&l.ifname, l.port).as_deref() != Some("InfiniBand") {
-            return l.netdev.clone();
+            return l.netdev.clone().into_iter().collect();
         }
         let prefix = format!("/sys/class/infiniband/{}/device/net/", l.ifname);
-        sysfs.lines().find_map(|line| {
+        let parent = sysfs.lines().find_map(|line| {
             let (netdev, dev_port) = line.strip_prefix(prefix.as_str())?.split_once("/dev_port:")?;
-            (dev_port.trim().parse::<u32>().ok()? + 1 == l.port).then(|| netdev.to_string())
-        })
+            let on_port = dev_port.trim().parse::<u32>().ok()? + 1 == l.port;
+            (on_port && !net.is_child(netdev)).then(|| netdev.to_string())
+        });
+        match parent {
+            Some(p) => {
+                let children = net.ipoib_children(&p);
+                std::iter::once(p).chain(children).collect()
+            }
+            None => Vec::new(),
+        }
     };
+    // The port's netdev that holds data_addr.
+    let holder_of = |l: &RdmaLink| netdevs_of(l).into_iter().find(|n| addr_of(n).contains(&addr));
     let listing = || {
         if links.is_empty() {
             return "the host has no RDMA device (`rdma link show` lists none)".to_string();
@@ -620,20 +637,27 @@ pub fn pick_device(
         let rows: Vec<String> = links
             .iter()
             .map(|l| {
-                let netdev = netdev_of(l);
-                let ips = netdev.as_deref().map(addr_of).unwrap_or_default();
+                let with_ips = |netdev: &str| {
+                    let ips = addr_of(netdev);
+                    let ips = if ips.is_empty() {
+                        "no IPv4 address".to_string()
+                    } else {
+                        ips.join(", ")
+                    };
+                    format!("{netdev} ({ips})")
+                };
+                let netdevs = netdevs_of(l);
                 format!(
-                    "  {}/{} state {} link_layer {}{} netdev {} ({})",
+                    "  {}/{} state {} link_layer {}{} netdev {}",
                     l.ifname,
                     l.port,
                     l.state,
                     layer_of(&l.ifname, l.port).unwrap_or_else(|| "?".into()),
                     l.lid.map(|lid| format!(" lid {lid}")).unwrap_or_default(),
-                    netdev.as_deref().unwrap_or("-"),
-                    if ips.is_empty() {
-                        "no IPv4 address".to_string()
+                    if netdevs.is_empty() {
+                        with_ips("-")
                     } else {
-                        ips.join(", ")
+                        netdevs.iter().map(|n| with_ips(n)).collect::<Vec<_>>().join(", ")
                     }
                 )
             })
@@ -642,10 +666,7 @@ pub fn pick_device(
     };
     let chosen: Vec<&RdmaLink> = match wanted {
         Some(dev) => links.iter().filter(|l| l.ifname == dev).collect(),
-        None => links
-            .iter()
-            .filter(|l| netdev_of(l).is_some_and(|n| addr_of(&n).contains(&addr)))
-            .collect(),
+        None => links.iter().filter(|l| holder_of(l).is_some()).collect(),
     };
     if chosen.is_empty() {
         return Err(match wanted {
@@ -668,9 +689,67 @@ pub fn pick_device(
     Ok(Picked {
         device: active.ifname.clone(),
         port: active.port,
-        netdev: netdev_of(active),
+        netdev: holder_of(active).or_else(|| netdevs_of(active).into_iter().next()),
         link_layer: layer_of(&active.ifname, active.port),
     })
+}
+
+/// /sys/class/net's `type`, `ifindex` and `iflink` of each netdev, from
+/// the preflight's `grep -H .` lines (`/sys/class/net/ib0/iflink:4`).
+struct NetLinks(BTreeMap<String, NetLink>);
+
+/// One netdev's ARPHRD type, ifindex and iflink.
+#[derive(Default)]
+struct NetLink {
+    kind: Option<u32>,
+    ifindex: Option<u32>,
+    iflink: Option<u32>,
+}
+
+impl NetLinks {
+    fn parse(sysfs: &str) -> NetLinks {
+        let mut links: BTreeMap<String, NetLink> = BTreeMap::new();
+        for line in sysfs.lines() {
+            let Some((netdev, file_value)) = line.strip_prefix("/sys/class/net/").and_then(|r| r.split_once('/'))
+            else {
+                continue;
+            };
+            let Some((file, value)) = file_value.split_once(':') else {
+                continue;
+            };
+            let Ok(value) = value.trim().parse::<u32>() else {
+                continue;
+            };
+            let link = links.entry(netdev.to_string()).or_default();
+            match file {
+                "type" => link.kind = Some(value),
+                "ifindex" => link.ifindex = Some(value),
+                "iflink" => link.iflink = Some(value),
+                _ => {}
+            }
+        }
+        NetLinks(links)
+    }
+
+    /// Whether `netdev` is stacked on another interface (its iflink is not its own).
+    fn is_child(&self, netdev: &str) -> bool {
+        self.0
+            .get(netdev)
+            .is_some_and(|l| l.iflink.is_some() && l.iflink != l.ifindex)
+    }
+
+    /// The IPoIB interfaces (type 32, ARPHRD_INFINIBAND) whose iflink is
+    /// `parent`'s ifindex: its partition children, by name.
+    fn ipoib_children(&self, parent: &str) -> Vec<String> {
+        let Some(index) = self.0.get(parent).and_then(|p| p.ifindex) else {
+            return Vec::new();
+        };
+        self.0
+            .iter()
+            .filter(|(_, l)| l.kind == Some(32) && l.iflink == Some(index) && l.ifindex != Some(index))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
 }
 
 #[async_trait]

@@ -1,16 +1,26 @@
 //! What a node has: hostname, kernel, rdma-core version, and its RDMA devices
 //! with ports, state, MTU, link layer, GIDs, LID and the netdev (with its
-//! IPv4 addresses) of each port. Read from /proc and /sys/class/infiniband
-//! (plus one port query for the active MTU, one GID table query and
-//! getifaddrs), so a host without any RDMA device simply reports zero devices.
+//! IPv4 addresses) of each port; on InfiniBand every IPoIB interface of the
+//! port (the parent and its partition children). Read from /proc,
+//! /sys/class/infiniband and /sys/class/net (plus one port query for the
+//! active MTU, one GID table query and one getifaddrs), so a host without
+//! any RDMA device simply reports zero devices.
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use agent_proto::data_path::{self, DataPath};
-use agent_proto::v1::{Gid, NodeInfoReply, RdmaDevice, RdmaPort};
+use agent_proto::v1::{Gid, IpoibNetdev, NodeInfoReply, RdmaDevice, RdmaPort};
 
 const SYSFS_IB: &str = "/sys/class/infiniband";
+const SYSFS_NET: &str = "/sys/class/net";
+
+/// `/sys/class/net/X/type` of an IPoIB interface (ARPHRD_INFINIBAND).
+const ARPHRD_INFINIBAND: u32 = 32;
+
+/// Each netdev's IPv4 addresses, by netdev name.
+pub type NetdevAddrs = BTreeMap<String, Vec<String>>;
 
 /// Collects the node's description.
 pub fn collect() -> NodeInfoReply {
@@ -19,7 +29,7 @@ pub fn collect() -> NodeInfoReply {
         kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
         rdma_core_version: rdma_core_version(),
         agent_version: crate::AGENT_VERSION.to_string(),
-        devices: devices(Path::new(SYSFS_IB), &ipv4_addrs_of),
+        devices: devices(Path::new(SYSFS_IB), Path::new(SYSFS_NET), &ipv4_addrs()),
         memory_total_bytes: crate::validate::meminfo_field("MemTotal:").unwrap_or(0),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
     }
@@ -66,20 +76,24 @@ pub fn rdma_core_version() -> String {
     "unknown".into()
 }
 
-/// The IPv4 addresses of the netdev `name` (getifaddrs; none if it fails).
-fn ipv4_addrs_of(name: &str) -> Vec<String> {
+/// Every netdev's IPv4 addresses, from one getifaddrs (empty if it fails).
+fn ipv4_addrs() -> NetdevAddrs {
+    let mut by_netdev = NetdevAddrs::new();
     let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
-        return Vec::new();
+        return by_netdev;
     };
-    addrs
-        .filter(|a| a.interface_name == name)
-        .filter_map(|a| a.address?.as_sockaddr_in().map(|s| s.ip().to_string()))
-        .collect()
+    for a in addrs {
+        if let Some(ip) = a.address.as_ref().and_then(|s| s.as_sockaddr_in()) {
+            by_netdev.entry(a.interface_name).or_default().push(ip.ip().to_string());
+        }
+    }
+    by_netdev
 }
 
-/// The RDMA devices under `root` (normally /sys/class/infiniband); a port's
-/// netdev addresses come from `ipv4_of`.
-pub fn devices(root: &Path, ipv4_of: &dyn Fn(&str) -> Vec<String>) -> Vec<RdmaDevice> {
+/// The RDMA devices under `root` (normally /sys/class/infiniband); netdevs
+/// are looked up under `net_root` (normally /sys/class/net), their
+/// addresses in `addrs`.
+pub fn devices(root: &Path, net_root: &Path, addrs: &NetdevAddrs) -> Vec<RdmaDevice> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
@@ -88,10 +102,69 @@ pub fn devices(root: &Path, ipv4_of: &dyn Fn(&str) -> Vec<String>) -> Vec<RdmaDe
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    names.into_iter().map(|name| device(root, &name, ipv4_of)).collect()
+    let links = NetLinks::read(net_root);
+    names
+        .into_iter()
+        .map(|name| device(root, &name, &links, addrs))
+        .collect()
 }
 
-fn device(root: &Path, name: &str, ipv4_of: &dyn Fn(&str) -> Vec<String>) -> RdmaDevice {
+/// One netdev's place in /sys/class/net: its ARPHRD type, its ifindex, and
+/// its iflink (the ifindex of the interface it is stacked on, its own when
+/// none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NetLink {
+    name: String,
+    kind: u32,
+    ifindex: u32,
+    iflink: u32,
+}
+
+/// The netdevs of /sys/class/net, read once per listing.
+struct NetLinks(Vec<NetLink>);
+
+impl NetLinks {
+    fn read(net_root: &Path) -> NetLinks {
+        let mut links: Vec<NetLink> = std::fs::read_dir(net_root)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let number = |file: &str| read_trimmed(e.path().join(file))?.parse::<u32>().ok();
+                        let ifindex = number("ifindex")?;
+                        Some(NetLink {
+                            kind: number("type").unwrap_or(0),
+                            iflink: number("iflink").unwrap_or(ifindex),
+                            ifindex,
+                            name,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        links.sort_by(|a, b| a.name.cmp(&b.name));
+        NetLinks(links)
+    }
+
+    fn named(&self, name: &str) -> Option<&NetLink> {
+        self.0.iter().find(|l| l.name == name)
+    }
+
+    /// The IPoIB partition children of `parent`, by name.
+    fn ipoib_children(&self, parent: &str) -> Vec<String> {
+        let Some(p) = self.named(parent) else {
+            return Vec::new();
+        };
+        self.0
+            .iter()
+            .filter(|l| l.kind == ARPHRD_INFINIBAND && l.iflink == p.ifindex && l.ifindex != p.ifindex)
+            .map(|l| l.name.clone())
+            .collect()
+    }
+}
+
+fn device(root: &Path, name: &str, links: &NetLinks, addrs: &NetdevAddrs) -> RdmaDevice {
     let dir = root.join(name);
     let mut ports: Vec<u32> = std::fs::read_dir(dir.join("ports"))
         .map(|e| {
@@ -113,11 +186,23 @@ fn device(root: &Path, name: &str, ipv4_of: &dyn Fn(&str) -> Vec<String>) -> Rdm
             let link_layer = read_trimmed(pdir.join("link_layer")).unwrap_or_default();
             let infiniband = link_layer == agent_proto::data_path::INFINIBAND;
             let netdev = if infiniband {
-                ipoib_netdev(&dir, p)
+                ipoib_netdev(&dir, p, links)
             } else {
                 read_trimmed(pdir.join("gid_attrs/ndevs/0"))
             }
             .unwrap_or_default();
+            let addrs_of = |netdev: &str| addrs.get(netdev).cloned().unwrap_or_default();
+            let ipoib_netdevs: Vec<IpoibNetdev> = if infiniband && !netdev.is_empty() {
+                std::iter::once(netdev.clone())
+                    .chain(links.ipoib_children(&netdev))
+                    .map(|name| IpoibNetdev {
+                        ipv4_addrs: addrs_of(&name),
+                        name,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             RdmaPort {
                 port: p,
                 state: port_state_name(&read_trimmed(pdir.join("state")).unwrap_or_default()),
@@ -131,12 +216,9 @@ fn device(root: &Path, name: &str, ipv4_of: &dyn Fn(&str) -> Vec<String>) -> Rdm
                 },
                 link_layer,
                 lid: port_lid(&pdir),
-                ipv4_addrs: if netdev.is_empty() {
-                    Vec::new()
-                } else {
-                    ipv4_of(&netdev)
-                },
+                ipv4_addrs: addrs_of(&netdev),
                 netdev,
+                ipoib_netdevs,
             }
         })
         .collect();
@@ -154,11 +236,23 @@ fn device(root: &Path, name: &str, ipv4_of: &dyn Fn(&str) -> Vec<String>) -> Rdm
     }
 }
 
-/// The IPoIB netdev of InfiniBand port `port` of the device at `dir`: an
-/// IB port has no netdev in its GID attributes, but IPoIB's interfaces sit
-/// under the same PCI function (`device/net/ib0`) with `dev_port` = port - 1
-/// (mlx4 puts both ports' interfaces under one function).
-fn ipoib_netdev(dir: &Path, port: u32) -> Option<String> {
+/// The parent IPoIB netdev of InfiniBand port `port` of the device at
+/// `dir`. An IB port has no netdev in its GID attributes; how IPoIB attaches
+/// its interfaces (drivers/infiniband/ulp/ipoib/ipoib_main.c, Linux 6.x):
+/// - ipoib_parent_init() puts the port's interface under the HCA's PCI
+///   function (SET_NETDEV_DEV: `device/net/ib0`) with dev_port = port - 1
+///   (mlx4 puts both ports' interfaces under one function);
+/// - a partition child (`ip link add link ib0 name ib0.8001 type ipoib pkey
+///   0x8001`, or `create_child`) goes through ipoib_child_init(), which sets
+///   neither: it lives under /sys/devices/virtual/net with dev_port 0, and
+///   is found by its iflink, which ipoib_get_iflink() makes the parent's
+///   ifindex (children of children are refused by ipoib_new_child_link()).
+///   Its hardware address copies the parent's (GID part included), so the
+///   address would also tell, but iflink survives a changed address.
+///
+/// An interface under `device/net` whose iflink is another's is a child,
+/// never the parent, should a driver place one there.
+fn ipoib_netdev(dir: &Path, port: u32, links: &NetLinks) -> Option<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.join("device/net"))
         .ok()?
         .flatten()
@@ -167,7 +261,8 @@ fn ipoib_netdev(dir: &Path, port: u32) -> Option<String> {
     names.sort();
     names.into_iter().find(|n| {
         let dev_port = read_trimmed(dir.join("device/net").join(n).join("dev_port"));
-        dev_port.and_then(|d| d.parse::<u32>().ok()).unwrap_or(0) + 1 == port
+        let on_port = dev_port.and_then(|d| d.parse::<u32>().ok()).unwrap_or(0) + 1 == port;
+        on_port && links.named(n).is_none_or(|l| l.iflink == l.ifindex)
     })
 }
 
@@ -257,7 +352,11 @@ fn gid_type_name(sysfs: &str, infiniband: bool) -> String {
 /// GID of the address on Ethernet, the port whose IPoIB netdev holds it on
 /// InfiniBand (agent_proto::data_path, the lookup the controller makes too).
 pub fn find_data_path(addr: Ipv4Addr, device: Option<&str>) -> Option<DataPath> {
-    data_path::find(&devices(Path::new(SYSFS_IB), &ipv4_addrs_of), addr, device)
+    data_path::find(
+        &devices(Path::new(SYSFS_IB), Path::new(SYSFS_NET), &ipv4_addrs()),
+        addr,
+        device,
+    )
 }
 
 /// Whether `device`'s `port` is InfiniBand, and its LID (sysfs, hex "0x3").
@@ -265,6 +364,65 @@ pub fn port_addressing(device: &str, port: u8) -> (bool, u16) {
     let dir: PathBuf = [SYSFS_IB, device, "ports", &port.to_string()].iter().collect();
     let infiniband = read_trimmed(dir.join("link_layer")).as_deref() == Some(data_path::INFINIBAND);
     (infiniband, port_lid(&dir) as u16)
+}
+
+/// The P_Key table index of `device`/`port` that an oob QP uses to be in
+/// the partition of IPoIB interface `netdev` (the one that holds the data
+/// address), found as IPoIB finds its own (ib_find_pkey): for the parent
+/// its P_Key is the one at index 0, the port's default partition; for a
+/// partition child (`ib0.8001`) the child's. rdma_cm does this by itself;
+/// oob's INIT transition has to name it.
+pub fn ipoib_pkey_index(device: &str, port: u8, netdev: &str) -> Result<u16, String> {
+    ipoib_pkey_index_in(Path::new(SYSFS_IB), Path::new(SYSFS_NET), device, port, netdev)
+}
+
+/// `ipoib_pkey_index` with the sysfs roots given.
+fn ipoib_pkey_index_in(root: &Path, net_root: &Path, device: &str, port: u8, netdev: &str) -> Result<u16, String> {
+    let broadcast = read_trimmed(net_root.join(netdev).join("broadcast"))
+        .ok_or_else(|| format!("cannot read /sys/class/net/{netdev}/broadcast"))?;
+    let pkey = pkey_of_broadcast(&broadcast)
+        .ok_or_else(|| format!("{netdev}'s broadcast address `{broadcast}` is not an IPoIB one"))?;
+    let dir = root.join(device).join("ports").join(port.to_string()).join("pkeys");
+    let table: Vec<(u16, u16)> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let index = e.file_name().to_str()?.parse::<u16>().ok()?;
+                    let value = read_trimmed(e.path())?;
+                    Some((index, u16::from_str_radix(value.trim_start_matches("0x"), 16).ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    pkey_index(&table, pkey).ok_or_else(|| {
+        format!("{netdev}'s P_Key {pkey:#06x} is not in {device} port {port}'s P_Key table (the subnet manager's partitions)")
+    })
+}
+
+/// The P_Key of an IPoIB interface from its broadcast address: IPoIB's
+/// ipoib_ndo_init() (drivers/infiniband/ulp/ipoib/ipoib_main.c) writes the
+/// interface's P_Key, full-membership bit set, into bytes 8 and 9
+/// (`00:ff:ff:ff:ff:12:40:1b:80:02:...` is P_Key 0x8002).
+fn pkey_of_broadcast(text: &str) -> Option<u16> {
+    let bytes: Vec<u8> = text
+        .split(':')
+        .map(|b| u8::from_str_radix(b, 16).ok())
+        .collect::<Option<_>>()?;
+    (bytes.len() == 20).then(|| u16::from_be_bytes([bytes[8], bytes[9]]))
+}
+
+/// The index of `pkey` in a port's P_Key table ((index, value) pairs), as
+/// the kernel's ib_find_pkey() picks it: the 15-bit partition number
+/// matches, a full-membership entry is preferred over a limited one.
+fn pkey_index(table: &[(u16, u16)], pkey: u16) -> Option<u16> {
+    let mut matching: Vec<(u16, u16)> = table
+        .iter()
+        .copied()
+        .filter(|&(_, value)| value & 0x7fff == pkey & 0x7fff)
+        .collect();
+    matching.sort_by_key(|&(index, value)| (value & 0x8000 == 0, index));
+    matching.first().map(|&(index, _)| index)
 }
 
 /// A port directory's LID; sysfs prints it in hex ("0x3"), RoCE ports read 0x0.
@@ -335,7 +493,7 @@ mod tests {
     #[test]
     fn reads_a_rxe_device_from_sysfs() {
         let dir = fake_sysfs();
-        let devs = devices(&dir.path, &no_addrs);
+        let devs = devices(&dir.path, Path::new(NO_NET), &NetdevAddrs::new());
         assert_eq!(devs.len(), 1);
         let d = &devs[0];
         assert_eq!((d.name.as_str(), d.netdev.as_str()), ("rxe0", "eth1"));
@@ -364,7 +522,7 @@ mod tests {
             std::fs::create_dir_all(real.join("ports")).unwrap();
             std::os::unix::fs::symlink(&real, class.join(name)).unwrap();
         }
-        let kinds: Vec<(String, bool)> = devices(&class, &no_addrs)
+        let kinds: Vec<(String, bool)> = devices(&class, Path::new(NO_NET), &NetdevAddrs::new())
             .into_iter()
             .map(|d| (d.name, d.software))
             .collect();
@@ -373,15 +531,19 @@ mod tests {
         assert!(!is_software(&class.join("siw0")));
     }
 
-    /// No netdev has an address (the sysfs fixtures have no netdevs).
-    fn no_addrs(_: &str) -> Vec<String> {
-        Vec::new()
-    }
+    /// Where the fixtures without /sys/class/net look for it.
+    const NO_NET: &str = "/nonexistent/net";
 
     #[test]
     fn finds_the_ipv4_mapped_roce_v2_gid() {
         let dir = fake_sysfs();
-        let find = |addr, device| data_path::find(&devices(&dir.path, &no_addrs), addr, device);
+        let find = |addr, device| {
+            data_path::find(
+                &devices(&dir.path, Path::new(NO_NET), &NetdevAddrs::new()),
+                addr,
+                device,
+            )
+        };
         let loc = find(Ipv4Addr::new(10, 77, 0, 1), None).unwrap();
         assert_eq!((loc.device.as_str(), loc.port, loc.gid_index), ("rxe0", 1, 1));
         assert_eq!(
@@ -423,14 +585,8 @@ mod tests {
     #[test]
     fn an_infiniband_port_reports_its_lid_ipoib_netdev_and_addresses() {
         let dir = fake_infiniband_sysfs();
-        let ib0_addrs = |netdev: &str| {
-            if netdev == "ib0" {
-                vec!["10.20.0.11".to_string()]
-            } else {
-                Vec::new()
-            }
-        };
-        let devs = devices(&dir.path, &ib0_addrs);
+        let ib0_addrs = NetdevAddrs::from([("ib0".to_string(), vec!["10.20.0.11".to_string()])]);
+        let devs = devices(&dir.path, Path::new(NO_NET), &ib0_addrs);
         let p = &devs[0].ports[0];
         assert_eq!(
             (p.link_layer.as_str(), p.lid, p.netdev.as_str(), p.ipv4_addrs.as_slice()),
@@ -455,8 +611,170 @@ mod tests {
             ("mlx5_0", 1, data_path::LinkLayer::InfiniBand, 0, 3)
         );
         assert_eq!(found.gid_bytes(), parse_gid("fe80:0000:0000:0000:b859:9f03:00db:f884"));
+        // Without /sys/class/net the parent alone is listed.
+        assert_eq!(
+            p.ipoib_netdevs,
+            [IpoibNetdev {
+                name: "ib0".into(),
+                ipv4_addrs: vec!["10.20.0.11".into()]
+            }]
+        );
         // A port whose dev_port does not match gets no IPoIB netdev.
-        assert_eq!(ipoib_netdev(&dir.path.join("mlx5_0"), 2), None);
+        let no_links = NetLinks(Vec::new());
+        assert_eq!(ipoib_netdev(&dir.path.join("mlx5_0"), 2, &no_links), None);
+    }
+
+    /// A host with two IPoIB partition children, as `ip -d link show`
+    /// printed it in Kamal Heib's reply on linux-rdma, 29 Sep 2020,
+    /// "Re: [PATCH for-rc] RDMA/ipoib: Set rtnl_link_ops for ipoib interfaces"
+    /// (https://lore.kernel.org/linux-rdma/20200929060438.GA73375@kheib-workstation/),
+    /// after the patch:
+    ///   29: mlx5_ib0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 2044 ...
+    ///       link/infiniband 00:00:1f:e4:fe:80:00:00:00:00:00:00:24:8a:07:03:00:a3:19:64 ...
+    ///       ipoib pkey  0xffff mode  datagram ...
+    ///   30: mlx5_ib0.8002@mlx5_ib0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 2044 ...
+    ///       link/infiniband 00:00:1f:e6:fe:80:00:00:00:00:00:00:24:8a:07:03:00:a3:19:64 ...
+    ///       ipoib pkey  0x8002 mode  datagram ...
+    ///   38: mlx5_ib0.8001@mlx5_ib0: <BROADCAST,MULTICAST> mtu 4092 qdisc noop state DOWN ...
+    ///       link/infiniband 00:00:2e:4e:fe:80:00:00:00:00:00:00:24:8a:07:03:00:a3:19:64 ...
+    ///       ipoib pkey  0x8001 mode  datagram ...
+    /// So in /sys/class/net: type 32 each; ifindex 29, 30, 38; iflink 29
+    /// each (`@mlx5_ib0` is ip's rendering of an iflink that is not the
+    /// interface's own). The port's GID 0 is bytes 4..20 of the addresses,
+    /// shared by parent and children. Illustrative, not in the listing: the
+    /// RDMA device's name (mlx5_0), the LID (7), the IPv4 addresses, and an
+    /// Ethernet netdev eth0 (type 1) that must not count.
+    fn fake_pkey_child_sysfs() -> (tempdir::Dir, tempdir::Dir) {
+        let ib = tempdir::Dir::new();
+        let port = ib.path.join("mlx5_0/ports/1");
+        std::fs::create_dir_all(port.join("gids")).unwrap();
+        std::fs::create_dir_all(port.join("gid_attrs/types")).unwrap();
+        std::fs::create_dir_all(ib.path.join("mlx5_0/device/net/mlx5_ib0")).unwrap();
+        std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
+        std::fs::write(port.join("link_layer"), "InfiniBand\n").unwrap();
+        std::fs::write(port.join("lid"), "0x7\n").unwrap();
+        std::fs::write(port.join("gids/0"), "fe80:0000:0000:0000:248a:0703:00a3:1964\n").unwrap();
+        std::fs::write(port.join("gid_attrs/types/0"), "IB/RoCE v1\n").unwrap();
+        std::fs::write(ib.path.join("mlx5_0/device/net/mlx5_ib0/dev_port"), "0\n").unwrap();
+        // The port's P_Key table (illustrative): the default partition at
+        // index 0, 0x8001 at 1, 0x8002 at 2, unused slots 0x0000.
+        std::fs::create_dir_all(port.join("pkeys")).unwrap();
+        for (index, pkey) in ["0xffff", "0x8001", "0x8002", "0x0000"].iter().enumerate() {
+            std::fs::write(port.join("pkeys").join(index.to_string()), format!("{pkey}\n")).unwrap();
+        }
+        let net = tempdir::Dir::new();
+        let broadcast = |pkey: &str| format!("00:ff:ff:ff:ff:12:40:1b:{pkey}:00:00:00:00:00:00:ff:ff:ff:ff\n");
+        for (name, kind, ifindex, iflink, brd) in [
+            ("eth0", 1, 2, 2, "ff:ff:ff:ff:ff:ff\n".to_string()),
+            ("mlx5_ib0", 32, 29, 29, broadcast("ff:ff")),
+            ("mlx5_ib0.8002", 32, 30, 29, broadcast("80:02")),
+            ("mlx5_ib0.8001", 32, 38, 29, broadcast("80:01")),
+        ] {
+            let dir = net.path.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("type"), format!("{kind}\n")).unwrap();
+            std::fs::write(dir.join("ifindex"), format!("{ifindex}\n")).unwrap();
+            std::fs::write(dir.join("iflink"), format!("{iflink}\n")).unwrap();
+            std::fs::write(dir.join("broadcast"), brd).unwrap();
+        }
+        (ib, net)
+    }
+
+    #[test]
+    fn an_address_on_a_partition_child_is_found_on_its_parents_port() {
+        let (ib, net) = fake_pkey_child_sysfs();
+        let addrs = NetdevAddrs::from([
+            ("eth0".to_string(), vec!["192.0.2.5".to_string()]),
+            ("mlx5_ib0".to_string(), vec!["10.20.0.11".to_string()]),
+            ("mlx5_ib0.8002".to_string(), vec!["10.82.0.11".to_string()]),
+        ]);
+        let devs = devices(&ib.path, &net.path, &addrs);
+        let p = &devs[0].ports[0];
+        // The parent stays the port's netdev; every IPoIB interface is listed.
+        assert_eq!(
+            (p.netdev.as_str(), p.ipv4_addrs.as_slice()),
+            ("mlx5_ib0", ["10.20.0.11".to_string()].as_slice())
+        );
+        let listed: Vec<(&str, &[String])> = p
+            .ipoib_netdevs
+            .iter()
+            .map(|n| (n.name.as_str(), n.ipv4_addrs.as_slice()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("mlx5_ib0", ["10.20.0.11".to_string()].as_slice()),
+                ("mlx5_ib0.8001", [].as_slice()),
+                ("mlx5_ib0.8002", ["10.82.0.11".to_string()].as_slice()),
+            ]
+        );
+        let on_child = data_path::find(&devs, Ipv4Addr::new(10, 82, 0, 11), None).unwrap();
+        assert_eq!(
+            (
+                on_child.device.as_str(),
+                on_child.port,
+                on_child.lid,
+                on_child.gid_index,
+                on_child.netdev.as_str()
+            ),
+            ("mlx5_0", 1, 7, 0, "mlx5_ib0.8002")
+        );
+        assert_eq!(on_child.gid, "fe80:0000:0000:0000:248a:0703:00a3:1964");
+        let on_parent = data_path::find(&devs, Ipv4Addr::new(10, 20, 0, 11), None).unwrap();
+        assert_eq!((on_parent.port, on_parent.netdev.as_str()), (1, "mlx5_ib0"));
+        // An Ethernet netdev's address is no IB port's.
+        assert_eq!(data_path::find(&devs, Ipv4Addr::new(192, 0, 2, 5), None), None);
+        // oob's QPs join the partition of the interface that holds the address.
+        let index = |netdev: &str| ipoib_pkey_index_in(&ib.path, &net.path, "mlx5_0", 1, netdev);
+        assert_eq!(index(&on_child.netdev), Ok(2));
+        assert_eq!(index(&on_parent.netdev), Ok(0));
+        assert_eq!(index("mlx5_ib0.8001"), Ok(1));
+        let err = index("eth0").unwrap_err();
+        assert!(err.contains("not an IPoIB one"), "{err}");
+        std::fs::write(ib.path.join("mlx5_0/ports/1/pkeys/1"), "0x0000\n").unwrap();
+        let err = index("mlx5_ib0.8001").unwrap_err();
+        assert_eq!(
+            err,
+            "mlx5_ib0.8001's P_Key 0x8001 is not in mlx5_0 port 1's P_Key table (the subnet manager's partitions)"
+        );
+    }
+
+    #[test]
+    fn a_child_placed_under_the_pci_function_is_never_taken_for_the_parent() {
+        // Should a driver put a child under device/net too (dev_port 0 like
+        // its parent), its iflink still names the parent.
+        let (ib, net) = fake_pkey_child_sysfs();
+        let child = ib.path.join("mlx5_0/device/net/mlx5_ib0.8002");
+        std::fs::create_dir_all(&child).unwrap();
+        std::fs::write(child.join("dev_port"), "0\n").unwrap();
+        std::fs::remove_dir_all(ib.path.join("mlx5_0/device/net/mlx5_ib0")).unwrap();
+        let links = NetLinks::read(&net.path);
+        assert_eq!(ipoib_netdev(&ib.path.join("mlx5_0"), 1, &links), None);
+        std::fs::create_dir_all(ib.path.join("mlx5_0/device/net/mlx5_ib0")).unwrap();
+        std::fs::write(ib.path.join("mlx5_0/device/net/mlx5_ib0/dev_port"), "0\n").unwrap();
+        assert_eq!(
+            ipoib_netdev(&ib.path.join("mlx5_0"), 1, &links).as_deref(),
+            Some("mlx5_ib0")
+        );
+    }
+
+    #[test]
+    fn the_pkey_index_is_that_of_the_ipoib_interfaces_partition() {
+        // Broadcast addresses as `ip -d link show` printed them for mlx5_ib0
+        // (P_Key 0xffff) and mlx5_ib0.8002 in the linux-rdma mail quoted
+        // above fake_pkey_child_sysfs().
+        let parent = "00:ff:ff:ff:ff:12:40:1b:ff:ff:00:00:00:00:00:00:ff:ff:ff:ff";
+        let child = "00:ff:ff:ff:ff:12:40:1b:80:02:00:00:00:00:00:00:ff:ff:ff:ff";
+        assert_eq!(pkey_of_broadcast(parent), Some(0xffff));
+        assert_eq!(pkey_of_broadcast(child), Some(0x8002));
+        assert_eq!(pkey_of_broadcast("ff:ff:ff:ff:ff:ff"), None, "an Ethernet broadcast");
+        // A port's table (illustrative): the default partition at 0, 0x8002
+        // at 3 as a limited member (0x0002) and at 5 as a full one.
+        let table = [(0, 0xffff), (1, 0x8001), (3, 0x0002), (5, 0x8002), (2, 0)];
+        assert_eq!(pkey_index(&table, 0xffff), Some(0));
+        assert_eq!(pkey_index(&table, 0x8002), Some(5), "full membership first");
+        assert_eq!(pkey_index(&table[..3], 0x8002), Some(3), "else the limited entry");
+        assert_eq!(pkey_index(&table, 0x8009), None);
     }
 
     #[test]
@@ -501,7 +819,12 @@ mod tests {
 
     #[test]
     fn missing_sysfs_means_no_devices() {
-        assert!(devices(Path::new("/nonexistent/infiniband"), &no_addrs).is_empty());
+        assert!(devices(
+            Path::new("/nonexistent/infiniband"),
+            Path::new(NO_NET),
+            &NetdevAddrs::new()
+        )
+        .is_empty());
     }
 
     #[test]

@@ -277,67 +277,10 @@ fn test_perftest_commands_match_our_parameters() {
     assert!(text.contains('s'), "times output missing: {text}");
 }
 
-/// A host with an InfiniBand port and a RoCE port, as its agent reports it:
-/// `rdma link` lines of mlx5_0/1 (LID 3) and mlx5_4/1 (netdev enp97s0f0) from
-/// https://github.com/openshift/sriov-network-operator/issues/635 , the IB
-/// port's GID 0 from `ibv_devinfo -v` in https://github.com/linux-rdma/opensm/issues/36 ,
-/// the RoCE v2 GID at index 15 from
-/// https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/164 .
-/// ib0's address is illustrative (no IB hardware here).
-fn ib_and_roce_devices() -> Vec<agent_proto::v1::RdmaDevice> {
-    use agent_proto::v1::{Gid, RdmaDevice, RdmaPort};
-    let gid = |index: u32, gid: &str, gid_type: &str| Gid {
-        index,
-        gid: gid.into(),
-        gid_type: gid_type.into(),
-    };
-    let port = |link_layer: &str, gids: Vec<Gid>, lid: u32, netdev: &str, addr: &str| RdmaPort {
-        port: 1,
-        state: "PORT_ACTIVE".into(),
-        active_mtu: 4096,
-        link_layer: link_layer.into(),
-        gids,
-        lid,
-        netdev: netdev.into(),
-        ipv4_addrs: vec![addr.into()],
-    };
-    vec![
-        RdmaDevice {
-            name: "mlx5_0".into(),
-            netdev: "ib0".into(),
-            node_guid: String::new(),
-            software: false,
-            ports: vec![port(
-                "InfiniBand",
-                vec![gid(0, "fe80:0000:0000:0000:b859:9f03:00db:f884", "IB")],
-                3,
-                "ib0",
-                "10.20.0.11",
-            )],
-        },
-        RdmaDevice {
-            name: "mlx5_4".into(),
-            netdev: "enp97s0f0".into(),
-            node_guid: String::new(),
-            software: false,
-            ports: vec![port(
-                "Ethernet",
-                vec![
-                    gid(14, "0000:0000:0000:0000:0000:ffff:c0a8:0606", "RoCE v1"),
-                    gid(15, "0000:0000:0000:0000:0000:ffff:c0a8:0606", "RoCE v2"),
-                ],
-                0,
-                "enp97s0f0",
-                "192.168.6.6",
-            )],
-        },
-    ]
-}
-
 #[test]
 fn test_perftest_on_infiniband_has_no_gid_index_and_roce_keeps_its_own() {
     let pairs = suite(Suite::Quick);
-    let devices = ib_and_roce_devices();
+    let devices = agent_proto::fixtures::ib_and_roce_host();
     let ib = data_path_of("server", &devices, Ipv4Addr::new(10, 20, 0, 11), None).unwrap();
     assert_eq!(
         (ib.device.as_str(), ib.ib_port, ib.gid_index, ib.perftest_gid),
@@ -362,6 +305,23 @@ fn test_perftest_on_infiniband_has_no_gid_index_and_roce_keeps_its_own() {
     let roce = data_path_of("client", &devices, Ipv4Addr::new(192, 168, 6, 6), None).unwrap();
     let cmd = perftest_command(&pairs[0], &roce.device, roce.ib_port, roce.perftest_gid, None, None);
     assert!(cmd.as_str().starts_with("ib_write_bw -d mlx5_4 -x 15 "), "{cmd}");
+    // On a partition child: the parent's port, and fi_pingpong's domain is the child.
+    let child = data_path_of(
+        "server",
+        &agent_proto::fixtures::ib_host_with_pkey_children(),
+        Ipv4Addr::new(10, 82, 0, 11),
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            child.device.as_str(),
+            child.ib_port,
+            child.perftest_gid,
+            child.netdev.as_str()
+        ),
+        ("mlx5_0", 1, None, "mlx5_ib0.8002")
+    );
     // The recorded device of the node is honoured; an address on no port is named.
     let err = data_path_of("server", &devices, Ipv4Addr::new(10, 20, 0, 11), Some("mlx5_4")).unwrap_err();
     assert!(

@@ -169,6 +169,105 @@ fn test_an_infiniband_device_is_picked_by_its_ipoib_address() {
     assert!(fix.contains("subnet manager"), "{fix}");
 }
 
+// An InfiniBand host whose data address sits on a partition (P_Key) child:
+// `ip -d link show` of a ConnectX host in Kamal Heib's reply on linux-rdma,
+// 29 Sep 2020, "Re: [PATCH for-rc] RDMA/ipoib: Set rtnl_link_ops for ipoib
+// interfaces" (https://lore.kernel.org/linux-rdma/20200929060438.GA73375@kheib-workstation/):
+//   29: mlx5_ib0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 2044 ... link/infiniband 00:00:1f:e4:fe:80:...
+//   30: mlx5_ib0.8002@mlx5_ib0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 2044 ... ipoib pkey  0x8002 ...
+//   38: mlx5_ib0.8001@mlx5_ib0: <BROADCAST,MULTICAST> mtu 4092 qdisc noop state DOWN ... ipoib pkey  0x8001 ...
+// so in sysfs: type 32, ifindex 29/30/38, iflink 29 for all three (`@mlx5_ib0`
+// is how ip prints an iflink that is not the interface's own; `ip -j` calls
+// it "link"). Only the parent sits under the PCI function (the kernel's
+// ipoib_child_init() gives a child no parent device). Illustrative, not in
+// the listing: the RDMA device's name and LID (mlx5_0, lid 7), the IPv4
+// addresses, and eth0.
+const PKEY_LINKS: &str = r#"[{"ifindex":0,"ifname":"mlx5_0","port":1,"subnet_prefix":"fe80:0000:0000:0000","lid":7,"sm_lid":1,"lmc":0,"state":"ACTIVE","physical_state":"LINK_UP"}]"#;
+const PKEY_ADDRS: &str = r#"[{"ifindex":1,"ifname":"lo","addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8}]},
+{"ifindex":2,"ifname":"eth0","addr_info":[{"family":"inet","local":"192.0.2.5","prefixlen":24}]},
+{"ifindex":29,"ifname":"mlx5_ib0","addr_info":[{"family":"inet","local":"10.20.0.11","prefixlen":24}]},
+{"ifindex":30,"ifname":"mlx5_ib0.8002","link":"mlx5_ib0","addr_info":[{"family":"inet","local":"10.82.0.11","prefixlen":24}]}]"#;
+const PKEY_SYSFS: &str = "/sys/class/infiniband/mlx5_0/ports/1/link_layer:InfiniBand
+/sys/class/infiniband/mlx5_0/device/net/mlx5_ib0/dev_port:0
+/sys/class/net/eth0/type:1
+/sys/class/net/lo/type:772
+/sys/class/net/mlx5_ib0.8001/type:32
+/sys/class/net/mlx5_ib0.8002/type:32
+/sys/class/net/mlx5_ib0/type:32
+/sys/class/net/eth0/ifindex:2
+/sys/class/net/lo/ifindex:1
+/sys/class/net/mlx5_ib0.8001/ifindex:38
+/sys/class/net/mlx5_ib0.8002/ifindex:30
+/sys/class/net/mlx5_ib0/ifindex:29
+/sys/class/net/eth0/iflink:2
+/sys/class/net/lo/iflink:1
+/sys/class/net/mlx5_ib0.8001/iflink:29
+/sys/class/net/mlx5_ib0.8002/iflink:29
+/sys/class/net/mlx5_ib0/iflink:29
+";
+
+#[test]
+fn test_an_address_on_an_ipoib_partition_child_picks_the_parents_port() {
+    let pick = |addr: Ipv4Addr, wanted: Option<&str>| {
+        pick_device(addr, wanted, &links(PKEY_LINKS), &addrs(PKEY_ADDRS), PKEY_SYSFS)
+    };
+    let expected = |netdev: &str| Picked {
+        device: "mlx5_0".into(),
+        port: 1,
+        netdev: Some(netdev.into()),
+        link_layer: Some("InfiniBand".into()),
+    };
+    // On the child: its port, and the child is the node's data netdev.
+    assert_eq!(
+        pick(Ipv4Addr::new(10, 82, 0, 11), None).unwrap(),
+        expected("mlx5_ib0.8002")
+    );
+    assert_eq!(
+        pick(Ipv4Addr::new(10, 82, 0, 11), Some("mlx5_0")).unwrap(),
+        expected("mlx5_ib0.8002")
+    );
+    // On the parent, as before.
+    assert_eq!(pick(Ipv4Addr::new(10, 20, 0, 11), None).unwrap(), expected("mlx5_ib0"));
+    // Elsewhere: the listing shows every IPoIB interface of the port.
+    let (problem, _) = pick(Ipv4Addr::new(192, 0, 2, 5), None).unwrap_err();
+    assert!(
+        problem.contains(
+            "  mlx5_0/1 state ACTIVE link_layer InfiniBand lid 7 netdev mlx5_ib0 (10.20.0.11), \
+             mlx5_ib0.8001 (no IPv4 address), mlx5_ib0.8002 (10.82.0.11)"
+        ),
+        "{problem}"
+    );
+}
+
+#[test]
+fn test_without_the_net_class_lines_an_infiniband_port_has_its_parent_alone() {
+    // A host whose /sys/class/net did not list (or the listing of an older
+    // labctl): the parent is found as before, the child's address is not.
+    let ib_only: String = PKEY_SYSFS
+        .lines()
+        .filter(|l| l.starts_with("/sys/class/infiniband/"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let p = pick_device(
+        Ipv4Addr::new(10, 20, 0, 11),
+        None,
+        &links(PKEY_LINKS),
+        &addrs(PKEY_ADDRS),
+        &ib_only,
+    )
+    .unwrap();
+    assert_eq!(p.netdev.as_deref(), Some("mlx5_ib0"));
+    let (problem, _) = pick_device(
+        Ipv4Addr::new(10, 82, 0, 11),
+        None,
+        &links(PKEY_LINKS),
+        &addrs(PKEY_ADDRS),
+        &ib_only,
+    )
+    .unwrap_err();
+    assert!(problem.ends_with("lid 7 netdev mlx5_ib0 (10.20.0.11)"), "{problem}");
+}
+
 fn node_on(host: &str, port: u16, identity: Option<&str>, host_key: Option<&str>) -> ResolvedNode {
     ResolvedNode {
         index: 0,

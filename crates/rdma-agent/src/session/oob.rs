@@ -41,6 +41,9 @@ pub(crate) struct Local {
     /// The port's LID on InfiniBand (0 on Ethernet, and on an IB port the
     /// subnet manager has not configured).
     lid: u16,
+    /// The P_Key table index the QPs use: 0 (the default partition), or on
+    /// InfiniBand that of the partition child that holds the data address.
+    pkey_index: u16,
 }
 
 /// Where the oob side lives: the data path of its bind address (the RoCE v2
@@ -75,6 +78,7 @@ fn location(spec: &SessionSpec) -> Result<Local, SessionError> {
             gid,
             infiniband,
             lid,
+            pkey_index: 0,
         });
     }
     let IpAddr::V4(v4) = ip else {
@@ -92,8 +96,18 @@ fn location(spec: &SessionSpec) -> Result<Local, SessionError> {
     let gid = found
         .gid_bytes()
         .ok_or_else(|| SessionError::Setup(format!("{} reports GID `{}`", found.device, found.gid)))?;
+    let infiniband = found.link_layer == LinkLayer::InfiniBand;
+    // A partition child (ib0.8001) puts the data address in another
+    // partition than the port's default one; the QPs must be in it too.
+    let pkey_index = if infiniband && !found.netdev.is_empty() {
+        crate::node_info::ipoib_pkey_index(&found.device, found.port as u8, &found.netdev)
+            .map_err(|e| SessionError::Setup(format!("oob on InfiniBand: {e}; use --cm rdma_cm")))?
+    } else {
+        0
+    };
     Ok(Local {
-        infiniband: found.link_layer == LinkLayer::InfiniBand,
+        infiniband,
+        pkey_index,
         lid: found.lid as u16,
         device: found.device,
         port: found.port as u8,
@@ -196,7 +210,7 @@ pub(crate) fn side(
     side.location.lid = local.lid;
     let mut init = QueuePairAttribute::new();
     init.setup_state(QueuePairState::Init)
-        .setup_pkey_index(0)
+        .setup_pkey_index(local.pkey_index)
         .setup_port(port)
         .setup_access_flags(
             AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead | AccessFlags::RemoteAtomic,

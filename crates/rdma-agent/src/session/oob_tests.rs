@@ -27,6 +27,7 @@ fn ib_side() -> Local {
         gid: bytes(IB_GID),
         infiniband: true,
         lid: 3,
+        pkey_index: 0,
     }
 }
 
@@ -39,6 +40,7 @@ fn roce_side() -> Local {
         gid: bytes("::ffff:10.77.0.1"),
         infiniband: false,
         lid: 0,
+        pkey_index: 0,
     }
 }
 
