@@ -46,6 +46,14 @@ use crate::yaml::{describe, syntax_problem, want_words, ReadError};
 /// Seconds one step may run when it does not say.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The most `retries:` a step may ask for: a step that needs more is broken,
+/// and each attempt may take its whole time limit.
+pub const MAX_RETRIES: u32 = 5;
+
 /// Errors in a suite: bad input, reported before anything is created.
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
@@ -155,6 +163,13 @@ pub struct SuiteStep {
     /// Default: 120.
     #[serde(default, alias = "timeout", skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<u64>,
+    /// Run the step again, up to this many times, when it fails (a tool
+    /// that fails now and then on a busy host). The case passes on the
+    /// first attempt that does, and its report lists the attempts that
+    /// failed. Default: 0; at most 5.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(max = 5))]
+    pub retries: u32,
 
     /// A workload of `labctl run`.
     #[serde(
@@ -789,6 +804,13 @@ impl Suite {
                         "split it into one step per kind".into(),
                     ))
                 }
+            }
+            if step.retries > MAX_RETRIES {
+                return Err(mismatch(
+                    index,
+                    format!("`retries: {}` is more than {MAX_RETRIES}", step.retries),
+                    format!("give at most {MAX_RETRIES}: a step that fails more often than that needs fixing, not rerunning"),
+                ));
             }
             let name = step.name();
             if !names.insert(name.clone()) {

@@ -53,6 +53,11 @@ pub struct CaseResult {
     pub duration_s: f64,
     /// Why it did not pass; null when it passed.
     pub message: Option<String>,
+    /// Attempts run (1 unless the step has `retries:` and failed).
+    pub attempts: u32,
+    /// Why each attempt before the last failed (a step with `retries:`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_attempts: Vec<String>,
     /// The run record, when a workload run finished.
     pub run: Option<RunRecord>,
     /// exec and pair: each command, its node, status and output.
@@ -233,6 +238,8 @@ impl CiReport {
                     status: CaseStatus::NotRun,
                     duration_s: 0.0,
                     message: Some("not run".into()),
+                    attempts: 0,
+                    failed_attempts: Vec::new(),
                     run: None,
                     commands: Vec::new(),
                     transfers: Vec::new(),
@@ -283,7 +290,7 @@ impl CiReport {
         let mut suite = TestSuite::new(format!("lab {}", self.lab));
         suite.set_time(Duration::from_secs_f64(self.duration_s.max(0.0)));
         for case in &self.cases {
-            let status = match case.status {
+            let mut status = match case.status {
                 CaseStatus::Passed => TestCaseStatus::success(),
                 CaseStatus::Failed | CaseStatus::NotRun => {
                     let kind = if case.status == CaseStatus::Failed {
@@ -298,6 +305,14 @@ impl CiReport {
                     status
                 }
             };
+            // Earlier attempts: flakyFailure on a pass, rerunFailure on a
+            // failure (the surefire form CI servers show as flaky).
+            status.add_reruns(case.failed_attempts.iter().map(|why| {
+                let mut rerun = quick_junit::TestRerun::new(NonSuccessKind::Failure);
+                rerun.set_message(why.lines().next().unwrap_or_default().to_string());
+                rerun.set_description(why.clone());
+                rerun
+            }));
             let mut test = TestCase::new(case.name.clone(), status);
             test.set_classname(format!("labctl.ci.{}", self.lab));
             test.set_time(Duration::from_secs_f64(case.duration_s.max(0.0)));

@@ -107,17 +107,27 @@ pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mu
         let label = format!("[{}/{}] {name}", index + 1, suite.steps.len());
         reporter.begin("ci", &label);
         let started = Instant::now();
-        let timeout = step.timeout();
-        let outcome = match step.kind() {
-            Some(StepKind::Workload(_)) => run_workload_step(lab, step).await,
-            Some(StepKind::Copy(copy)) => files::run_copy(lab, copy, &files.base_dir, timeout).await,
-            Some(StepKind::Collect(collect)) => files::run_collect(lab, collect, &files.artifacts_dir, timeout).await,
-            Some(StepKind::Exec(exec)) => exec_step::run_exec(lab, facts.as_ref(), exec, timeout).await,
-            Some(StepKind::Pair(pair)) => pair::run_pair(lab, facts.as_ref(), pair, timeout).await,
-            None => StepOutcome::failed("the step says nothing to do"),
+        let attempts = step.retries + 1;
+        let mut failed_attempts = Vec::new();
+        let outcome = loop {
+            let outcome = run_step(lab, step, facts.as_ref(), files).await;
+            match &outcome.failure {
+                Some(why) if (failed_attempts.len() as u32) + 1 < attempts => {
+                    let attempt = failed_attempts.len() + 1;
+                    let first_line = why.lines().next().unwrap_or_default();
+                    reporter.note(
+                        "ci",
+                        &format!("{name}: attempt {attempt} of {attempts} FAILED: {first_line}; running it again"),
+                    );
+                    failed_attempts.push(format!("attempt {attempt} of {attempts}: {why}"));
+                }
+                _ => break outcome,
+            }
         };
         let case = &mut report.cases[index];
         case.duration_s = started.elapsed().as_secs_f64();
+        case.attempts = failed_attempts.len() as u32 + 1;
+        case.failed_attempts = failed_attempts;
         case.status = if outcome.failure.is_none() {
             CaseStatus::Passed
         } else {
@@ -141,6 +151,24 @@ pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mu
     }
     if let Some(setup) = failed_setup {
         report.mark_not_run(&format!("setup step `{setup}` failed"));
+    }
+}
+
+/// One attempt at `step`.
+async fn run_step(
+    lab: &Lab,
+    step: &lab_model::suite::SuiteStep,
+    facts: Option<&LabFacts>,
+    files: &SuiteFiles,
+) -> StepOutcome {
+    let timeout = step.timeout();
+    match step.kind() {
+        Some(StepKind::Workload(_)) => run_workload_step(lab, step).await,
+        Some(StepKind::Copy(copy)) => files::run_copy(lab, copy, &files.base_dir, timeout).await,
+        Some(StepKind::Collect(collect)) => files::run_collect(lab, collect, &files.artifacts_dir, timeout).await,
+        Some(StepKind::Exec(exec)) => exec_step::run_exec(lab, facts, exec, timeout).await,
+        Some(StepKind::Pair(pair)) => pair::run_pair(lab, facts, pair, timeout).await,
+        None => StepOutcome::failed("the step says nothing to do"),
     }
 }
 

@@ -232,7 +232,16 @@ fn print_summary(r: &CiReport, json_path: &Path, junit_path: &Path, artifacts: &
     let width = r.cases.iter().map(|c| c.name.len()).max().unwrap_or(0);
     for case in &r.cases {
         let (verdict, why) = match case.status {
+            CaseStatus::Passed if case.attempts > 1 => ("passed", format!("on attempt {}", case.attempts)),
             CaseStatus::Passed => ("passed", String::new()),
+            CaseStatus::Failed if case.attempts > 1 => (
+                "FAILED",
+                format!(
+                    "{} attempts: {}",
+                    case.attempts,
+                    case.message.clone().unwrap_or_default()
+                ),
+            ),
             CaseStatus::Failed => ("FAILED", case.message.clone().unwrap_or_default()),
             CaseStatus::NotRun => ("not run", case.message.clone().unwrap_or_default()),
         };
