@@ -163,6 +163,10 @@ pub struct Sample {
     pub run_id: Option<String>,
     /// Why the run failed.
     pub error: Option<String>,
+    /// perftest: why this sample is a second run (its first refused to
+    /// report); absent when it ran once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<String>,
     /// perftest: both sides' parsed output (client first).
     pub perftest: Option<[PerftestResult; 2]>,
 }

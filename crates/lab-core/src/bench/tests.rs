@@ -330,3 +330,22 @@ fn test_perftest_on_infiniband_has_no_gid_index_and_roce_keeps_its_own() {
         "{err}"
     );
 }
+
+#[test]
+fn test_perftest_refusing_to_report_on_a_disturbed_clock_is_told_from_other_failures() {
+    // perftest's own words (get_clock.c: "Correlation coefficient r^2: %g <
+    // 0.9", then "Can't produce a report"), after its header; the value is
+    // illustrative.
+    let refused = " Max inline data : 0[B]\n rdma_cm QPs\t : OFF\n\
+        Correlation coefficient r^2: 0.612473 < 0.9\nCan't produce a report\n";
+    assert_eq!(
+        perftest_clock_refusal(refused),
+        Some("Correlation coefficient r^2: 0.612473 < 0.9")
+    );
+    // A report, or another failure, is not that.
+    assert_eq!(
+        perftest_clock_refusal(" 65536      200      1180.53   1167.91   0.018687\n"),
+        None
+    );
+    assert_eq!(perftest_clock_refusal("Couldn't connect to 10.77.0.1:18515\n"), None);
+}

@@ -158,7 +158,10 @@ fn test_bad_steps_say_which_and_how_to_fix() {
     let e = check("steps:\n  - exec: ls\n  - exec: ls -l\n").unwrap_err();
     assert!(e.contains("`exec ls` is used by an earlier step"), "{e}");
     let e = check("steps:\n  - exec: ls\n    retries: 6\n").unwrap_err();
-    assert!(e.contains("`retries: 6` is more than 5") && e.contains("at most 5"), "{e}");
+    assert!(
+        e.contains("`retries: 6` is more than 5") && e.contains("at most 5"),
+        "{e}"
+    );
     check("steps:\n  - exec: ls\n    retries: 5\n").unwrap();
 }
 
