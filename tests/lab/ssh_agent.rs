@@ -64,6 +64,15 @@ impl Drop for Agent {
     }
 }
 
+/// Gives the key file at `path` a passphrase (the agent keeps its copy).
+fn encrypt_on_disk(path: &str) -> Result<(), Failed> {
+    run_tool(
+        "ssh-keygen",
+        &["-q", "-p", "-P", "", "-N", "lab pass", "-f", path],
+        None,
+    )
+}
+
 fn run_tool(program: &str, args: &[&str], agent: Option<&Path>) -> Result<(), Failed> {
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null());
@@ -86,11 +95,7 @@ pub(crate) fn test_ssh_lab_with_a_passphrase_key_logs_in_through_ssh_agent(qemu:
     let agent = Agent::start(dir.join("agent.sock"))?;
     let key_text = key.display().to_string();
     run_tool("ssh-add", &["-q", &key_text], Some(&agent.socket))?;
-    run_tool(
-        "ssh-keygen",
-        &["-q", "-p", "-P", "", "-N", "lab pass", "-f", &key_text],
-        None,
-    )?;
+    encrypt_on_disk(&key_text)?;
     // Encrypted: ssh-keygen itself cannot read it without the passphrase.
     check(
         run_tool("ssh-keygen", &["-y", "-P", "", "-f", &key_text], None).is_err(),
@@ -210,11 +215,7 @@ fn rsa_key_through_the_agent(qemu: &Labctl, dir: &Path) -> Result<(), Failed> {
     )?;
     let agent = Agent::start(dir.join("agent-rsa.sock"))?;
     run_tool("ssh-add", &["-q", &key_text], Some(&agent.socket))?;
-    run_tool(
-        "ssh-keygen",
-        &["-q", "-p", "-P", "", "-N", "lab pass", "-f", &key_text],
-        None,
-    )?;
+    encrypt_on_disk(&key_text)?;
     let public = std::fs::read_to_string(dir.join("rsa_key.pub"))?;
     let file = ssh_labs_file_with(qemu, "sshr", dir, |_| vec![("identity_file", key_text.clone())])?;
     let lab = Labctl {

@@ -624,17 +624,20 @@ mod tests {
         reply
     }
 
-    #[test]
-    fn test_an_infiniband_node_gets_its_port_gid_0_and_ipoib_netdev() {
+    /// The facts of an ssh-lab node `server` at `data_addr` whose agent
+    /// reports `devices`.
+    fn infiniband_node_facts(data_addr: Ipv4Addr, devices: Vec<RdmaDevice>) -> LabFacts {
         let mut state = LabState::new("ib", "ssh", "existing");
         let mut server = node_state("server", 1, None, None);
-        server.data_addr = Ipv4Addr::new(10, 20, 0, 11);
+        server.data_addr = data_addr;
         state.nodes = vec![server];
-        let infos = BTreeMap::from([(
-            "server".to_string(),
-            infiniband_info(agent_proto::fixtures::ib_and_roce_host()),
-        )]);
-        let facts = LabFacts::build(&state, Fabric::Existing, &infos, |_| 4);
+        let infos = BTreeMap::from([("server".to_string(), infiniband_info(devices))]);
+        LabFacts::build(&state, Fabric::Existing, &infos, |_| 4)
+    }
+
+    #[test]
+    fn test_an_infiniband_node_gets_its_port_gid_0_and_ipoib_netdev() {
+        let facts = infiniband_node_facts(Ipv4Addr::new(10, 20, 0, 11), agent_proto::fixtures::ib_and_roce_host());
         let server = facts.node("server").unwrap();
         assert_eq!(
             (
@@ -650,15 +653,10 @@ mod tests {
 
     #[test]
     fn test_an_address_on_a_partition_child_makes_the_child_the_netdev() {
-        let mut state = LabState::new("ib", "ssh", "existing");
-        let mut server = node_state("server", 1, None, None);
-        server.data_addr = Ipv4Addr::new(10, 82, 0, 11);
-        state.nodes = vec![server];
-        let infos = BTreeMap::from([(
-            "server".to_string(),
-            infiniband_info(agent_proto::fixtures::ib_host_with_pkey_children()),
-        )]);
-        let facts = LabFacts::build(&state, Fabric::Existing, &infos, |_| 4);
+        let facts = infiniband_node_facts(
+            Ipv4Addr::new(10, 82, 0, 11),
+            agent_proto::fixtures::ib_host_with_pkey_children(),
+        );
         let server = facts.node("server").unwrap();
         assert_eq!(
             (
