@@ -97,9 +97,15 @@ start)
     case_dir "$dir"
     stop_agent "$dir" "$unit"
     if systemd_here; then
-        systemd-run --unit="$unit" --description="rdma-agent of labctl ($dir)" \
+        # systemd-run's own words on failure (a unit of that name still
+        # loaded, a refused property), instead of a health check that
+        # later finds no agent and cannot say why.
+        if ! said=$(systemd-run --unit="$unit" --description="rdma-agent of labctl ($dir)" \
             --property=Restart=always --property=RestartSec=1 --property=LimitMEMLOCK=infinity \
-            "$dir/rdma-agent" --listen "127.0.0.1:$port" --secret-file "$dir/agent.secret" >/dev/null 2>&1
+            "$dir/rdma-agent" --listen "127.0.0.1:$port" --secret-file "$dir/agent.secret" 2>&1); then
+            echo "systemd-run could not start the agent's unit $unit: $said" >&2
+            exit 1
+        fi
         echo "supervisor=systemd unit=$unit"
     else
         ulimit -l unlimited 2>/dev/null || :
