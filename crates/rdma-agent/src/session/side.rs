@@ -26,6 +26,59 @@ use crate::wr_id::{OpKind, WrId};
 /// The immediate of the client's final "run is over" message.
 pub const DONE_IMM: u32 = 0xFFFF_FFFF;
 
+/// How long a polling wait spins bare between empty polls before it starts
+/// yielding. Bare, as perftest's loops spin, because both alternatives cost
+/// time on the emulated nodes: a `sched_yield` per empty poll put read-lat
+/// and atomic-lat 20-30 us (6-8 %) behind ib_read_lat and ib_atomic_lat, and
+/// `spin_loop` (PAUSE) makes a TCG vCPU leave its translated code and take
+/// QEMU's global lock on every pause (its thread ran 67 % of the time instead
+/// of 91 %). Yielding after a millisecond, far beyond one operation on rxe
+/// (~0.35 ms under TCG) or a NIC (microseconds), keeps a one-CPU node's
+/// kernel work (a kernel whose rxe runs in a workqueue) from waiting on our
+/// spin. write-lat, whose two sides both spin, yields from the start: bare,
+/// it measured 1.12x ib_write_lat in the full suite where yielding had given
+/// 0.90x (docs/performance.md, "The latency floor, found").
+const BARE_SPIN: Duration = Duration::from_millis(1);
+
+/// What a polling wait does after an empty poll ([`PollPace::empty_poll`]).
+#[derive(Debug, PartialEq, Eq)]
+struct PollStep {
+    check_alive: bool,
+    yield_now: bool,
+}
+
+/// Paces one polling wait: bare spins for [`BARE_SPIN`], then a yield per
+/// empty poll. Clock and liveness are looked at every 64th poll only, to
+/// keep the spin as tight as perftest's.
+struct PollPace {
+    since: Instant,
+    spins: u32,
+    yielding: bool,
+}
+
+impl PollPace {
+    /// A wait begun at `since`; `yield_at_once` skips the bare spin.
+    fn new(since: Instant, yield_at_once: bool) -> Self {
+        PollPace {
+            since,
+            spins: 0,
+            yielding: yield_at_once,
+        }
+    }
+
+    fn empty_poll(&mut self) -> PollStep {
+        self.spins = self.spins.wrapping_add(1);
+        let check_alive = self.spins.is_multiple_of(64);
+        if check_alive && !self.yielding {
+            self.yielding = self.since.elapsed() >= BARE_SPIN;
+        }
+        PollStep {
+            check_alive,
+            yield_now: self.yielding,
+        }
+    }
+}
+
 /// Receives progress events from a running side.
 pub type ProgressSink = Box<dyn FnMut(Progress) + Send>;
 
@@ -60,7 +113,7 @@ pub struct Side {
     progress: Option<ProgressSink>,
     pending: VecDeque<Completion>,
     passive: bool,
-    spin_polls: bool,
+    yield_polls: bool,
     start: Instant,
     cpu_start: CpuTimes,
     done: Option<DoneChains>,
@@ -108,7 +161,7 @@ impl Side {
             progress,
             pending: VecDeque::with_capacity(64),
             passive: false,
-            spin_polls: false,
+            yield_polls: false,
             start: Instant::now(),
             cpu_start: CpuTimes::thread_now(),
             done: None,
@@ -127,10 +180,12 @@ impl Side {
         self.link.has_completion_channel() && (self.passive || self.params.completion() == CompletionMode::Event)
     }
 
-    /// Polling waits spin without `sched_yield` between empty polls (as
-    /// perftest's bandwidth loops do) instead of yielding (the default).
-    pub fn set_spin_polls(&mut self, spin: bool) {
-        self.spin_polls = spin;
+    /// Polling waits yield between empty polls from the start instead of
+    /// spinning bare for [`BARE_SPIN`] first. For ping-pongs whose two sides
+    /// both spin (write-lat): there the bare spin measured worse, see
+    /// [`BARE_SPIN`].
+    pub fn set_yield_polls(&mut self, yield_polls: bool) {
+        self.yield_polls = yield_polls;
     }
 
     /// Marks this side passive: it does no data-path work and only waits for
@@ -184,7 +239,7 @@ impl Side {
     /// with its status named. `what` names the wait for the timeout message.
     pub fn next_completion(&mut self, what: &str) -> Result<Completion, SessionError> {
         let mut scratch = [Completion::default(); 16];
-        let mut spins: u32 = 0;
+        let mut pace: Option<PollPace> = None;
         let mut armed = false;
         loop {
             if let Some(c) = self.pending.pop_front() {
@@ -223,14 +278,14 @@ impl Side {
                 armed = false;
                 continue;
             }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) {
+            let yield_polls = self.yield_polls;
+            let step = pace
+                .get_or_insert_with(|| PollPace::new(Instant::now(), yield_polls))
+                .empty_poll();
+            if step.check_alive {
                 self.check_alive(what)?;
             }
-            if self.spin_polls {
-                std::hint::spin_loop();
-            } else {
-                // One vCPU under emulation: let rxe's kernel work run.
+            if step.yield_now {
                 std::thread::yield_now();
             }
         }
@@ -354,5 +409,36 @@ impl Side {
             facts: facts.into_iter().collect(),
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_wait_spins_bare_and_checks_liveness_every_64th_poll() {
+        // Started "now", but dated ahead so a descheduled test thread cannot
+        // outlast the millisecond.
+        let mut pace = PollPace::new(Instant::now() + Duration::from_secs(3600), false);
+        let steps: Vec<PollStep> = (0..128).map(|_| pace.empty_poll()).collect();
+        assert!(steps.iter().all(|s| !s.yield_now), "no yield within the bare spin");
+        let checks: Vec<usize> = (0..128).filter(|&i| steps[i].check_alive).collect();
+        assert_eq!(checks, vec![63, 127]);
+    }
+
+    #[test]
+    fn a_wait_past_the_bare_spin_yields_from_the_next_check_on() {
+        let mut pace = PollPace::new(Instant::now() - BARE_SPIN, false);
+        let steps: Vec<PollStep> = (0..130).map(|_| pace.empty_poll()).collect();
+        // The clock is read at the 64th poll: bare until then, yielding after.
+        assert!(steps[..63].iter().all(|s| !s.yield_now));
+        assert!(steps[63..].iter().all(|s| s.yield_now));
+    }
+
+    #[test]
+    fn a_yielding_wait_yields_from_the_first_empty_poll() {
+        let mut pace = PollPace::new(Instant::now() + Duration::from_secs(3600), true);
+        assert!((0..10).all(|_| pace.empty_poll().yield_now));
     }
 }

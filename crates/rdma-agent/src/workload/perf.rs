@@ -495,7 +495,6 @@ impl Perf {
         // full: on the completion channel in event mode (the controller's
         // default for bandwidth runs: the sleep leaves the CPU to the RNIC's
         // work), else spinning between empty polls, as ib_*_bw does.
-        side.set_spin_polls(true);
         let depth = tx_depth(side);
         let list = post_list(side);
         // Signal the last request of every `every`-th post; never let a full
@@ -558,6 +557,7 @@ impl Perf {
         size: usize,
         problems: &mut Vec<String>,
     ) -> Result<SizePoint, SessionError> {
+        side.set_yield_polls(true);
         let (src, rx) = (side.bufs[0], side.bufs[1]);
         let local = LocalSlice {
             buf: src,
@@ -683,6 +683,7 @@ impl Perf {
     }
 
     fn serve_write_ping_pong(&self, side: &mut Side) -> Result<SideResult, SessionError> {
+        side.set_yield_polls(true);
         let mut recvs = side.recvs.take().expect("prepared");
         let (mut pings, mut bytes) = (0u64, 0u64);
         let mut problems = Vec::new();
