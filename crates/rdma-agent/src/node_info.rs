@@ -252,6 +252,9 @@ fn device(root: &Path, name: &str, links: &NetLinks, addrs: &NetdevAddrs) -> Rdm
 ///
 /// An interface under `device/net` whose iflink is another's is a child,
 /// never the parent, should a driver place one there.
+///
+/// The ssh preflight applies the same rule to `grep -H` lines of these files
+/// before any agent runs (lab-providers `ssh/pick.rs`).
 fn ipoib_netdev(dir: &Path, port: u32, links: &NetLinks) -> Option<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir.join("device/net"))
         .ok()?

@@ -2,6 +2,7 @@
 //! labs.yaml and the user's files, and the choice of RDMA device.
 
 use super::*;
+use std::net::Ipv4Addr;
 
 fn links(json: &str) -> Vec<RdmaLink> {
     serde_json::from_str(json).unwrap()
