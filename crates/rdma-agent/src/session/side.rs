@@ -29,7 +29,7 @@ pub const DONE_IMM: u32 = 0xFFFF_FFFF;
 /// How long a polling wait spins bare between empty polls before it starts
 /// yielding. Bare, as perftest's loops spin, because both alternatives cost
 /// time on the emulated nodes: a `sched_yield` per empty poll put read-lat
-/// and atomic-lat 20-30 us (6-8 %) behind ib_read_lat and ib_atomic_lat, and
+/// and atomic-lat 15-30 us (4-8 %) behind ib_read_lat and ib_atomic_lat, and
 /// `spin_loop` (PAUSE) makes a TCG vCPU leave its translated code and take
 /// QEMU's global lock on every pause (its thread ran 67 % of the time instead
 /// of 91 %). Yielding after a millisecond, far beyond one operation on rxe
