@@ -35,9 +35,10 @@ pub const DONE_IMM: u32 = 0xFFFF_FFFF;
 /// of 91 %). Yielding after a millisecond, far beyond one operation on rxe
 /// (~0.35 ms under TCG) or a NIC (microseconds), keeps a one-CPU node's
 /// kernel work (a kernel whose rxe runs in a workqueue) from waiting on our
-/// spin. write-lat, whose two sides both spin, yields from the start: bare,
-/// it measured 1.12x ib_write_lat in the full suite where yielding had given
-/// 0.90x (docs/performance.md, "The latency floor, found").
+/// spin. write-lat, whose two sides both spin, yields from the start as it
+/// always did: one full suite read it 1.12x ib_write_lat with the bare spin
+/// against 0.90x yielding, and later A/B runs showed neither way better
+/// (docs/performance.md, "The latency floor, found").
 const BARE_SPIN: Duration = Duration::from_millis(1);
 
 /// What a polling wait does after an empty poll ([`PollPace::empty_poll`]).
