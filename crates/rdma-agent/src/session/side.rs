@@ -50,20 +50,22 @@ struct PollStep {
 
 /// Paces one polling wait: bare spins for [`BARE_SPIN`], then a yield per
 /// empty poll. Clock and liveness are looked at every 64th poll only, to
-/// keep the spin as tight as perftest's.
-struct PollPace {
-    since: Instant,
+/// keep the spin as tight as perftest's. Made by [`Side::poll_pace`], used
+/// through [`Side::after_empty_poll`].
+pub(crate) struct PollPace {
+    /// When the wait began; none for a wait that yields from the start
+    /// (it never needs the clock).
+    since: Option<Instant>,
     spins: u32,
     yielding: bool,
 }
 
 impl PollPace {
-    /// A wait begun at `since`; `yield_at_once` skips the bare spin.
-    fn new(since: Instant, yield_at_once: bool) -> Self {
+    fn new(since: Option<Instant>) -> Self {
         PollPace {
             since,
             spins: 0,
-            yielding: yield_at_once,
+            yielding: since.is_none(),
         }
     }
 
@@ -71,7 +73,7 @@ impl PollPace {
         self.spins = self.spins.wrapping_add(1);
         let check_alive = self.spins.is_multiple_of(64);
         if check_alive && !self.yielding {
-            self.yielding = self.since.elapsed() >= BARE_SPIN;
+            self.yielding = self.since.is_none_or(|since| since.elapsed() >= BARE_SPIN);
         }
         PollStep {
             check_alive,
@@ -189,6 +191,25 @@ impl Side {
         self.yield_polls = yield_polls;
     }
 
+    /// The pacing of a polling wait that begins now: a bare spin first,
+    /// unless [`Side::set_yield_polls`] asked to yield from the start.
+    pub(crate) fn poll_pace(&self) -> PollPace {
+        PollPace::new((!self.yield_polls).then(Instant::now))
+    }
+
+    /// After an empty poll of a polling wait: checks liveness every 64th
+    /// time, and yields or spins on as `pace` says.
+    pub(crate) fn after_empty_poll(&self, pace: &mut PollPace, what: &str) -> Result<(), SessionError> {
+        let step = pace.empty_poll();
+        if step.check_alive {
+            self.check_alive(what)?;
+        }
+        if step.yield_now {
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
     /// Marks this side passive: it does no data-path work and only waits for
     /// a rare completion (the server of a one-sided run waits for the done
     /// message), so it sleeps on the completion channel instead of polling,
@@ -279,16 +300,8 @@ impl Side {
                 armed = false;
                 continue;
             }
-            let yield_polls = self.yield_polls;
-            let step = pace
-                .get_or_insert_with(|| PollPace::new(Instant::now(), yield_polls))
-                .empty_poll();
-            if step.check_alive {
-                self.check_alive(what)?;
-            }
-            if step.yield_now {
-                std::thread::yield_now();
-            }
+            let pace = pace.get_or_insert_with(|| self.poll_pace());
+            self.after_empty_poll(pace, what)?;
         }
     }
 
@@ -421,7 +434,7 @@ mod tests {
     fn a_fresh_wait_spins_bare_and_checks_liveness_every_64th_poll() {
         // Started "now", but dated ahead so a descheduled test thread cannot
         // outlast the millisecond.
-        let mut pace = PollPace::new(Instant::now() + Duration::from_secs(3600), false);
+        let mut pace = PollPace::new(Some(Instant::now() + Duration::from_secs(3600)));
         let steps: Vec<PollStep> = (0..128).map(|_| pace.empty_poll()).collect();
         assert!(steps.iter().all(|s| !s.yield_now), "no yield within the bare spin");
         let checks: Vec<usize> = (0..128).filter(|&i| steps[i].check_alive).collect();
@@ -430,7 +443,7 @@ mod tests {
 
     #[test]
     fn a_wait_past_the_bare_spin_yields_from_the_next_check_on() {
-        let mut pace = PollPace::new(Instant::now() - BARE_SPIN, false);
+        let mut pace = PollPace::new(Some(Instant::now() - BARE_SPIN));
         let steps: Vec<PollStep> = (0..130).map(|_| pace.empty_poll()).collect();
         // The clock is read at the 64th poll: bare until then, yielding after.
         assert!(steps[..63].iter().all(|s| !s.yield_now));
@@ -439,7 +452,7 @@ mod tests {
 
     #[test]
     fn a_yielding_wait_yields_from_the_first_empty_poll() {
-        let mut pace = PollPace::new(Instant::now() + Duration::from_secs(3600), true);
+        let mut pace = PollPace::new(None);
         assert!((0..10).all(|_| pace.empty_poll().yield_now));
     }
 }

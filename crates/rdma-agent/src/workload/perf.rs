@@ -578,14 +578,10 @@ impl Perf {
             let t0 = Instant::now();
             side.link.post_send(&mut chain)?;
             side.next_completion("the write-lat WRITE's completion")?;
-            let mut spins = 0u32;
+            // Yields between looks (set_yield_polls above), as the CQ waits do.
+            let mut pace = side.poll_pace();
             while side.link.read_byte_volatile(rx, size - 1) != t {
-                spins = spins.wrapping_add(1);
-                if spins.is_multiple_of(64) {
-                    side.check_alive("the server's write-lat echo")?;
-                }
-                // One vCPU under emulation: let rxe's kernel work run.
-                std::thread::yield_now();
+                side.after_empty_poll(&mut pace, "the server's write-lat echo")?;
             }
             if samples.len() < samples.capacity() {
                 samples.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
@@ -624,7 +620,8 @@ impl Perf {
             .link
             .send_chain(&[self.op_wr(side, local, self.kind().wr_id(0), true)])?;
         let mut echoed = 0u64;
-        let mut spins = 0u32;
+        // Yields between looks (set_yield_polls in serve_write_ping_pong).
+        let mut pace = side.poll_pace();
         let mut done = false;
         while !done {
             if side.link.read_byte_volatile(exposed, size - 1) == tag(echoed) {
@@ -659,11 +656,7 @@ impl Perf {
                 }
                 continue;
             }
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(64) {
-                side.check_alive("the client's write-lat ping or done")?;
-            }
-            std::thread::yield_now();
+            side.after_empty_poll(&mut pace, "the client's write-lat ping or done")?;
         }
         let restore = echo_pattern(side).byte_at(size as u64 - 1);
         side.link.buffer_mut(src)[size - 1] = restore;
