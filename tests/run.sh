@@ -30,6 +30,9 @@ cargo clippy --release --locked --workspace --all-targets -- -D warnings
 step "architecture: no import cycles between the modules of a crate"
 python3 tests/tools/module_cycles.py
 
+step "build: the build, unit tests and end-to-end tests agree on dependency features"
+python3 tests/tools/feature_sets.py
+
 step "fuzz targets: build on stable and replay their corpus"
 # The fuzz crate is a workspace of its own (docs/fuzzing.md); built into the
 # same target directory it reuses the main build's artifacts (about 35 s).

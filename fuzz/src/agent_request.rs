@@ -1,6 +1,6 @@
 //! The agent's request path before any RDMA resource is touched: arbitrary
 //! bytes decoded as a protobuf `WorkloadParams` (the wire path, prost), then
-//! `registry::check` (the real workload registry, its rules, pinned limits),
+//! `registry::check` (the real workload registry, the catalogue's rules, pinned limits),
 //! and for a request that passes, the steps the service and the session
 //! thread take next without hardware: fabric-write's fill message, the verbs
 //! workload's queue depths / iterations / size, and the session deadline
@@ -19,8 +19,9 @@ use fabric::write::Message as FabricMessage;
 use prost::Message;
 use rdma_agent::registry::{self, Runner};
 use rdma_agent::session::{blob, SessionSpec};
-use rdma_agent::validate::{self, Limits, DEFAULT_MAX_SIZE};
+use rdma_agent::validate::{self, Limits};
 use rdma_agent::{fabric_session, workload};
+use workload_catalogue::limits::DEFAULT_MAX_SIZE;
 
 /// Pinned limits: the agent's default with plenty of memory, and a small node
 /// where 1/4 of MemAvailable is the limit.

@@ -22,13 +22,95 @@ pub mod v1 {
     /// so a reader names it after the post it completes.
     pub const FAILED_COMPLETION_OPCODE: &str = "FAILED";
 
+    // The catalogue's enums are the run's parameters; these are their wire
+    // form. The conversions both ways live here, and nowhere else.
+    use workload_catalogue as catalogue;
+
     impl Fault {
         /// The fault's name as `labctl run --inject-fault` and run records spell it.
         pub fn label(self) -> &'static str {
-            match self {
-                Fault::None => "none",
-                Fault::Skip => "skip",
-                Fault::Corrupt => "corrupt",
+            catalogue::Fault::try_from(self).map_or("none", catalogue::Fault::label)
+        }
+    }
+
+    impl From<catalogue::Fault> for Fault {
+        fn from(f: catalogue::Fault) -> Fault {
+            match f {
+                catalogue::Fault::Skip => Fault::Skip,
+                catalogue::Fault::Corrupt => Fault::Corrupt,
+            }
+        }
+    }
+
+    impl TryFrom<Fault> for catalogue::Fault {
+        /// `Fault::None`: no fault.
+        type Error = ();
+        fn try_from(f: Fault) -> Result<catalogue::Fault, ()> {
+            match f {
+                Fault::None => Err(()),
+                Fault::Skip => Ok(catalogue::Fault::Skip),
+                Fault::Corrupt => Ok(catalogue::Fault::Corrupt),
+            }
+        }
+    }
+
+    impl From<catalogue::Cm> for CmMode {
+        fn from(cm: catalogue::Cm) -> CmMode {
+            match cm {
+                catalogue::Cm::RdmaCm => CmMode::RdmaCm,
+                catalogue::Cm::Oob => CmMode::Oob,
+            }
+        }
+    }
+
+    impl From<CmMode> for catalogue::Cm {
+        fn from(cm: CmMode) -> catalogue::Cm {
+            match cm {
+                CmMode::RdmaCm => catalogue::Cm::RdmaCm,
+                CmMode::Oob => catalogue::Cm::Oob,
+            }
+        }
+    }
+
+    impl From<catalogue::Completion> for CompletionMode {
+        fn from(c: catalogue::Completion) -> CompletionMode {
+            match c {
+                catalogue::Completion::Poll => CompletionMode::Poll,
+                catalogue::Completion::Event => CompletionMode::Event,
+                catalogue::Completion::Auto => CompletionMode::Auto,
+            }
+        }
+    }
+
+    impl From<CompletionMode> for catalogue::Completion {
+        fn from(c: CompletionMode) -> catalogue::Completion {
+            match c {
+                CompletionMode::Poll => catalogue::Completion::Poll,
+                CompletionMode::Event => catalogue::Completion::Event,
+                CompletionMode::Auto => catalogue::Completion::Auto,
+            }
+        }
+    }
+
+    impl WorkloadParams {
+        /// The parameters a workload runs with when nothing says otherwise:
+        /// its catalogue defaults, in the request's form. An unknown name
+        /// gets the common defaults (the agent refuses it by name).
+        pub fn defaults_of(workload: &str) -> WorkloadParams {
+            let d = catalogue::find(workload).map_or(catalogue::Defaults::of(4096, 16), |w| w.defaults);
+            WorkloadParams {
+                workload: workload.to_string(),
+                completion: CompletionMode::from(d.completion) as i32,
+                size: d.size,
+                iterations: d.iterations,
+                tx_depth: d.tx_depth,
+                num_qps: d.qps,
+                batches: d.batches,
+                total: d.total,
+                ib_port: 1,
+                gid_index: -1,
+                seed: 1,
+                ..Default::default()
             }
         }
     }

@@ -21,7 +21,10 @@
 //! - [`facts`]: the lab facts every node gets (`lab.env`, hostfile, `/etc/hosts`)
 //!   and the placeholders filled from them.
 //! - [`provision`]: rxe setup and agent deployment on a node.
-//! - [`params`]: what a user asked for (flags, a suite entry) → run options.
+//! - [`params`]: what a user asked for → run options: [`params::WorkloadRequest`]
+//!   is the one type of a run's request, `labctl run`'s flags (its field docs
+//!   are their help, defaults and help texts from the workload catalogue) and
+//!   what a suite's `workload:` step becomes.
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
 //! - [`ci`]: a suite of runs on a lab brought up and torn down for it.
 //! - [`bench`]: perftest and our workloads side by side; `up`/`down` timings.

@@ -1,93 +1,216 @@
-//! From what a user asked for to what the agents get: one place that turns
-//! `labctl run`'s flags and a CI suite entry into [`RunOptions`], so both
-//! mean the same thing (unset fields keep the workload's defaults) and the
-//! checks of combinations live where tests reach them.
+//! From what a user asked for to what the agents get: [`WorkloadRequest`]
+//! is `labctl run`'s flags (clap reads it directly) and what a CI suite's
+//! `workload:` step becomes; one place turns it into [`RunOptions`], so both
+//! mean the same thing (unset fields keep the workload's catalogue
+//! defaults) and the checks of combinations live where tests reach them.
 
 use std::time::Duration;
 
-use agent_proto::v1::{CmMode, CompletionMode, Fault};
-use lab_model::suite::{SuiteCm, SuiteCompletion, SuiteStep, DEFAULT_TIMEOUT_S};
-use lab_model::workloads::is_fabric;
+use agent_proto::v1::{CmMode, CompletionMode, Fault, WorkloadParams};
+use lab_model::suite::{SuiteStep, DEFAULT_TIMEOUT_S};
+use workload_catalogue::{Cm, Completion, Opt, CATALOGUE};
 
-use crate::run::{default_params, RunOptions};
+use crate::run::RunOptions;
 
 /// A workload run as asked for; `None` (or `false`) leaves the workload's
-/// default.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// catalogue default. `labctl run` reads it from its flags (the field docs
+/// are its help), a suite's `workload:` step from its fields.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct WorkloadRequest {
     /// The workload.
+    #[arg(value_parser = workload_values())]
     pub workload: String,
-    /// The passive node (default `server`).
+    /// The passive node, which registers memory and listens [default: server].
+    #[arg(long, value_name = "NODE")]
     pub server: Option<String>,
-    /// The active node (default `client`).
+    /// The active node, which connects and posts the work [default: client].
+    #[arg(long, value_name = "NODE")]
     pub client: Option<String>,
-    /// Message size, bytes.
+    /// Message size in bytes, or with a unit: 4096, 64KiB, 1MiB [default: the workload's].
+    #[arg(short, long, value_parser = lab_model::size::parse_size)]
     pub size: Option<u64>,
-    /// Operations.
+    /// Operations to run [default: the workload's].
+    #[arg(short = 'n', long)]
     pub iterations: Option<u64>,
     /// Run for this many seconds instead of a number of operations.
+    #[arg(
+        short = 'D',
+        long = "duration",
+        value_name = "SECONDS",
+        conflicts_with = "iterations"
+    )]
     pub duration_s: Option<f64>,
-    /// Sweep sizes up to `max_size`.
+    /// Sweep sizes 2 B .. --max-size in powers of two.
+    #[arg(short = 'a', long)]
     pub all_sizes: bool,
-    /// Largest size of a sweep.
+    /// Largest size of a sweep; lower it on emulated labs, where every size runs
+    /// --iterations times [default: 8MiB].
+    #[arg(long, value_parser = lab_model::size::parse_size)]
     pub max_size: Option<u64>,
-    /// Send queue depth.
+    /// Outstanding work requests per QP.
+    #[arg(short = 't', long)]
     pub tx_depth: Option<u32>,
-    /// Signal one completion per this many operations.
+    /// Signal one completion every N work requests.
+    #[arg(short = 'Q', long)]
     pub cq_moderation: Option<u32>,
-    /// Work requests posted per call.
+    /// Work requests chained per post.
+    #[arg(short = 'l', long)]
     pub post_list: Option<u32>,
-    /// Inline data size.
+    /// Send payloads up to this size inline.
+    #[arg(short = 'I', long)]
     pub inline_size: Option<u32>,
-    /// Queue pairs.
+    /// Queue pairs (help from the catalogue: who takes several).
+    #[arg(short = 'q', long, help = qps_help())]
     pub qps: Option<u32>,
-    /// Connection setup.
-    pub cm: Option<CmMode>,
-    /// How completions are waited for.
-    pub completion: Option<CompletionMode>,
-    /// send-recv: echo every message.
+    /// Connection setup [default: rdma-cm].
+    #[arg(long, value_enum)]
+    pub cm: Option<Cm>,
+    /// How completions are waited for (help from the catalogue's defaults).
+    #[arg(long, value_enum, help = completion_help())]
+    pub completion: Option<Completion>,
+    /// send-recv: answer every message (ping-pong).
+    #[arg(long)]
     pub ping_pong: bool,
-    /// write-imm (and inference-ring) batches.
+    /// write-imm, inference-ring: number of batches (each WRITE_WITH_IMM carries its batch id).
+    #[arg(long)]
     pub batches: Option<u32>,
-    /// Payload pattern seed.
+    /// Seed of the payload pattern [default: 1].
+    #[arg(long)]
     pub seed: Option<u64>,
-    /// Negative test: the client uses a corrupted rkey.
+    /// Negative test: the client uses a corrupted rkey (expect IBV_WC_REM_ACCESS_ERR).
+    #[arg(long)]
     pub corrupt_rkey: bool,
-    /// Negative test: inject this fault (the verdict must catch it).
-    pub fault: Option<Fault>,
-    /// Negative test: the client targets this `ADDR:RKEY`.
+    /// Negative test: a fault to inject (help from the catalogue: who takes which).
+    #[arg(long = "inject-fault", value_enum, value_name = "FAULT", help = fault_help())]
+    pub fault: Option<workload_catalogue::Fault>,
+    /// Negative test: the client targets ADDR:RKEY (e.g. a past run's `mr_addr`/`mr_rkey`)
+    /// instead of the server's current buffer; memory of a finished run is deregistered,
+    /// so expect IBV_WC_REM_ACCESS_ERR.
+    #[arg(long, value_name = "ADDR:RKEY")]
     pub use_capability: Option<String>,
-    /// fabric-* only: the libfabric provider.
+    /// fabric-* workloads: the libfabric provider ("tcp;ofi_rxm", "verbs;ofi_rxd", "efa", ...)
+    /// [default: from the lab's fabric: rxe: verbs;ofi_rxd, none: tcp;ofi_rxm, efa: efa].
+    #[arg(long)]
     pub provider: Option<String>,
-    /// bulk-* only: bytes to move.
+    /// bulk-rdma, bulk-tcp: bytes to move in --size chunks, e.g. 64MiB [default: 4MiB].
+    #[arg(long, value_parser = lab_model::size::parse_size)]
     pub total: Option<u64>,
-    /// Abort the run after this long (default 120 s).
+    /// Abort the run after this many seconds [default: 120].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub timeout: Option<Duration>,
-    /// Record the RDMA hardware counters.
+    /// Record both nodes' RDMA hardware counters (retransmissions, NAKs, ...) before and
+    /// after the run, and show what it added; automatic when a node is impaired (`labctl impair`).
+    #[arg(long)]
     pub counters: bool,
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|_| format!("`{text}` is not a whole number of seconds"))
+}
+
+/// The workload argument's values: every catalogue entry, its doc as help.
+fn workload_values() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        CATALOGUE
+            .iter()
+            .map(|w| clap::builder::PossibleValue::new(w.name).help(format!("[{}] {}", w.family.label(), w.doc))),
+    )
+}
+
+/// `--qps`'s help: who takes it and who defaults to more than one.
+fn qps_help() -> String {
+    let more: Vec<String> = CATALOGUE
+        .iter()
+        .filter(|w| w.defaults.qps > 1)
+        .map(|w| format!("{}: {}", w.name, w.defaults.qps))
+        .collect();
+    format!(
+        "Number of QPs, for {} [default: 1; {}]",
+        workload_catalogue::taking(Opt::Qps),
+        more.join("; ")
+    )
+}
+
+/// `--completion`'s help: the defaults, by workload.
+fn completion_help() -> String {
+    let auto: Vec<&str> = CATALOGUE
+        .iter()
+        .filter(|w| w.defaults.completion == Completion::Auto)
+        .map(|w| w.name)
+        .collect();
+    format!(
+        "Completion handling [default: auto for {}: on a software device such as rxe every wait \
+         sleeps (a bandwidth client while its send queue is full, a latency server between \
+         messages), leaving the CPU to the device's kernel work, except a latency client's, \
+         which polls; everything polls on a NIC; poll otherwise]. The record says which mode \
+         each side used.",
+        auto.join(", ")
+    )
+}
+
+/// `--inject-fault`'s help: what each fault does, and who takes which.
+fn fault_help() -> String {
+    let list: Vec<String> = CATALOGUE
+        .iter()
+        .map(|w| format!("{} ({})", w.name, w.fault_labels()))
+        .collect();
+    format!(
+        "Negative test: inject a fault and see the verdict catch it (the run must end not \
+         verified): `skip` loses one operation (the client counts one that never took effect), \
+         `corrupt` flips one byte of the data's source. Each workload takes the faults it can \
+         detect; others are refused: {}",
+        list.join(", ")
+    )
 }
 
 /// A request whose fields do not fit its workload (bad input).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
-    /// `provider` on a workload that is not libfabric's.
-    #[error("--provider applies to the libfabric workloads (fabric-*), not to {workload}")]
-    ProviderNotFabric {
-        /// The workload.
-        workload: String,
+    /// The workload is not in the catalogue.
+    #[error("unknown workload `{name}`; supported: {}", workload_catalogue::names().collect::<Vec<_>>().join(", "))]
+    UnknownWorkload {
+        /// The name asked for.
+        name: String,
     },
-    /// `total` on a workload that is not bulk-*.
-    #[error("--total applies to bulk-rdma and bulk-tcp, not to {workload}")]
-    TotalNotBulk {
+    /// An option the workload does not take.
+    #[error("{} applies to {}, not to {workload} ({family} workload)", opt.flag(), workload_catalogue::taking(*opt))]
+    NotTaken {
+        /// The option.
+        opt: Opt,
         /// The workload.
         workload: String,
+        /// The workload's family.
+        family: &'static str,
     },
 }
 
 impl WorkloadRequest {
-    /// What [`crate::run::run_workload`] needs for this request.
+    /// What [`crate::run::run_workload`] needs for this request: the
+    /// workload's catalogue defaults, overridden by what the request sets.
+    /// An option the workload does not take is refused, naming the
+    /// workloads that take it.
     pub fn run_options(&self) -> Result<RunOptions, RequestError> {
-        let mut params = default_params(&self.workload);
+        let entry = workload_catalogue::find(&self.workload).ok_or_else(|| RequestError::UnknownWorkload {
+            name: self.workload.clone(),
+        })?;
+        let asked = [
+            (Opt::Provider, self.provider.is_some()),
+            (Opt::Total, self.total.is_some()),
+            (Opt::CmOob, self.cm == Some(Cm::Oob)),
+            (Opt::PingPong, self.ping_pong),
+            (Opt::Batches, self.batches.is_some()),
+            (Opt::Qps, self.qps.is_some_and(|q| q > 1)),
+        ];
+        if let Some((opt, _)) = asked.iter().find(|(opt, asked)| *asked && !entry.takes(*opt)) {
+            return Err(RequestError::NotTaken {
+                opt: *opt,
+                workload: self.workload.clone(),
+                family: entry.family.label(),
+            });
+        }
+        let mut params = WorkloadParams::defaults_of(&self.workload);
         if let Some(size) = self.size {
             params.size = size;
         }
@@ -106,33 +229,23 @@ impl WorkloadRequest {
         params.inline_size = self.inline_size.unwrap_or(params.inline_size);
         params.num_qps = self.qps.unwrap_or(params.num_qps);
         if let Some(cm) = self.cm {
-            params.set_cm(cm);
+            params.set_cm(CmMode::from(cm));
         }
         if let Some(completion) = self.completion {
-            params.set_completion(completion);
+            params.set_completion(CompletionMode::from(completion));
         }
         params.ping_pong = self.ping_pong;
         params.batches = self.batches.unwrap_or(params.batches);
         params.seed = self.seed.unwrap_or(params.seed);
         params.corrupt_rkey = self.corrupt_rkey;
         if let Some(fault) = self.fault {
-            params.set_fault(fault);
+            params.set_fault(Fault::from(fault));
         }
         params.capability_override = self.use_capability.clone().unwrap_or_default();
         if let Some(provider) = &self.provider {
-            if !is_fabric(&self.workload) {
-                return Err(RequestError::ProviderNotFabric {
-                    workload: self.workload.clone(),
-                });
-            }
             params.provider = provider.clone();
         }
         if let Some(total) = self.total {
-            if !self.workload.starts_with("bulk-") {
-                return Err(RequestError::TotalNotBulk {
-                    workload: self.workload.clone(),
-                });
-            }
             params.total = total;
         }
         Ok(RunOptions {
@@ -154,15 +267,8 @@ impl From<&SuiteStep> for WorkloadRequest {
             size: entry.size,
             iterations: entry.iterations,
             duration_s: entry.duration_s.map(|d| d as f64),
-            cm: entry.cm.map(|cm| match cm {
-                SuiteCm::RdmaCm => CmMode::RdmaCm,
-                SuiteCm::Oob => CmMode::Oob,
-            }),
-            completion: entry.completion.map(|c| match c {
-                SuiteCompletion::Poll => CompletionMode::Poll,
-                SuiteCompletion::Event => CompletionMode::Event,
-                SuiteCompletion::Auto => CompletionMode::Auto,
-            }),
+            cm: entry.cm,
+            completion: entry.completion,
             qps: entry.qps,
             ping_pong: entry.ping_pong,
             batches: entry.batches,
@@ -196,8 +302,8 @@ mod tests {
             workload: "send-recv".into(),
             size: Some(8192),
             iterations: Some(3),
-            cm: Some(CmMode::Oob),
-            completion: Some(CompletionMode::Event),
+            cm: Some(Cm::Oob),
+            completion: Some(Completion::Event),
             ping_pong: true,
             timeout: Some(Duration::from_secs(30)),
             ..Default::default()
@@ -217,7 +323,7 @@ mod tests {
         let opts = WorkloadRequest::from(&entry("workloads:\n  - workload: write-bw\n"))
             .run_options()
             .unwrap();
-        assert_eq!(opts.params, default_params("write-bw"));
+        assert_eq!(opts.params, WorkloadParams::defaults_of("write-bw"));
         assert_eq!(opts.timeout, Duration::from_secs(DEFAULT_TIMEOUT_S));
         let d = WorkloadRequest {
             workload: "write-bw".into(),
@@ -243,14 +349,37 @@ mod tests {
         };
         assert_eq!(
             provider.run_options().unwrap_err().to_string(),
-            "--provider applies to the libfabric workloads (fabric-*), not to write-read"
+            "--provider applies to fabric-write, fabric-bw, fabric-lat, not to write-read (verbs workload)"
         );
         let total = WorkloadRequest {
             workload: "fabric-bw".into(),
             total: Some(1 << 20),
             ..Default::default()
         };
-        assert!(matches!(total.run_options(), Err(RequestError::TotalNotBulk { .. })));
+        assert!(matches!(
+            total.run_options(),
+            Err(RequestError::NotTaken { opt: Opt::Total, .. })
+        ));
+        let oob = WorkloadRequest {
+            workload: "bulk-tcp".into(),
+            cm: Some(Cm::Oob),
+            ..Default::default()
+        };
+        assert_eq!(
+            oob.run_options().unwrap_err().to_string(),
+            format!(
+                "--cm oob applies to {}, not to bulk-tcp (TCP workload)",
+                workload_catalogue::taking(Opt::CmOob)
+            )
+        );
+        let unknown = WorkloadRequest {
+            workload: "nope".into(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            unknown.run_options(),
+            Err(RequestError::UnknownWorkload { .. })
+        ));
         let ok = WorkloadRequest {
             workload: "bulk-tcp".into(),
             total: Some(1 << 20),

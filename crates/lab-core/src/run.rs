@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 use crate::impair;
 use crate::lab::{Lab, LabError};
 use agent_proto::v1::{
-    run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, CompletionMode, ConnectRequest, NodeInfoRequest,
-    PrepareRequest, Progress, Role, RunRequest, SideResult, TakeTraceRequest, Trace, WorkloadParams,
+    run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, ConnectRequest, NodeInfoRequest, PrepareRequest,
+    Progress, Role, RunRequest, SideResult, TakeTraceRequest, Trace, WorkloadParams,
 };
-use lab_model::workloads::{is_fabric, WORKLOADS};
 use lab_remote::agent::{self, deadline, AgentError, Client};
 use lab_remote::ssh::SshSession;
 use lab_results::run::{
@@ -26,6 +25,7 @@ use lab_results::run::{
 };
 use lab_results::trace::{estimate_offset, ClockEstimate, ClockSample, SideTrace};
 use lab_state::{now_rfc3339, NodeState};
+use workload_catalogue::Family;
 
 /// Errors of a run.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +59,7 @@ pub enum RunError {
         waited_s: u64,
     },
     /// The workload name is not known.
-    #[error("unknown workload `{name}`; supported: {}", WORKLOADS.join(", "))]
+    #[error("unknown workload `{name}`; supported: {}", workload_catalogue::names().collect::<Vec<_>>().join(", "))]
     UnknownWorkload {
         /// The name asked for.
         name: String,
@@ -85,75 +85,18 @@ impl From<AgentError> for RunError {
     }
 }
 
-/// The parameters a workload runs with when the command line says nothing.
-/// Sized for emulated labs (a few MB/s): seconds, not minutes.
-///
-/// The verbs bandwidth workloads leave the completion mode to the client's
-/// device (`Auto`): on a software device (rxe, siw) the client sleeps on a
-/// completion channel when its send queue is full, which gives the CPU to
-/// the device's work (the kernel's), where a busy poll competes with it
-/// (measured on the lab: write-bw ~1.5x ib_write_bw, which busy-polls and
-/// cannot do otherwise: perftest refuses `-e` for WRITE); on a NIC it busy
-/// polls, as perftest does. Latency loops always poll: there, a sleep would
-/// be the latency.
+/// The parameters a workload runs with when the command line says nothing:
+/// its catalogue entry's defaults (`workload-catalogue`), in the request's
+/// form.
 pub fn default_params(workload: &str) -> WorkloadParams {
-    let (size, iterations) = match workload {
-        "write-read" | "read" | "send-recv" | "write-imm" => (4096, 16),
-        "atomic" => (8, 64),
-        "atomic-bw" => (8, 500),
-        "write-bw" | "read-bw" | "send-bw" | "fabric-bw" => (65536, 200),
-        // 64 pages of 64 KiB scattered over the client's two 16 MiB MRs: 4 MiB,
-        // under a second at the emulated lab's ~7 MB/s.
-        "fabric-write" => (65536, 64),
-        w if w.ends_with("-lat") => (2, 200),
-        // 40 uses of 4..32 KiB, twice (uncached, cached): about 1.2 MiB.
-        "mr-cache" => (4096, 40),
-        // 8 rounds of 2 workers x 4 KiB pushed and pulled.
-        "param-server" => (4096, 8),
-        // 64 batches of 4 KiB through an 8-slot ring (tx_depth below).
-        "inference-ring" => (4096, 64),
-        // 4 MiB in 256 KiB chunks (`total` below): under a second on the emulated lab.
-        "bulk-rdma" | "bulk-tcp" => (BULK_DEFAULT_CHUNK, BULK_DEFAULT_TOTAL / BULK_DEFAULT_CHUNK),
-        _ => (4096, 16),
-    };
-    // The perftest pairs let the agent choose by device (`auto`): on a software
-    // device their waits sleep, but for a latency client's own; write-lat polls
-    // on both sides (its server echoes by watching memory, as ib_write_lat's).
-    let auto = matches!(
-        workload,
-        "write-bw" | "read-bw" | "send-bw" | "atomic-bw" | "bulk-rdma" | "read-lat" | "send-lat" | "atomic-lat"
-    );
-    WorkloadParams {
-        workload: workload.to_string(),
-        completion: if auto {
-            CompletionMode::Auto as i32
-        } else {
-            CompletionMode::Poll as i32
-        },
-        size,
-        iterations,
-        tx_depth: if workload == "inference-ring" { 8 } else { 0 },
-        cq_moderation: 0,
-        post_list: 0,
-        inline_size: 0,
-        num_qps: if workload == "param-server" { 2 } else { 1 },
-        ib_port: 1,
-        gid_index: -1,
-        seed: 1,
-        batches: if workload == "write-imm" { 8 } else { 0 },
-        total: if workload.starts_with("bulk-") {
-            BULK_DEFAULT_TOTAL
-        } else {
-            0
-        },
-        ..Default::default()
-    }
+    WorkloadParams::defaults_of(workload)
 }
 
-/// Bytes a bulk transfer moves unless told otherwise.
-pub const BULK_DEFAULT_TOTAL: u64 = 4 << 20;
-/// Chunk of a bulk transfer unless told otherwise.
-pub const BULK_DEFAULT_CHUNK: u64 = 256 << 10;
+/// Whether `workload` runs over libfabric (no QP, no rdma_cm: the server's
+/// fabric address is relayed from Prepare to Run).
+fn is_fabric(workload: &str) -> bool {
+    workload_catalogue::find(workload).is_some_and(|w| w.family == Family::Libfabric)
+}
 
 /// What to run, where.
 #[derive(Debug, Clone)]
@@ -391,7 +334,7 @@ pub async fn run_workload_traced(
     opts: &RunOptions,
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<(RunRecord, Option<Vec<SideTrace>>), RunError> {
-    if !WORKLOADS.contains(&opts.params.workload.as_str()) {
+    if workload_catalogue::find(&opts.params.workload).is_none() {
         return Err(RunError::UnknownWorkload {
             name: opts.params.workload.clone(),
         });
@@ -696,6 +639,7 @@ fn save(lab: &Lab, record: &RunRecord) -> Result<PathBuf, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_proto::v1::CompletionMode;
 
     fn side(checked: bool, verified: bool) -> SideResult {
         SideResult {
@@ -717,9 +661,9 @@ mod tests {
 
     #[test]
     fn test_every_workload_has_runnable_defaults() {
-        for w in WORKLOADS {
+        for w in workload_catalogue::names() {
             let p = default_params(w);
-            assert_eq!(p.workload, *w);
+            assert_eq!(p.workload, w);
             assert!(p.size >= 2 && p.iterations >= 1, "{w}: {p:?}");
         }
         assert_eq!(default_params("atomic").size, 8);
@@ -727,6 +671,10 @@ mod tests {
         assert_eq!(default_params("inference-ring").tx_depth, 8);
         assert_eq!(default_params("mr-cache").iterations, 40);
         assert_eq!(default_params("write-bw").size, 65536);
+        assert_eq!(default_params("write-bw").completion(), CompletionMode::Auto);
+        assert_eq!(default_params("write-lat").completion(), CompletionMode::Poll);
+        assert_eq!(default_params("bulk-tcp").total, 4 << 20);
+        assert_eq!(default_params("bulk-rdma").size, 256 << 10);
         assert_eq!(
             (
                 default_params("fabric-write").size,

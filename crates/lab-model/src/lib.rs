@@ -2,12 +2,13 @@
 //!
 //! This crate owns the file formats users write: their types, parsing,
 //! defaults, validation with `file:line:column` errors that say how to fix
-//! them, and the JSON schema for editors. It also holds the catalogue of
-//! workload names, so a bad name is refused before anything is created.
+//! them, and the JSON schema for editors. Workload names and their options
+//! are checked against the workload catalogue (crate `workload-catalogue`),
+//! so a bad name is refused before anything is created.
 //!
 //! It must not touch the network, the lab's state directory or any machine:
 //! it reads text and returns values. Every other labctl crate may depend on
-//! it; it depends on none of them.
+//! it; of ours it depends only on the workload catalogue.
 //!
 //! # Layout
 //! - [`labs`] (re-exported at the root): labs.yaml types, loading, and the
@@ -20,7 +21,6 @@
 //!   the parser points at them and carry problems through serde.
 //! - [`builtin`]: the labs used when there is no labs.yaml (`labctl init` writes them).
 //! - [`suite`]: `labctl ci` suites (a lab's `ci:` section or a suite file).
-//! - [`workloads`]: the workloads the agents implement, by name.
 //! - [`endpoint`]: `NODE:PATH`, `@all:PATH` or a local path (cp, copy/collect steps).
 //! - [`size`]: byte counts as written on the command line (`4MiB`).
 #![warn(missing_docs)]
@@ -36,7 +36,6 @@ mod problem;
 mod scalar;
 pub mod size;
 pub mod suite;
-pub mod workloads;
 mod yaml;
 
 pub use labs::*;

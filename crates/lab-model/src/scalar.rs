@@ -232,20 +232,21 @@ pub(crate) fn de_multipass_image<'de, D: Deserializer<'de>>(d: D) -> Result<Stri
     })
 }
 
-/// A workload name (suite entries, `ci:`), checked while the parser points at it.
+/// A workload name (suite entries, `ci:`), checked against the catalogue
+/// while the parser points at it.
 pub(crate) fn de_workload<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    use crate::workloads::WORKLOADS;
+    let names: Vec<&str> = workload_catalogue::names().collect();
     scalar(d, |v| match v {
-        Scalar::Str(s) if WORKLOADS.contains(&s.as_ref()) => Ok(s.into_owned()),
+        Scalar::Str(s) if workload_catalogue::find(&s).is_some() => Ok(s.into_owned()),
         Scalar::Str(s) => {
-            let hint = did_you_mean(&s, WORKLOADS)
+            let hint = did_you_mean(&s, &names)
                 .map(|m| format!("write `{m}`"))
-                .unwrap_or_else(|| format!("use one of: {}", WORKLOADS.join(", ")));
+                .unwrap_or_else(|| format!("use one of: {}", names.join(", ")));
             Err(Problem::new(format!("unknown workload `{s}`"), hint))
         }
         other => Err(Problem::new(
             format!("workload must be a workload's name, found {}", other.describe()),
-            format!("use one of: {}", WORKLOADS.join(", ")),
+            format!("use one of: {}", names.join(", ")),
         )),
     })
 }

@@ -35,16 +35,16 @@ use schemars::JsonSchema;
 use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use shorthand::{NoLongForm, Shorthand};
+use workload_catalogue::{Cm, Completion, Opt};
 
 use crate::endpoint::Endpoint;
 use crate::problem::Problem;
-use crate::workloads::is_fabric;
 use crate::yaml::de::ErrorKind;
 use crate::yaml::tree::{render_path, Pos, Seg};
 use crate::yaml::{describe, syntax_problem, want_words, ReadError};
 
-/// Seconds one step may run when it does not say.
-pub const DEFAULT_TIMEOUT_S: u64 = 120;
+/// Seconds one step may run when it does not say: what a run gets.
+pub const DEFAULT_TIMEOUT_S: u64 = workload_catalogue::limits::DEFAULT_TIMEOUT_S;
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -121,27 +121,14 @@ pub struct Suite {
     pub steps: Vec<SuiteStep>,
 }
 
-/// How the two sides of a run connect (`cm:`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SuiteCm {
-    /// rdma_cm (the default).
-    RdmaCm,
-    /// Out of band through the controller.
-    Oob,
-}
-
-/// How completions are waited for (`completion:`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SuiteCompletion {
-    /// Busy-poll the CQ (the default for all but the bandwidth workloads).
-    Poll,
-    /// Sleep on a completion channel.
-    Event,
-    /// By the client's device: event on a software device (rxe, siw), poll
-    /// on a NIC (the bandwidth workloads' default).
-    Auto,
+/// A workload's name: one of the catalogue's, so an editor offers them.
+fn workload_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = workload_catalogue::names().collect();
+    schemars::json_schema!({
+        "description": "A workload of `labctl run`.",
+        "type": "string",
+        "enum": names,
+    })
 }
 
 /// One step of a suite. Exactly one of `workload`, `copy`, `collect`,
@@ -177,7 +164,7 @@ pub struct SuiteStep {
         deserialize_with = "de_some_workload",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(example = &"write-read")]
+    #[schemars(schema_with = "workload_name_schema")]
     pub workload: Option<String>,
     /// Files from this machine to nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -210,10 +197,10 @@ pub struct SuiteStep {
     pub duration_s: Option<u64>,
     /// workload: connection setup, `rdma_cm` (default) or `oob`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cm: Option<SuiteCm>,
-    /// workload: completions, `poll` (default) or `event`.
+    pub cm: Option<Cm>,
+    /// workload: completions, `poll`, `event` or `auto`. Default: the workload's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion: Option<SuiteCompletion>,
+    pub completion: Option<Completion>,
     /// workload: number of QPs. Default: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qps: Option<u32>,
@@ -849,18 +836,25 @@ impl Suite {
                             "a run needs two different nodes".into(),
                         ));
                     }
-                    if step.provider.is_some() && !is_fabric(workload) {
+                    let entry = workload_catalogue::find(workload).expect("checked while parsing");
+                    let asked = [
+                        (Opt::Provider, step.provider.is_some()),
+                        (Opt::Trace, step.trace),
+                        (Opt::CmOob, step.cm == Some(Cm::Oob)),
+                        (Opt::PingPong, step.ping_pong),
+                        (Opt::Batches, step.batches.is_some()),
+                        (Opt::Qps, step.qps.is_some_and(|q| q > 1)),
+                    ];
+                    if let Some((opt, _)) = asked.iter().find(|(opt, asked)| *asked && !entry.takes(*opt)) {
                         return Err(mismatch(
                             index,
-                            format!("`provider` applies to the fabric-* workloads, not to {workload}"),
-                            "remove the provider line".into(),
-                        ));
-                    }
-                    if step.trace && workload == "bulk-tcp" {
-                        return Err(mismatch(
-                            index,
-                            "`trace` records verbs and libfabric sessions; bulk-tcp runs on a TCP socket".into(),
-                            "remove the trace line".into(),
+                            format!(
+                                "`{}` applies to {}, not to {workload} ({} workload)",
+                                opt.key(),
+                                workload_catalogue::taking(*opt),
+                                entry.family.label()
+                            ),
+                            format!("remove the {} line", opt.key().split(':').next().unwrap_or_default()),
                         ));
                     }
                 }

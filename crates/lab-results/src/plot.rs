@@ -39,12 +39,11 @@ pub enum Transport {
 impl Transport {
     /// The transport a workload moves its bytes with.
     pub fn of_workload(workload: &str) -> Transport {
-        if lab_model::workloads::is_fabric(workload) {
-            Transport::Libfabric
-        } else if workload == "bulk-tcp" {
-            Transport::Tcp
-        } else {
-            Transport::Rdma
+        use workload_catalogue::Family;
+        match workload_catalogue::find(workload).map(|w| w.family) {
+            Some(Family::Libfabric) => Transport::Libfabric,
+            Some(Family::Tcp) => Transport::Tcp,
+            Some(Family::Verbs) | None => Transport::Rdma,
         }
     }
 

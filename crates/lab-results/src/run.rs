@@ -8,8 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_proto::v1::{CmMode, CompletionMode, Fault, NodeInfoReply, SideResult, WorkloadParams};
-use lab_model::workloads::is_fabric;
+use agent_proto::v1::{Fault, NodeInfoReply, SideResult, WorkloadParams};
 use serde::{Deserialize, Serialize};
 
 /// RDMA hardware counters of one port, by name
@@ -91,19 +90,16 @@ impl ParamsRecord {
             post_list: p.post_list,
             inline_size: p.inline_size,
             num_qps: p.num_qps,
-            cm: if p.cm() == CmMode::Oob { "oob" } else { "rdma_cm" }.to_string(),
-            completion: match p.completion() {
-                CompletionMode::Event => "event",
-                CompletionMode::Poll => "poll",
-                CompletionMode::Auto => "auto",
-            }
-            .to_string(),
+            cm: workload_catalogue::Cm::from(p.cm()).label().to_string(),
+            completion: workload_catalogue::Completion::from(p.completion()).label().to_string(),
             seed: p.seed,
             ping_pong: p.ping_pong,
             batches: p.batches,
             corrupt_rkey: p.corrupt_rkey,
             capability_override: (!p.capability_override.is_empty()).then(|| p.capability_override.clone()),
-            provider: is_fabric(&p.workload).then(|| p.provider.clone()),
+            provider: workload_catalogue::find(&p.workload)
+                .is_some_and(|w| w.family == workload_catalogue::Family::Libfabric)
+                .then(|| p.provider.clone()),
             total: (p.total > 0).then_some(p.total),
             fault: (p.fault() != Fault::None).then(|| p.fault().label().to_string()),
         }

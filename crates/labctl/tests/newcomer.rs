@@ -121,11 +121,19 @@ fn test_a_flag_of_another_workload_is_bad_input_before_anything_runs() {
     for (args, says) in [
         (
             &["run", "write-read", "--provider", "efa"][..],
-            "--provider applies to the libfabric workloads",
+            "--provider applies to fabric-write, fabric-bw, fabric-lat, not to write-read (verbs workload)",
         ),
         (
             &["run", "fabric-bw", "--total", "1MiB"][..],
-            "--total applies to bulk-rdma and bulk-tcp",
+            "--total applies to bulk-rdma, bulk-tcp, not to fabric-bw (libfabric workload)",
+        ),
+        (
+            &["run", "bulk-tcp", "--cm", "oob"][..],
+            "--cm oob applies to write-read,",
+        ),
+        (
+            &["run", "write-read", "--ping-pong"][..],
+            "--ping-pong applies to send-recv, not to write-read",
         ),
     ] {
         let out = labctl(&scratch.0, args);

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{Endpoint, FabricEndpoint, Fault, Progress, Role, SideResult, SizePoint, WorkloadParams};
+use agent_proto::v1::{Endpoint, FabricEndpoint, Progress, Role, SideResult, SizePoint, WorkloadParams};
 use fabric::endpoint::MSG_SLOT_SIZE;
 use fabric::perf::{BwClient, BwServer, LatClient, LatServer, Stop, TARGET_MAX};
 use fabric::write::{scatter_pages, Client, RandomFill, Server, WriteError, MAX_FILL_PAGES, MR_COUNT, MR_SIZE};
@@ -43,7 +43,7 @@ use crate::fabric_trace::FabricTrace;
 use crate::metrics::{bandwidth, latency, PeakTracker};
 use crate::plan::{self, Plan};
 use crate::session::{ProgressSink, SessionError, SessionHandle, SessionSpec};
-use crate::validate::{Rules, ValidationError};
+use crate::validate::{OwnCheck, ValidationError};
 
 /// The libfabric workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,36 +69,26 @@ impl Kind {
         }
     }
 
-    /// What the workload adds to the shared request checks: fabric-write's
-    /// pages fit its MRs; a fabric-bw write fits the server's 16 MiB target;
-    /// a fabric-lat ping fits one message slot. fabric-bw's server checks
-    /// each slot's sequence number (a lost write shows); the others check
-    /// the bytes.
-    pub fn rules(self) -> Rules {
+    /// The workload's own request checks: fabric-write's pages fit its MRs;
+    /// a fabric-bw write fits the server's 16 MiB target; a fabric-lat ping
+    /// fits one message slot. (fabric-bw's server checks each slot's
+    /// sequence number, so a lost write shows; the others check the bytes.)
+    pub fn own_check(self) -> OwnCheck {
         match self {
-            Kind::Write => Rules {
-                check: |params, _| validate_write(params),
-                ..Rules::faults(&[Fault::Corrupt])
+            Kind::Write => |params, _| validate_write(params),
+            Kind::Bw => |params, _| {
+                check_largest(
+                    params,
+                    TARGET_MAX as u64,
+                    "1 ..= 16777216 (fabric-bw: one write fits the server's 16 MiB target)",
+                )
             },
-            Kind::Bw => Rules {
-                check: |params, _| {
-                    check_largest(
-                        params,
-                        TARGET_MAX as u64,
-                        "1 ..= 16777216 (fabric-bw: one write fits the server's 16 MiB target)",
-                    )
-                },
-                ..Rules::faults(&[Fault::Skip])
-            },
-            Kind::Lat => Rules {
-                check: |params, _| {
-                    check_largest(
-                        params,
-                        MSG_SLOT_SIZE as u64,
-                        "1 ..= 8192 (fabric-lat: a ping is one message of at most 8 KiB)",
-                    )
-                },
-                ..Rules::faults(&[Fault::Corrupt])
+            Kind::Lat => |params, _| {
+                check_largest(
+                    params,
+                    MSG_SLOT_SIZE as u64,
+                    "1 ..= 8192 (fabric-lat: a ping is one message of at most 8 KiB)",
+                )
             },
         }
     }
@@ -874,7 +864,7 @@ mod tests {
 
     /// The workload's own checks, as the registry runs them.
     fn validate(p: &WorkloadParams) -> Result<(), ValidationError> {
-        (kind_of(p).rules().check)(p, &crate::validate::Limits::of_this_node())
+        (kind_of(p).own_check())(p, &crate::validate::Limits::of_this_node())
     }
 
     fn sizes_of(p: &WorkloadParams) -> Vec<usize> {

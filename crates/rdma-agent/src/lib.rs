@@ -8,10 +8,12 @@
 //!   place where crate errors become `tonic::Status`.
 //! - [`node_info`]: what the node has (kernel, rdma-core, devices, ports, GIDs),
 //!   read from `/proc` and `/sys/class/infiniband`.
-//! - [`registry`]: every workload by name (verbs, libfabric, TCP) and what
-//!   runs it; [`validate`]: the request checks every workload shares, and the
-//!   [`validate::Rules`] through which each adds its own, all before any RDMA
-//!   resource is touched.
+//! - [`registry`]: the dispatch table: each workload of the catalogue
+//!   (`workload-catalogue`: names, defaults, faults, options) and the code
+//!   that runs it here (verbs, libfabric, TCP); [`validate`]: the request
+//!   checks every workload shares and the catalogue entry's, then each
+//!   workload's own ([`validate::OwnCheck`]), all before any RDMA resource is
+//!   touched.
 //! - [`workload`]: the verbs `Workload` trait and one module per workload
 //!   family; [`session`] drives one side of a session on its own thread
 //!   (`session::verbs`: connect in `rdma_cm` or out-of-band mode, run, verify);

@@ -1,17 +1,20 @@
-//! The one registry of workloads, across transports: each name maps to the
-//! code that runs it (a verbs [`Workload`], a libfabric [`fabric_session::Kind`],
-//! or the TCP session) and through it to the workload's [`Rules`]. The
-//! service looks a request up here, validates it with the rules found, and
-//! starts the session the runner names.
+//! The agent's dispatch table: each workload of the catalogue
+//! (`workload-catalogue`) maps to the code that runs it here (a verbs
+//! [`Workload`], a libfabric [`fabric_session::Kind`], or the TCP session).
+//! The service looks a request up here, validates it with the catalogue
+//! entry's rules and the workload's own checks, and starts the session the
+//! runner names.
 //!
-//! This module owns the list and the name lookup; it must not hold any
-//! workload's rules or behaviour (they live with the workload).
+//! This module owns the table and the name lookup; it must not hold any
+//! workload's facts (they are the catalogue's) or behaviour (it lives with
+//! the workload). Its tests fail while a workload exists on one side only.
 
 use agent_proto::v1::WorkloadParams;
+use workload_catalogue::Family;
 
 use crate::fabric_session;
 use crate::tcp_session;
-use crate::validate::{self, Limits, Rules, ValidationError};
+use crate::validate::{self, Limits, ValidationError};
 use crate::workload::{
     atomic, bulk, inference_ring, mr_cache, param_server, perf, read, send_recv, write_imm, write_read, Workload,
 };
@@ -28,7 +31,7 @@ pub enum Runner {
 }
 
 impl Runner {
-    /// The workload's registry name.
+    /// The name of the workload it runs.
     pub fn name(&self) -> &'static str {
         match self {
             Runner::Verbs(w) => w.name(),
@@ -37,17 +40,26 @@ impl Runner {
         }
     }
 
-    /// What the workload adds to the shared request checks.
-    pub fn rules(&self) -> Rules {
+    /// The family of code it is, as the catalogue names families.
+    pub fn family(&self) -> Family {
         match self {
-            Runner::Verbs(w) => w.rules(),
-            Runner::Fabric(kind) => kind.rules(),
-            Runner::Tcp => tcp_session::RULES,
+            Runner::Verbs(_) => Family::Verbs,
+            Runner::Fabric(_) => Family::Libfabric,
+            Runner::Tcp => Family::Tcp,
+        }
+    }
+
+    /// The workload's own checks, after the shared ones.
+    pub fn own_check(&self) -> validate::OwnCheck {
+        match self {
+            Runner::Verbs(w) => w.own_check(),
+            Runner::Fabric(kind) => kind.own_check(),
+            Runner::Tcp => tcp_session::check_request,
         }
     }
 }
 
-/// Every workload the agent runs, in the order `names` lists them.
+/// The code of every workload the agent runs.
 static REGISTRY: &[Runner] = &[
     Runner::Verbs(&write_read::WriteRead),
     Runner::Verbs(&write_imm::WriteImm),
@@ -104,9 +116,9 @@ static REGISTRY: &[Runner] = &[
     Runner::Tcp,
 ];
 
-/// The names of every workload the agent runs.
+/// The names of every workload, in catalogue order.
 pub fn names() -> Vec<&'static str> {
-    REGISTRY.iter().map(Runner::name).collect()
+    workload_catalogue::names().collect()
 }
 
 /// The runner of workload `name`, or an error listing the supported names.
@@ -124,11 +136,16 @@ pub fn find(name: &str) -> Result<Runner, ValidationError> {
         })
 }
 
-/// Checks a request: its workload is registered, and its parameters pass the
-/// shared checks and the workload's own. Returns the runner.
+/// Checks a request: its workload is in the catalogue and runs here, and
+/// its parameters pass the shared checks, the entry's and the workload's
+/// own. Returns the runner.
 pub fn check(params: &WorkloadParams, limits: &Limits) -> Result<Runner, ValidationError> {
     let runner = find(&params.workload)?;
-    validate::validate(params, &runner.rules(), limits)?;
+    let entry = workload_catalogue::find(&params.workload).ok_or_else(|| ValidationError::UnknownWorkload {
+        name: params.workload.clone(),
+        supported: names().join(", "),
+    })?;
+    validate::validate(params, entry, runner.own_check(), limits)?;
     Ok(runner)
 }
 
@@ -137,6 +154,8 @@ mod tests {
     use super::*;
     use crate::validate::*;
     use agent_proto::v1::Fault;
+    use workload_catalogue::limits::*;
+    use workload_catalogue::{Opt, CATALOGUE};
 
     /// The request checks, without the runner (which has no equality).
     fn check(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
@@ -190,10 +209,6 @@ mod tests {
         assert_eq!(err, "write-bw cannot inject fault skip; it can inject: corrupt");
         let err = with("fabric-bw", Fault::Corrupt, 64).unwrap_err().to_string();
         assert!(err.ends_with("it can inject: skip"), "{err}");
-        // Every workload can show its verdict failing.
-        for runner in REGISTRY {
-            assert!(!runner.rules().faults.is_empty(), "{} injects no fault", runner.name());
-        }
         // A 1-byte write-lat ping is all counter: nothing to corrupt.
         assert!(matches!(
             with("write-lat", Fault::Corrupt, 1),
@@ -327,11 +342,7 @@ mod tests {
         let mut p = params(8);
         p.num_qps = 2;
         let err = check(&p, &limits()).unwrap_err().to_string();
-        let multi: Vec<&str> = REGISTRY
-            .iter()
-            .filter(|r| r.rules().multi_qp)
-            .map(Runner::name)
-            .collect();
+        let multi: Vec<&str> = CATALOGUE.iter().filter(|w| w.takes(Opt::Qps)).map(|w| w.name).collect();
         assert_eq!(multi, ["write-bw", "read-bw", "send-bw", "atomic-bw", "param-server"]);
         for name in multi {
             assert!(err.contains(name), "{err}");
@@ -341,13 +352,32 @@ mod tests {
     }
 
     #[test]
-    fn every_name_is_found_once() {
-        let names = names();
-        for name in &names {
-            assert_eq!(find(name).map(|r| r.name()).ok(), Some(*name));
-            assert_eq!(names.iter().filter(|n| *n == name).count(), 1, "{name} twice");
+    fn test_every_catalogue_entry_runs_here_and_nothing_else_does() {
+        for entry in CATALOGUE {
+            let runner =
+                find(entry.name).unwrap_or_else(|_| panic!("{} is in the catalogue but not run here", entry.name));
+            assert_eq!(runner.name(), entry.name);
+            assert_eq!(
+                runner.family(),
+                entry.family,
+                "{}: the catalogue and the code disagree",
+                entry.name
+            );
         }
-        assert_eq!(names.len(), 21);
+        for runner in REGISTRY {
+            assert!(
+                workload_catalogue::find(runner.name()).is_some(),
+                "{} runs here but is not in the catalogue",
+                runner.name()
+            );
+            assert_eq!(
+                REGISTRY.iter().filter(|r| r.name() == runner.name()).count(),
+                1,
+                "{} twice",
+                runner.name()
+            );
+        }
+        assert_eq!(REGISTRY.len(), CATALOGUE.len());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use agent_proto::v1::{CmMode, CpuUsage, Endpoint, Fault, Progress, Role, SideResult, WorkloadParams};
+use agent_proto::v1::{CmMode, CpuUsage, Endpoint, Progress, Role, SideResult, WorkloadParams};
 use tokio::sync::oneshot;
 
 use crate::cpu::{CpuTimes, NodeBusy};
@@ -30,20 +30,11 @@ use crate::metrics::{bandwidth, PeakTracker};
 use crate::session::bounds::Bounds;
 use crate::session::{peer_socket_addr, ProgressSink, SessionError, SessionHandle, SessionSpec};
 use crate::timeline::Timeline;
-use crate::validate::{bulk_total, Limits, Rules, ValidationError};
+use crate::validate::{bulk_total, Limits, ValidationError};
 use crate::workload::bulk::{bulk_facts, check_bulk_total, chunk, chunk_range, verify_total};
 
 /// The workload's registry name.
 pub const NAME: &str = "bulk-tcp";
-
-/// bulk-tcp's rules: the same bytes as bulk-rdma (so the same total limit
-/// and the same corrupted-byte fault), over a connection its server's
-/// Prepare listens for (no oob mode).
-pub const RULES: Rules = Rules {
-    faults: &[Fault::Corrupt],
-    multi_qp: false,
-    check: check_request,
-};
 
 /// How often blocked socket calls wake up to check Abort and the deadline.
 const POLL: Duration = Duration::from_millis(100);
@@ -52,7 +43,9 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// The server's acknowledgement that it holds every byte.
 const ACK: u8 = 0xAC;
 
-fn check_request(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
+/// bulk-tcp's own checks: the same bytes as bulk-rdma, so the same total
+/// limit, over a connection its server's Prepare listens for.
+pub fn check_request(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
     if params.cm() == CmMode::Oob {
         return Err(ValidationError::FieldOutOfRange {
             field: "cm",

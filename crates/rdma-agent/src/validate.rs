@@ -1,55 +1,29 @@
 //! Request checks done before any RDMA resource is touched, so a bad request
 //! fails fast with InvalidArgument naming the field and the allowed range.
 //!
-//! This module owns the checks every workload shares (sizes against the
-//! node's memory, counts, durations, small fields, the fault field) and the
-//! [`Rules`] type through which a workload adds its own (which faults it can
-//! catch, whether it spreads over several QPs, the memory it registers). It
-//! must not know any workload by name: the registry pairs names with rules.
+//! This module owns the checks every workload shares: sizes against the
+//! node's memory, counts, durations, small fields, and what the workload's
+//! catalogue entry allows (the faults it can catch, several QPs or one).
+//! The shared limits are the catalogue's; a workload adds its own checks
+//! (the memory it registers, its size bounds) in its implementation. It
+//! must not know any workload by name: the registry pairs names with code.
 
 use agent_proto::v1::{Fault, WorkloadParams};
+use workload_catalogue::limits::{
+    DEFAULT_MAX_SIZE, DEFAULT_SWEEP_MAX, MAX_BULK_TOTAL, MAX_DURATION_S, MAX_ITERATIONS, MAX_QPS, MAX_TIMEOUT_MS,
+};
+use workload_catalogue::Opt;
 
-/// Largest message size accepted unless the node has less memory to spare.
-pub const DEFAULT_MAX_SIZE: u64 = 64 * 1024 * 1024;
-/// Largest iteration count accepted.
-pub const MAX_ITERATIONS: u64 = 1_000_000_000;
-/// Default largest size of an all_sizes sweep.
-pub const DEFAULT_SWEEP_MAX: u64 = 8 * 1024 * 1024;
 /// A session may register at most this fraction of MemAvailable.
 const MEM_AVAILABLE_FRACTION: u64 = 4;
-/// Most QPs one run may ask for.
-pub const MAX_QPS: u32 = 16;
-/// Longest timed run (`duration_s`), one day.
-pub const MAX_DURATION_S: f64 = 86_400.0;
-/// Longest session timeout (`timeout_ms`), one week: a session deadline is
-/// `now + timeout`, which must not overflow the clock.
-pub const MAX_TIMEOUT_MS: u64 = 7 * 86_400 * 1000;
-/// Largest `total` of a bulk transfer (the server holds all of it in memory).
-pub const MAX_BULK_TOTAL: u64 = 1 << 30;
 
-/// What a workload adds to the shared checks.
-#[derive(Clone, Copy)]
-pub struct Rules {
-    /// The faults it can inject and then catch in its verdict
-    /// (`params.fault`); every workload takes at least one.
-    pub faults: &'static [Fault],
-    /// Whether it spreads its requests over several QPs (perftest's `-q`);
-    /// elsewhere `num_qps` above 1 is refused rather than run as one.
-    pub multi_qp: bool,
-    /// Its own checks: the memory it registers for a request, its size
-    /// bounds, field combinations it cannot run.
-    pub check: fn(&WorkloadParams, &Limits) -> Result<(), ValidationError>,
-}
+/// A workload's own checks, after the shared ones: the memory it registers
+/// for a request, its size bounds, field combinations it cannot run.
+pub type OwnCheck = fn(&WorkloadParams, &Limits) -> Result<(), ValidationError>;
 
-impl Rules {
-    /// Rules with no checks of the workload's own.
-    pub const fn faults(faults: &'static [Fault]) -> Rules {
-        Rules {
-            faults,
-            multi_qp: false,
-            check: |_, _| Ok(()),
-        }
-    }
+/// A workload with no checks of its own.
+pub fn no_own_checks(_: &WorkloadParams, _: &Limits) -> Result<(), ValidationError> {
+    Ok(())
 }
 
 /// The bytes a bulk transfer moves: `total`, or `size` x `iterations` when
@@ -62,24 +36,21 @@ pub fn bulk_total(params: &WorkloadParams) -> u64 {
     }
 }
 
-fn check_fault(params: &WorkloadParams, supported: &[Fault]) -> Result<(), ValidationError> {
+fn check_fault(params: &WorkloadParams, entry: &workload_catalogue::Workload) -> Result<(), ValidationError> {
     let fault = Fault::try_from(params.fault).map_err(|_| ValidationError::FieldOutOfRange {
         field: "fault",
         value: i128::from(params.fault),
         range: "0 (none), 1 (skip) or 2 (corrupt)",
     })?;
-    if fault == Fault::None || supported.contains(&fault) {
-        return Ok(());
+    match workload_catalogue::Fault::try_from(fault) {
+        Err(()) => Ok(()),
+        Ok(f) if entry.injects(f) => Ok(()),
+        Ok(f) => Err(ValidationError::FaultNotInjectable {
+            workload: params.workload.clone(),
+            fault: f.label(),
+            supported: entry.fault_labels(),
+        }),
     }
-    Err(ValidationError::FaultNotInjectable {
-        workload: params.workload.clone(),
-        fault: fault.label(),
-        supported: if supported.is_empty() {
-            "none".into()
-        } else {
-            supported.iter().map(|f| f.label()).collect::<Vec<_>>().join(", ")
-        },
-    })
 }
 
 /// The {addr, rkey} of `params.capability_override`, when set and well formed.
@@ -166,6 +137,16 @@ pub enum ValidationError {
         /// What it can inject.
         supported: String,
     },
+    /// Several QPs for a workload that runs on one.
+    #[error("num_qps {num_qps} is out of range: must be 0 or 1 for {workload} (several QPs are for {taking})")]
+    NotMultiQp {
+        /// The workload.
+        workload: String,
+        /// The QPs asked for.
+        num_qps: u32,
+        /// The workloads that take several, comma separated.
+        taking: String,
+    },
     /// A bulk transfer's total outside 1 B .. the limit.
     #[error("total {total} B is out of range: must be 1 B ..= {limit} B ({why}); total 0 means size x iterations")]
     TotalOutOfRange {
@@ -238,10 +219,15 @@ pub fn meminfo_field(name: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Checks `params` for a run of the workload whose rules are `rules` (the
-/// registry found it by `params.workload`): the shared checks, then the
-/// workload's own.
-pub fn validate(params: &WorkloadParams, rules: &Rules, limits: &Limits) -> Result<(), ValidationError> {
+/// Checks `params` for a run of the workload `entry` describes (the
+/// registry found it by `params.workload`): the shared checks, what the
+/// entry allows, then the workload's own (`own`).
+pub fn validate(
+    params: &WorkloadParams,
+    entry: &workload_catalogue::Workload,
+    own: OwnCheck,
+    limits: &Limits,
+) -> Result<(), ValidationError> {
     let (limit, why) = limits.size_limit();
     let sizes_to_check = if params.all_sizes {
         // A sweep runs 2 B, 4 B, ... up to max_size: below 2 it would run nothing.
@@ -293,7 +279,7 @@ pub fn validate(params: &WorkloadParams, rules: &Rules, limits: &Limits) -> Resu
     check_range("inline_size", params.inline_size as i64, 0, 1024, "0 ..= 1024")?;
     // Several QPs only where the run spreads over them; elsewhere refuse
     // rather than run one and report it as many.
-    if rules.multi_qp {
+    if entry.takes(Opt::Qps) {
         check_range(
             "num_qps",
             params.num_qps as i64,
@@ -301,14 +287,12 @@ pub fn validate(params: &WorkloadParams, rules: &Rules, limits: &Limits) -> Resu
             MAX_QPS as i64,
             "0 (default 1) ..= 16",
         )?;
-    } else {
-        check_range(
-            "num_qps",
-            params.num_qps as i64,
-            0,
-            1,
-            "0 or 1 (several QPs are for write-bw, read-bw, send-bw, atomic-bw and param-server)",
-        )?;
+    } else if params.num_qps > 1 {
+        return Err(ValidationError::NotMultiQp {
+            workload: params.workload.clone(),
+            num_qps: params.num_qps,
+            taking: workload_catalogue::taking(Opt::Qps),
+        });
     }
     check_range("ib_port", params.ib_port as i64, 0, 255, "0 (default 1) ..= 255")?;
     if !params.capability_override.is_empty() && capability_override(params).is_none() {
@@ -326,7 +310,7 @@ pub fn validate(params: &WorkloadParams, rules: &Rules, limits: &Limits) -> Resu
         1_000_000,
         "0 (default) ..= 1000000",
     )?;
-    check_fault(params, rules.faults)?;
+    check_fault(params, entry)?;
     if params.cq_moderation > 0 && params.tx_depth > 0 && params.cq_moderation > params.tx_depth {
         return Err(ValidationError::FieldOutOfRange {
             field: "cq_moderation",
@@ -334,7 +318,7 @@ pub fn validate(params: &WorkloadParams, rules: &Rules, limits: &Limits) -> Resu
             range: "<= tx_depth",
         });
     }
-    (rules.check)(params, limits)
+    own(params, limits)
 }
 
 /// A workload that registers `factor` x `size` bytes: that product against

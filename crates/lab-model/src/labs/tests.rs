@@ -591,6 +591,10 @@ fn test_schema_describes_the_format() {
     assert_eq!(s["required"], serde_json::json!(["labs"]));
     let provider = serde_json::to_string(&s["$defs"]["ProviderKind"]).unwrap();
     assert!(provider.contains("multipass"), "{provider}");
+    // A step's workload is one of the catalogue's names, for editors to offer.
+    let workload = &s["$defs"]["SuiteStep"]["properties"]["workload"];
+    let names: Vec<&str> = workload_catalogue::names().collect();
+    assert_eq!(workload["enum"], serde_json::json!(names), "{workload}");
 }
 
 #[test]

@@ -53,14 +53,33 @@ fn test_suite_must_fit_the_lab() {
     let e = check("workloads:\n  - workload: read\n    client: server\n").unwrap_err();
     assert!(e.contains("both `server`"), "{e}");
     let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
-    assert!(e.contains("fabric-*"), "{e}");
+    assert!(
+        e.contains("`provider` applies to fabric-write, fabric-bw, fabric-lat, not to read (verbs workload)"),
+        "{e}"
+    );
     assert!(check("workloads:\n  - workload: fabric-write\n    trace: true\n").is_ok());
     let e = check("workloads:\n  - workload: bulk-tcp\n    trace: true\n").unwrap_err();
     assert!(
-        e.contains("bulk-tcp runs on a TCP socket") && e.contains("remove the trace line"),
+        e.contains("not to bulk-tcp (TCP workload)") && e.contains("remove the trace line"),
         "{e}"
     );
     assert!(check("workloads:\n  - workload: write-imm\n    trace: true\n").is_ok());
+    // Every option the catalogue gives to some workloads only.
+    let e = check("workloads:\n  - workload: fabric-bw\n    cm: oob\n").unwrap_err();
+    assert!(
+        e.contains("`cm: oob` applies to write-read,") && e.contains("remove the cm line"),
+        "{e}"
+    );
+    let e = check("workloads:\n  - workload: write-read\n    ping_pong: true\n").unwrap_err();
+    assert!(e.contains("`ping_pong` applies to send-recv, not to write-read"), "{e}");
+    let e = check("workloads:\n  - workload: read\n    qps: 2\n").unwrap_err();
+    assert!(
+        e.contains("`qps` applies to write-bw, read-bw, send-bw, atomic-bw, param-server"),
+        "{e}"
+    );
+    assert!(check("workloads:\n  - workload: send-bw\n    qps: 2\n").is_ok());
+    let e = check("workloads:\n  - workload: send-recv\n    batches: 4\n").unwrap_err();
+    assert!(e.contains("`batches` applies to write-imm, inference-ring"), "{e}");
     let e = check("steps:\n  - exec: {run: hostname}\n    trace: true\n").unwrap_err();
     assert!(e.contains("trace"), "{e}");
 }

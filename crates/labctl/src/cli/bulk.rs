@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use clap::Args as ClapArgs;
 use lab_core::bulk::{run_bulk, BulkOptions};
-use lab_core::run::{BULK_DEFAULT_CHUNK, BULK_DEFAULT_TOTAL};
 use lab_results::bulk::{BulkRecord, BulkSide};
 
 use super::global::{open_lab, GlobalArgs};
@@ -54,8 +53,11 @@ fn parse_size(text: &str) -> Result<u64, String> {
 
 pub async fn run(args: &GlobalArgs, bulk: &BulkArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
-    let total = bulk.total.unwrap_or(BULK_DEFAULT_TOTAL);
-    let chunk = bulk.chunk.unwrap_or(BULK_DEFAULT_CHUNK);
+    let defaults = workload_catalogue::find("bulk-rdma")
+        .expect("in the catalogue")
+        .defaults;
+    let total = bulk.total.unwrap_or(defaults.total);
+    let chunk = bulk.chunk.unwrap_or(defaults.size);
     if total == 0 || chunk == 0 {
         anyhow::bail!("--total and --chunk must be at least 1 byte (got --total {total} --chunk {chunk})");
     }

@@ -2,141 +2,27 @@
 //! measure, and print (or `--json`) the result; every run is also saved.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::{Args as ClapArgs, ValueEnum};
-use lab_core::agent_proto::v1::{CmMode, CompletionMode, Fault, TraceOptions};
+use clap::Args as ClapArgs;
+use lab_core::agent_proto::v1::TraceOptions;
 use lab_core::params::WorkloadRequest;
 use lab_core::run::{run_workload_traced, RunError};
-use lab_model::workloads::WORKLOADS;
 use lab_results::run::RunRecord;
 use lab_results::trace::{chrome_trace, SideTrace, TraceContext};
+use workload_catalogue::Opt;
 
 use super::global::{open_lab, GlobalArgs};
 use super::table::{Align, Table};
 
-/// A fault to inject (`--inject-fault`).
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum InjectFault {
-    /// One operation is lost: the client counts one that never took effect.
-    Skip,
-    /// One byte of the data's source is flipped after it was filled.
-    Corrupt,
-}
-
-/// How the two sides connect.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Cm {
-    /// rdma_cm; the server's {addr, rkey} travels in the accept's private data.
-    RdmaCm,
-    /// Out of band through the controller, with explicit INIT → RTR → RTS.
-    Oob,
-}
-
-/// How completions are waited for.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum Completion {
-    /// Busy-poll the CQ.
-    Poll,
-    /// Sleep on a completion channel.
-    Event,
-    /// Event on a software device (rxe, siw), poll on a NIC.
-    Auto,
-}
-
-/// Options of `run`.
+/// Options of `run`: the request (workload and its parameters, shared with
+/// suites' `workload:` steps) and how to show it.
 #[derive(Debug, ClapArgs)]
 pub struct RunArgs {
-    /// The workload.
-    #[arg(value_parser = clap::builder::PossibleValuesParser::new(WORKLOADS))]
-    pub workload: String,
-    /// The passive node (registers memory, listens).
-    #[arg(long, default_value = "server")]
-    pub server: String,
-    /// The active node (connects, posts the work).
-    #[arg(long, default_value = "client")]
-    pub client: String,
-    /// Message size in bytes, or with a unit: 4096, 64KiB, 1MiB (default depends on the workload).
-    #[arg(short, long, value_parser = parse_size)]
-    pub size: Option<u64>,
-    /// Operations to run (default depends on the workload).
-    #[arg(short = 'n', long)]
-    pub iterations: Option<u64>,
-    /// Run for this many seconds instead of a number of operations.
-    #[arg(short = 'D', long, conflicts_with = "iterations")]
-    pub duration: Option<f64>,
-    /// Sweep sizes 2 B .. --max-size in powers of two.
-    #[arg(short = 'a', long)]
-    pub all_sizes: bool,
-    /// Largest size of a sweep (lower it on emulated labs: every size runs --iterations times).
-    #[arg(long, default_value_t = 8 << 20)]
-    pub max_size: u64,
-    /// Outstanding work requests per QP.
-    #[arg(short = 't', long)]
-    pub tx_depth: Option<u32>,
-    /// Signal one completion every N work requests.
-    #[arg(short = 'Q', long)]
-    pub cq_moderation: Option<u32>,
-    /// Work requests chained per post.
-    #[arg(short = 'l', long)]
-    pub post_list: Option<u32>,
-    /// Send payloads up to this size inline.
-    #[arg(short = 'I', long)]
-    pub inline_size: Option<u32>,
-    /// Number of QPs [default: 1; param-server: 2, one per worker].
-    #[arg(short = 'q', long)]
-    pub qps: Option<u32>,
-    /// Connection setup.
-    #[arg(long, value_enum, default_value = "rdma-cm")]
-    pub cm: Cm,
-    /// Completion handling [default: auto for the bandwidth workloads and for
-    /// read-lat, send-lat and atomic-lat: on a software device such as rxe every
-    /// wait sleeps (a bandwidth client while its send queue is full, a latency
-    /// server between messages), leaving the CPU to the device's kernel work,
-    /// except a latency client's, which polls; everything polls on a NIC; poll
-    /// otherwise]. The record says which mode each side used.
-    #[arg(long, value_enum)]
-    pub completion: Option<Completion>,
-    /// send-recv: answer every message (ping-pong).
-    #[arg(long)]
-    pub ping_pong: bool,
-    /// write-imm: number of batches (each WRITE_WITH_IMM carries its batch id).
-    #[arg(long)]
-    pub batches: Option<u32>,
-    /// Seed of the payload pattern.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Abort the run after this many seconds.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
-    /// Negative test: the client uses a corrupted rkey (expect IBV_WC_REM_ACCESS_ERR).
-    #[arg(long)]
-    pub corrupt_rkey: bool,
-    /// Negative test: inject a fault and see the verdict catch it (the run must end
-    /// not verified): `skip` loses one operation (the client counts one that never took
-    /// effect), `corrupt` flips one byte of the data's source. Each workload takes the
-    /// faults it can detect; others are refused.
-    #[arg(long, value_enum, value_name = "FAULT")]
-    pub inject_fault: Option<InjectFault>,
-    /// Negative test: the client targets ADDR:RKEY (e.g. a past run's `mr_addr`/`mr_rkey`)
-    /// instead of the server's current buffer; memory of a finished run is deregistered,
-    /// so expect IBV_WC_REM_ACCESS_ERR.
-    #[arg(long, value_name = "ADDR:RKEY")]
-    pub use_capability: Option<String>,
-    /// fabric-* workloads: the libfabric provider ("tcp;ofi_rxm", "verbs;ofi_rxd", "efa", ...).
-    /// Default: from the lab's fabric (rxe: verbs;ofi_rxd, none: tcp;ofi_rxm, efa: efa).
-    #[arg(long)]
-    pub provider: Option<String>,
-    /// bulk-rdma, bulk-tcp: bytes to move in --size chunks, e.g. 64MiB [default: 4MiB].
-    #[arg(long, value_parser = parse_size)]
-    pub total: Option<u64>,
+    #[command(flatten)]
+    pub request: WorkloadRequest,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Record both nodes' RDMA hardware counters (retransmissions, NAKs, ...) before and
-    /// after the run, and show what it added; automatic when a node is impaired (`labctl impair`).
-    #[arg(long)]
-    pub counters: bool,
     /// Record a trace of both nodes (rdma_cm, QP states, MRs, the {addr, rkey} blob, every
     /// post and completion) aligned on one clock, and write it as Chrome trace-event JSON
     /// to FILE (open it in ui.perfetto.dev). Verbs and fabric-* workloads.
@@ -149,8 +35,11 @@ pub struct RunArgs {
 
 /// Creates the trace's file; refuses workloads that record no trace.
 fn open_trace_file(path: &std::path::Path, workload: &str) -> anyhow::Result<(std::path::PathBuf, std::fs::File)> {
-    if workload == "bulk-tcp" {
-        anyhow::bail!("--trace records verbs and libfabric sessions; `bulk-tcp` runs on a TCP socket: drop --trace");
+    if let Some(w) = workload_catalogue::find(workload).filter(|w| !w.takes(Opt::Trace)) {
+        anyhow::bail!(
+            "--trace records verbs and libfabric sessions; `{workload}` is a {} workload: drop --trace",
+            w.family.label()
+        );
     }
     let file = std::fs::File::create(path).map_err(|e| {
         anyhow::anyhow!(
@@ -161,53 +50,12 @@ fn open_trace_file(path: &std::path::Path, workload: &str) -> anyhow::Result<(st
     Ok((path.to_path_buf(), file))
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
-    lab_model::size::parse_size(text)
-}
-
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
-    let opts = WorkloadRequest {
-        workload: run.workload.clone(),
-        server: Some(run.server.clone()),
-        client: Some(run.client.clone()),
-        size: run.size,
-        iterations: run.iterations,
-        duration_s: run.duration,
-        all_sizes: run.all_sizes,
-        max_size: Some(run.max_size),
-        tx_depth: run.tx_depth,
-        cq_moderation: run.cq_moderation,
-        post_list: run.post_list,
-        inline_size: run.inline_size,
-        qps: run.qps,
-        cm: Some(match run.cm {
-            Cm::RdmaCm => CmMode::RdmaCm,
-            Cm::Oob => CmMode::Oob,
-        }),
-        completion: run.completion.map(|c| match c {
-            Completion::Poll => CompletionMode::Poll,
-            Completion::Event => CompletionMode::Event,
-            Completion::Auto => CompletionMode::Auto,
-        }),
-        ping_pong: run.ping_pong,
-        batches: run.batches,
-        seed: Some(run.seed),
-        corrupt_rkey: run.corrupt_rkey,
-        fault: run.inject_fault.map(|f| match f {
-            InjectFault::Skip => Fault::Skip,
-            InjectFault::Corrupt => Fault::Corrupt,
-        }),
-        use_capability: run.use_capability.clone(),
-        provider: run.provider.clone(),
-        total: run.total,
-        timeout: Some(Duration::from_secs(run.timeout)),
-        counters: run.counters,
-    }
-    .run_options()?;
+    let opts = run.request.run_options()?;
     let mut opts = opts;
     // Opened before the run: a path that cannot be written fails now, not after it.
     let trace_file = match &run.trace {
-        Some(path) => Some(open_trace_file(path, &run.workload)?),
+        Some(path) => Some(open_trace_file(path, &run.request.workload)?),
         None => None,
     };
     if trace_file.is_some() {

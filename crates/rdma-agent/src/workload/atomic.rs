@@ -6,7 +6,6 @@ use agent_proto::v1::{Fault, Role, SideResult};
 
 use super::{injects, iterations, note_skip, post_done_recv, read_peer_word, read_word, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
-use crate::validate::Rules;
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
 /// The atomic workload.
@@ -25,10 +24,6 @@ fn swapped(seed: u64) -> u64 {
 impl Workload for Atomic {
     fn name(&self) -> &'static str {
         "atomic"
-    }
-
-    fn rules(&self) -> Rules {
-        Rules::faults(&[Fault::Skip])
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {

@@ -19,7 +19,7 @@ use crate::cpu::NodeBusy;
 use crate::metrics::{bandwidth, PeakTracker};
 use crate::session::{SessionError, Side};
 use crate::timeline::Timeline;
-use crate::validate::{bulk_total, Limits, Rules, ValidationError};
+use crate::validate::{bulk_total, Limits, OwnCheck, ValidationError};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 use crate::wr_id::WrId;
 
@@ -87,11 +87,8 @@ impl Workload for BulkRdma {
         "bulk-rdma"
     }
 
-    fn rules(&self) -> Rules {
-        Rules {
-            check: check_bulk_total,
-            ..Rules::faults(&[Fault::Corrupt])
-        }
+    fn own_check(&self) -> OwnCheck {
+        check_bulk_total
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {

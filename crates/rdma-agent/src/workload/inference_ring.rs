@@ -14,7 +14,7 @@ use agent_proto::v1::{Fault, Role, SideResult, WorkloadParams};
 
 use super::{corrupt_byte, injects, note_skip, pattern, size, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
-use crate::validate::{check_footprint, Rules};
+use crate::validate::{check_footprint, OwnCheck};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 use crate::wr_id::WrId;
 
@@ -78,14 +78,11 @@ impl Workload for InferenceRing {
         "inference-ring"
     }
 
-    fn rules(&self) -> Rules {
-        Rules {
-            check: |params, limits| {
-                let slots = slots(params) as u64;
-                let what = format!("inference-ring's ring holds {slots} slots (tx_depth)");
-                check_footprint(params, limits, slots, &what)
-            },
-            ..Rules::faults(&[Fault::Skip, Fault::Corrupt])
+    fn own_check(&self) -> OwnCheck {
+        |params, limits| {
+            let slots = slots(params) as u64;
+            let what = format!("inference-ring's ring holds {slots} slots (tx_depth)");
+            check_footprint(params, limits, slots, &what)
         }
     }
 

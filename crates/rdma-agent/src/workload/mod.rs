@@ -1,9 +1,10 @@
 //! The verbs workloads: the [`Workload`] trait, one module per workload
-//! family, and helpers they share. Each workload owns its parameter rules
-//! ([`Workload::rules`]: the faults it can catch, several QPs or not, the
-//! memory it registers) and its queue depths. The registry by name, across
-//! verbs, libfabric and TCP, is [`crate::registry`]; this module must not
-//! know the other transports.
+//! family, and helpers they share. A workload's facts (name, defaults,
+//! faults, options) are its entry in the workload catalogue; its
+//! implementation here owns its own request checks
+//! ([`Workload::own_check`]: the memory it registers) and its queue depths.
+//! The dispatch table by name, across verbs, libfabric and TCP, is
+//! [`crate::registry`]; this module must not know the other transports.
 //!
 //! A workload is called twice per side: [`Workload::prepare`] with the QP in
 //! INIT (register buffers, post receives; the server sets `side.exposed`, the
@@ -28,7 +29,7 @@ use agent_proto::v1::WorkloadParams;
 
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
-use crate::validate::Rules;
+use crate::validate::{no_own_checks, OwnCheck};
 
 pub use crate::wr_id::OpKind;
 
@@ -36,8 +37,12 @@ pub use crate::wr_id::OpKind;
 pub trait Workload: Send + Sync {
     /// The registry name ("write-read").
     fn name(&self) -> &'static str;
-    /// What this workload adds to the shared request checks.
-    fn rules(&self) -> Rules;
+    /// Its own request checks, after the shared ones and the catalogue
+    /// entry's (faults, several QPs): the memory it registers, its size
+    /// bounds, field combinations it cannot run.
+    fn own_check(&self) -> OwnCheck {
+        no_own_checks
+    }
     /// Sets up buffers and receives (the first QP in INIT; with rdma_cm the
     /// other QPs of a multi-QP run are not created in the device's eyes yet).
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError>;

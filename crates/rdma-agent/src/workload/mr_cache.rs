@@ -22,7 +22,7 @@ use super::{
 };
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
-use crate::validate::{check_footprint, Rules};
+use crate::validate::{check_footprint, OwnCheck};
 use crate::verbs::{Access, BufId, LocalSlice, SendOp, SendWr};
 
 /// The mr-cache workload.
@@ -184,17 +184,14 @@ impl Workload for MrCache {
         "mr-cache"
     }
 
-    fn rules(&self) -> Rules {
-        Rules {
-            check: |params, limits| {
-                check_footprint(
-                    params,
-                    limits,
-                    SERVER_BUFFER_FACTOR,
-                    "mr-cache's server holds a slot per size: 15 x size",
-                )
-            },
-            ..Rules::faults(&[Fault::Corrupt])
+    fn own_check(&self) -> OwnCheck {
+        |params, limits| {
+            check_footprint(
+                params,
+                limits,
+                SERVER_BUFFER_FACTOR,
+                "mr-cache's server holds a slot per size: 15 x size",
+            )
         }
     }
 

@@ -24,7 +24,7 @@ use agent_proto::v1::{Fault, Role, SideResult};
 use super::{corrupt_byte, injects, iterations, pattern, size, verdict, OpKind, Workload};
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
-use crate::validate::{check_footprint, Rules, ValidationError};
+use crate::validate::{check_footprint, OwnCheck, ValidationError};
 use crate::verbs::{Access, LocalSlice, RecvChain, SendChain, SendOp, SendWr};
 use crate::wr_id::WrId;
 
@@ -118,22 +118,18 @@ impl Workload for ParamServer {
         "param-server"
     }
 
-    fn rules(&self) -> Rules {
-        Rules {
-            faults: &[Fault::Corrupt],
-            multi_qp: true,
-            check: |params, limits| {
-                if !params.size.is_multiple_of(VALUE_BYTES) {
-                    return Err(ValidationError::FieldOutOfRange {
-                        field: "size",
-                        value: i128::from(params.size),
-                        range: "a multiple of 4 for param-server (gradients are u32 values)",
-                    });
-                }
-                let workers = u64::from(params.num_qps.max(1));
-                let what = format!("param-server's server holds {workers} gradient slots and the weights");
-                check_footprint(params, limits, workers + 1, &what)
-            },
+    fn own_check(&self) -> OwnCheck {
+        |params, limits| {
+            if !params.size.is_multiple_of(VALUE_BYTES) {
+                return Err(ValidationError::FieldOutOfRange {
+                    field: "size",
+                    value: i128::from(params.size),
+                    range: "a multiple of 4 for param-server (gradients are u32 values)",
+                });
+            }
+            let workers = u64::from(params.num_qps.max(1));
+            let what = format!("param-server's server holds {workers} gradient slots and the weights");
+            check_footprint(params, limits, workers + 1, &what)
         }
     }
 

@@ -31,7 +31,7 @@ use super::{corrupt_byte, injects, lanes, note_skip, pattern, read_peer_word, re
 use crate::metrics::{latency, perftest_bandwidth, PeakTracker, PostClock};
 use crate::plan::Plan;
 use crate::session::{SessionError, Side};
-use crate::validate::{Limits, Rules, ValidationError};
+use crate::validate::{no_own_checks, Limits, OwnCheck, ValidationError};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 use crate::wr_id::WrId;
 
@@ -131,21 +131,11 @@ impl Workload for Perf {
         self.name
     }
 
-    fn rules(&self) -> Rules {
-        let faults: &'static [Fault] = match (self.op, self.latency) {
-            (PerfOp::Write, false) | (PerfOp::Read, _) => &[Fault::Corrupt],
-            (PerfOp::Write, true) | (PerfOp::Send, _) => &[Fault::Skip, Fault::Corrupt],
-            (PerfOp::Atomic, _) => &[Fault::Skip],
-        };
-        Rules {
-            faults,
-            // Bandwidth only, as perftest's -q (its latency tests refuse it).
-            multi_qp: !self.latency,
-            check: if (self.op, self.latency) == (PerfOp::Write, true) {
-                check_write_lat
-            } else {
-                |_, _| Ok(())
-            },
+    fn own_check(&self) -> OwnCheck {
+        if (self.op, self.latency) == (PerfOp::Write, true) {
+            check_write_lat
+        } else {
+            no_own_checks
         }
     }
 

@@ -7,7 +7,6 @@ use super::{
     corrupt_byte, injects, iterations, pattern, post_done_recv, size, verdict, wait_for_done, OpKind, Workload,
 };
 use crate::session::{SessionError, Side};
-use crate::validate::Rules;
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
 /// The read workload.
@@ -16,10 +15,6 @@ pub struct Read;
 impl Workload for Read {
     fn name(&self) -> &'static str {
         "read"
-    }
-
-    fn rules(&self) -> Rules {
-        Rules::faults(&[Fault::Corrupt])
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {

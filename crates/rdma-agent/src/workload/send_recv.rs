@@ -10,7 +10,6 @@ use agent_proto::v1::{Fault, Role, SideResult};
 
 use super::{corrupt_byte, injects, iterations, note_skip, pattern, size, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
-use crate::validate::Rules;
 use crate::verbs::{Access, LocalSlice, SendChain, SendOp, SendWr};
 use crate::wr_id::WrId;
 
@@ -25,10 +24,6 @@ fn ring(side: &Side) -> usize {
 impl Workload for SendRecv {
     fn name(&self) -> &'static str {
         "send-recv"
-    }
-
-    fn rules(&self) -> Rules {
-        Rules::faults(&[Fault::Skip, Fault::Corrupt])
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {

@@ -7,7 +7,7 @@ use agent_proto::v1::{Fault, Role, SideResult};
 
 use super::{corrupt_byte, injects, note_skip, pattern, size, verdict, OpKind, Workload};
 use crate::session::{SessionError, Side};
-use crate::validate::{check_footprint, Rules};
+use crate::validate::{check_footprint, OwnCheck};
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
 /// The write-imm workload.
@@ -34,18 +34,15 @@ impl Workload for WriteImm {
         "write-imm"
     }
 
-    fn rules(&self) -> Rules {
-        Rules {
-            check: |params, limits| {
-                let batches = u64::from(batch_count(params));
-                check_footprint(
-                    params,
-                    limits,
-                    batches,
-                    &format!("write-imm's server holds all {batches} batches"),
-                )
-            },
-            ..Rules::faults(&[Fault::Skip, Fault::Corrupt])
+    fn own_check(&self) -> OwnCheck {
+        |params, limits| {
+            let batches = u64::from(batch_count(params));
+            check_footprint(
+                params,
+                limits,
+                batches,
+                &format!("write-imm's server holds all {batches} batches"),
+            )
         }
     }
 

@@ -8,7 +8,6 @@ use super::{
     corrupt_byte, injects, iterations, pattern, post_done_recv, size, verdict, wait_for_done, OpKind, Workload,
 };
 use crate::session::{SessionError, Side};
-use crate::validate::Rules;
 use crate::verbs::{Access, LocalSlice, SendOp, SendWr};
 
 /// The write-read workload.
@@ -17,10 +16,6 @@ pub struct WriteRead;
 impl Workload for WriteRead {
     fn name(&self) -> &'static str {
         "write-read"
-    }
-
-    fn rules(&self) -> Rules {
-        Rules::faults(&[Fault::Corrupt])
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {

@@ -1,0 +1,391 @@
+//! The one catalogue of workloads: for each workload its name, family,
+//! shape (which roles take part), parameter defaults, the faults it can
+//! inject and catch, the options it takes, the metrics it reports and its
+//! one-line doc; with them the limits every request shares and the enums a
+//! run's parameters are made of ([`Fault`], [`Cm`], [`Completion`]).
+//!
+//! Both sides read it: the controller for `labctl run --help`, the labs.yaml
+//! and suite checks, its defaults and its option checks; the agent for its
+//! request validation and for the test that keeps its dispatch table and
+//! this catalogue in step.
+//!
+//! This crate owns facts only. It must not run anything, know the wire
+//! format (agent-proto converts these enums to and from the proto's), or
+//! know a node: limits that depend on a node's memory, and a workload's own
+//! footprint checks, belong to the agent's implementation of it.
+//!
+//! # Adding a workload
+//! 1. An entry in [`CATALOGUE`] (in `entries.rs`).
+//! 2. Its implementation in rdma-agent, listed by name in the agent's
+//!    dispatch table; the agent's tests fail while one exists without the
+//!    other.
+//!
+//! Nothing else: the CLI, the schema, the suite checks and the defaults
+//! follow from the entry.
+
+mod entries;
+pub mod limits;
+
+use serde::{Deserialize, Serialize};
+
+pub use entries::CATALOGUE;
+
+/// What carries a workload's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// ibverbs QPs (rdma_cm or out-of-band setup).
+    Verbs,
+    /// libfabric RDM endpoints (no QP, no rdma_cm; the server's fabric
+    /// address is relayed from Prepare to Run).
+    Libfabric,
+    /// A kernel TCP socket between the same data addresses.
+    Tcp,
+}
+
+impl Family {
+    /// The family as help texts spell it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Family::Verbs => "verbs",
+            Family::Libfabric => "libfabric",
+            Family::Tcp => "TCP",
+        }
+    }
+}
+
+/// Which roles take part in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Two nodes: a passive server (registers memory, listens) and an active
+    /// client (connects, posts the work).
+    Pair,
+}
+
+impl Shape {
+    /// The roles, in the order the controller starts them.
+    pub fn roles(self) -> &'static [&'static str] {
+        match self {
+            Shape::Pair => &["server", "client"],
+        }
+    }
+}
+
+/// A fault a run can inject on purpose, to show its verdict catching it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Fault {
+    /// One operation is lost: the client counts one that never took effect.
+    Skip,
+    /// One byte of the data's source is flipped after it was filled.
+    Corrupt,
+}
+
+impl Fault {
+    /// The fault's name as `--inject-fault`, suites and run records spell it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Fault::Skip => "skip",
+            Fault::Corrupt => "corrupt",
+        }
+    }
+}
+
+/// How the two sides of a verbs run connect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Cm {
+    /// rdma_cm; the server's {addr, rkey} travels in the accept's private data.
+    #[default]
+    RdmaCm,
+    /// Out of band through the controller, with explicit INIT → RTR → RTS.
+    Oob,
+}
+
+impl Cm {
+    /// The mode as run records spell it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Cm::RdmaCm => "rdma_cm",
+            Cm::Oob => "oob",
+        }
+    }
+}
+
+/// How completions are waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Completion {
+    /// Busy-poll the CQ.
+    Poll,
+    /// Sleep on a completion channel.
+    Event,
+    /// By the device: event on a software device (rxe, siw), poll on a NIC.
+    Auto,
+}
+
+impl Completion {
+    /// The mode as run records spell it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Completion::Poll => "poll",
+            Completion::Event => "event",
+            Completion::Auto => "auto",
+        }
+    }
+}
+
+/// An option that only some workloads take; the others refuse it before
+/// anything runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opt {
+    /// `--qps`: spread the work over several QPs (perftest's `-q`).
+    Qps,
+    /// `--batches`: a number of batches, each carrying its id.
+    Batches,
+    /// `--ping-pong`: echo every message.
+    PingPong,
+    /// `--provider`: the libfabric provider.
+    Provider,
+    /// `--total`: bytes to move in `--size` chunks.
+    Total,
+    /// `--trace`: a trace of both nodes on one clock.
+    Trace,
+    /// `--cm oob`: the out-of-band QP exchange.
+    CmOob,
+}
+
+impl Opt {
+    /// The option as the command line spells it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Opt::Qps => "--qps",
+            Opt::Batches => "--batches",
+            Opt::PingPong => "--ping-pong",
+            Opt::Provider => "--provider",
+            Opt::Total => "--total",
+            Opt::Trace => "--trace",
+            Opt::CmOob => "--cm oob",
+        }
+    }
+
+    /// The option as suites spell it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Opt::Qps => "qps",
+            Opt::Batches => "batches",
+            Opt::PingPong => "ping_pong",
+            Opt::Provider => "provider",
+            Opt::Total => "total",
+            Opt::Trace => "trace",
+            Opt::CmOob => "cm: oob",
+        }
+    }
+}
+
+/// A figure a workload reports (a run record has a field for each; one a
+/// workload does not report is not shown for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Bytes over time: average and peak MiB/s, Gb/s, message rate.
+    Bandwidth,
+    /// Per-operation latency: perftest's min, typical, max, percentiles.
+    Latency,
+    /// Registrations with and without a cache (mr-cache).
+    MrCache,
+}
+
+/// What a run uses when neither the command line nor the suite says.
+/// Sized for emulated labs (a few MB/s): seconds, not minutes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defaults {
+    /// Message size, bytes.
+    pub size: u64,
+    /// Operations.
+    pub iterations: u64,
+    /// How completions are waited for.
+    pub completion: Completion,
+    /// Send queue depth (0: the agent's choice).
+    pub tx_depth: u32,
+    /// Queue pairs.
+    pub qps: u32,
+    /// Batches (0: not batched).
+    pub batches: u32,
+    /// Bytes a bulk transfer moves (0: not a bulk transfer).
+    pub total: u64,
+}
+
+impl Defaults {
+    /// `size` x `iterations`, polled completions, everything else the agent's.
+    pub const fn of(size: u64, iterations: u64) -> Defaults {
+        Defaults {
+            size,
+            iterations,
+            completion: Completion::Poll,
+            tx_depth: 0,
+            qps: 1,
+            batches: 0,
+            total: 0,
+        }
+    }
+
+    /// The same, with completions chosen by the device.
+    pub const fn auto(self) -> Defaults {
+        Defaults {
+            completion: Completion::Auto,
+            ..self
+        }
+    }
+}
+
+/// One workload's facts.
+#[derive(Debug, Clone, Copy)]
+pub struct Workload {
+    /// The name `labctl run`, suites and the agent use.
+    pub name: &'static str,
+    /// What carries its bytes.
+    pub family: Family,
+    /// Which roles take part.
+    pub shape: Shape,
+    /// One line: what moves and who verifies it.
+    pub doc: &'static str,
+    /// Parameters when nothing says otherwise.
+    pub defaults: Defaults,
+    /// The faults it can inject and then catch in its verdict; every
+    /// workload takes at least one.
+    pub faults: &'static [Fault],
+    /// The options it takes beyond the common ones.
+    pub opts: &'static [Opt],
+    /// The figures it reports.
+    pub metrics: &'static [Metric],
+}
+
+impl Workload {
+    /// Whether it takes `opt`.
+    pub fn takes(&self, opt: Opt) -> bool {
+        self.opts.contains(&opt)
+    }
+
+    /// Whether it can inject `fault`.
+    pub fn injects(&self, fault: Fault) -> bool {
+        self.faults.contains(&fault)
+    }
+
+    /// Whether it reports `metric`.
+    pub fn reports(&self, metric: Metric) -> bool {
+        self.metrics.contains(&metric)
+    }
+
+    /// The faults it takes, as `--inject-fault` spells them ("skip, corrupt").
+    pub fn fault_labels(&self) -> String {
+        self.faults.iter().map(|f| f.label()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The workload called `name`.
+pub fn find(name: &str) -> Option<&'static Workload> {
+    CATALOGUE.iter().find(|w| w.name == name)
+}
+
+/// Every workload's name, in catalogue order.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    CATALOGUE.iter().map(|w| w.name)
+}
+
+/// The workloads that take `opt`, comma separated (for help and errors).
+pub fn taking(opt: Opt) -> String {
+    CATALOGUE
+        .iter()
+        .filter(|w| w.takes(opt))
+        .map(|w| w.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_names_are_unique_and_found() {
+        for w in CATALOGUE {
+            assert_eq!(find(w.name).map(|f| f.name), Some(w.name));
+            assert_eq!(names().filter(|n| *n == w.name).count(), 1, "{} twice", w.name);
+        }
+        assert!(find("nope").is_none());
+    }
+
+    #[test]
+    fn test_every_workload_can_show_its_verdict_failing_and_has_runnable_defaults() {
+        for w in CATALOGUE {
+            assert!(!w.faults.is_empty(), "{} injects no fault", w.name);
+            assert!(!w.metrics.is_empty(), "{} reports nothing", w.name);
+            assert!(
+                !w.doc.is_empty() && !w.doc.ends_with('.'),
+                "{}: one line, no full stop",
+                w.name
+            );
+            let d = w.defaults;
+            assert!(d.size >= 1 && d.size <= limits::DEFAULT_MAX_SIZE, "{}", w.name);
+            assert!(
+                d.iterations >= 1 && d.iterations <= limits::MAX_ITERATIONS,
+                "{}",
+                w.name
+            );
+            assert!(d.qps >= 1 && d.qps <= limits::MAX_QPS, "{}", w.name);
+            assert!(
+                d.qps == 1 || w.takes(Opt::Qps),
+                "{}: several QPs by default but no --qps",
+                w.name
+            );
+            assert_eq!(
+                d.total > 0,
+                w.takes(Opt::Total),
+                "{}: total and --total go together",
+                w.name
+            );
+            assert!(d.total <= limits::MAX_BULK_TOTAL, "{}", w.name);
+        }
+    }
+
+    #[test]
+    fn test_families_decide_the_options_that_belong_to_them() {
+        for w in CATALOGUE {
+            assert_eq!(
+                w.takes(Opt::Provider),
+                w.family == Family::Libfabric,
+                "{}: --provider is libfabric's",
+                w.name
+            );
+            assert_eq!(
+                w.takes(Opt::CmOob),
+                w.family == Family::Verbs,
+                "{}: --cm oob is verbs'",
+                w.name
+            );
+            assert_eq!(
+                w.takes(Opt::Trace),
+                w.family != Family::Tcp,
+                "{}: TCP runs keep no trace",
+                w.name
+            );
+        }
+    }
+
+    #[test]
+    fn test_the_facts_other_code_relies_on() {
+        let w = |name| find(name).unwrap();
+        assert_eq!(w("param-server").defaults.qps, 2);
+        assert_eq!(w("inference-ring").defaults.tx_depth, 8);
+        assert_eq!(w("write-imm").defaults.batches, 8);
+        assert_eq!(
+            (w("fabric-write").defaults.size, w("fabric-write").defaults.iterations),
+            (65536, 64)
+        );
+        assert_eq!(taking(Opt::Qps), "write-bw, read-bw, send-bw, atomic-bw, param-server");
+        assert_eq!(w("write-bw").fault_labels(), "corrupt");
+        assert_eq!(w("write-lat").defaults.completion, Completion::Poll);
+        assert_eq!(w("read-lat").defaults.completion, Completion::Auto);
+        assert!(w("write-lat").reports(Metric::Latency) && !w("write-lat").reports(Metric::Bandwidth));
+        assert_eq!(CATALOGUE.len(), 21);
+    }
+}

@@ -1,0 +1,22 @@
+//! Limits every request shares, checked by the agent before it touches any
+//! RDMA resource (and named in the controller's help). A node may lower the
+//! size limit further: a run registers at most a quarter of its
+//! MemAvailable, which only the agent can read.
+
+/// Largest message size accepted unless the node has less memory to spare.
+pub const DEFAULT_MAX_SIZE: u64 = 64 * 1024 * 1024;
+/// Largest iteration count accepted.
+pub const MAX_ITERATIONS: u64 = 1_000_000_000;
+/// Default largest size of an all-sizes sweep.
+pub const DEFAULT_SWEEP_MAX: u64 = 8 * 1024 * 1024;
+/// Most QPs one run may ask for.
+pub const MAX_QPS: u32 = 16;
+/// Longest timed run (`duration_s`), one day.
+pub const MAX_DURATION_S: f64 = 86_400.0;
+/// Longest session timeout (`timeout_ms`), one week: a session deadline is
+/// `now + timeout`, which must not overflow the clock.
+pub const MAX_TIMEOUT_MS: u64 = 7 * 86_400 * 1000;
+/// Largest `total` of a bulk transfer (the server holds all of it in memory).
+pub const MAX_BULK_TOTAL: u64 = 1 << 30;
+/// A run's timeout unless told otherwise, seconds.
+pub const DEFAULT_TIMEOUT_S: u64 = 120;
