@@ -196,7 +196,8 @@ pub trait Provider: Send + Sync {
     /// Whether the nodes' machines outlive the lab (machines labctl did not
     /// create, such as hosts reached over SSH). `down` then removes what
     /// `up` wrote on them (the lab facts) before [`delete`](Self::delete).
-    /// Every provider today deletes its machines, so the default is `false`.
+    /// qemu, multipass and aws delete their machines, so the default is
+    /// `false`; ssh overrides it.
     fn keeps_machines(&self) -> bool {
         false
     }

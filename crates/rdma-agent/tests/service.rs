@@ -1,11 +1,12 @@
 //! In-process gRPC tests of the agent (no RDMA device needed): the server on
-//! 127.0.0.1:0, a generated client, Health/NodeInfo and refused requests.
+//! 127.0.0.1:0, a generated client, Health/NodeInfo, refused requests, and
+//! every RPC of proto/rdma_agent/v1/agent.proto refused without the secret.
 
 use agent_proto::auth::AgentSecret;
 use agent_proto::v1::agent_client::AgentClient;
 use agent_proto::v1::{
-    AbortRequest, CollectRequest, ConnectRequest, HealthRequest, NodeInfoRequest, PrepareRequest, Role, RunRequest,
-    WorkloadParams,
+    AbortRequest, ClockRequest, CollectRequest, ConnectRequest, HealthRequest, NodeInfoRequest, PrepareRequest, Role,
+    RunRequest, TakeTraceRequest, WorkloadParams,
 };
 use tonic::Code;
 
@@ -22,8 +23,56 @@ fn params(workload: &str, size: u64) -> WorkloadParams {
     }
 }
 
-/// Every RPC of `client`'s agent, each answered with its status code (Ok or the refusal).
-async fn every_rpc<T>(client: &mut AgentClient<T>) -> Vec<(&'static str, Code)>
+/// The agent's contract, read at test time so that a new RPC is never left out.
+const PROTO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../proto/rdma_agent/v1/agent.proto");
+
+/// The RPC names of a proto file, in order: each `rpc Name(` at the start of a
+/// line (comments and other text ignored).
+fn proto_rpcs(proto: &str) -> Vec<String> {
+    proto
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("rpc "))
+        .filter_map(|rest| rest.split_once('('))
+        .map(|(name, _)| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+fn agent_rpcs() -> Vec<String> {
+    let text = std::fs::read_to_string(PROTO).unwrap_or_else(|e| panic!("reading {PROTO}: {e}"));
+    let rpcs = proto_rpcs(&text);
+    assert!(!rpcs.is_empty(), "no `rpc Name(` line in {PROTO}");
+    rpcs
+}
+
+#[test]
+fn proto_rpcs_reads_each_rpc_line_and_nothing_else() {
+    let text = "service S {\n  // rpc Commented(X) is not one\n  rpc A(AReq) returns (AReply);\n\
+                \trpc  B (BReq) returns (stream BEvent);\n}\nmessage rpc_like { string rpc = 1; }\n";
+    assert_eq!(proto_rpcs(text), ["A", "B"]);
+    let real = agent_rpcs();
+    for rpc in [
+        "Health",
+        "NodeInfo",
+        "Prepare",
+        "Connect",
+        "Run",
+        "Collect",
+        "Abort",
+        "Clock",
+        "TakeTrace",
+    ] {
+        assert!(real.iter().any(|r| r == rpc), "{rpc} not read from {PROTO}: {real:?}");
+    }
+    let mut unique = real.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), real.len(), "{real:?}");
+}
+
+/// Every RPC of the proto, called on `client`'s agent, each with its status
+/// code (Ok or the refusal). An RPC this function cannot call fails the test.
+async fn every_rpc<T>(client: &mut AgentClient<T>) -> Vec<(String, Code)>
 where
     T: tonic::client::GrpcService<tonic::body::Body>,
     T::Error: Into<tonic::codegen::StdError>,
@@ -31,33 +80,37 @@ where
     <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
 {
     let code = |r: Result<(), tonic::Status>| r.err().map_or(Code::Ok, |s| s.code());
-    let prepare = PrepareRequest {
-        session_id: "s1".into(),
-        params: Some(params("write-read", 64)),
-        role: Role::Server as i32,
-        bind_addr: "127.0.0.1".into(),
-    };
-    vec![
-        ("Health", code(client.health(HealthRequest {}).await.map(drop))),
-        ("NodeInfo", code(client.node_info(NodeInfoRequest {}).await.map(drop))),
-        ("Prepare", code(client.prepare(prepare).await.map(drop))),
-        (
-            "Connect",
-            code(client.connect(ConnectRequest::default()).await.map(drop)),
-        ),
-        ("Run", code(client.run(RunRequest::default()).await.map(drop))),
-        (
-            "Collect",
-            code(client.collect(CollectRequest::default()).await.map(drop)),
-        ),
-        ("Abort", code(client.abort(AbortRequest::default()).await.map(drop))),
-    ]
+    let mut answered = Vec::new();
+    for rpc in agent_rpcs() {
+        let result = match rpc.as_str() {
+            "Health" => client.health(HealthRequest {}).await.map(drop),
+            "NodeInfo" => client.node_info(NodeInfoRequest {}).await.map(drop),
+            "Prepare" => client
+                .prepare(PrepareRequest {
+                    session_id: "s1".into(),
+                    params: Some(params("write-read", 64)),
+                    role: Role::Server as i32,
+                    bind_addr: "127.0.0.1".into(),
+                })
+                .await
+                .map(drop),
+            "Connect" => client.connect(ConnectRequest::default()).await.map(drop),
+            "Run" => client.run(RunRequest::default()).await.map(drop),
+            "Collect" => client.collect(CollectRequest::default()).await.map(drop),
+            "Abort" => client.abort(AbortRequest::default()).await.map(drop),
+            "Clock" => client.clock(ClockRequest {}).await.map(drop),
+            "TakeTrace" => client.take_trace(TakeTraceRequest::default()).await.map(drop),
+            other => panic!("{PROTO} has `rpc {other}`, which every_rpc does not call yet: add it to the match"),
+        };
+        answered.push((rpc, code(result)));
+    }
+    answered
 }
 
 #[tokio::test]
 async fn every_rpc_without_the_labs_secret_is_refused_before_it_runs() {
     let agent = start_agent().await;
-    let refused = |rpcs: Vec<(&'static str, Code)>, want: Code| {
+    let refused = |rpcs: Vec<(String, Code)>, want: Code| {
         for (rpc, code) in rpcs {
             assert_eq!(code, want, "{rpc}");
         }
@@ -70,9 +123,11 @@ async fn every_rpc_without_the_labs_secret_is_refused_before_it_runs() {
     // Another lab's secret.
     let other = AgentClient::with_interceptor(agent.channel.clone(), AgentSecret::generate());
     refused(every_rpc(&mut other.clone()).await, Code::PermissionDenied);
-    // The right one reaches the handlers: Health answers, the rest get past the check.
+    // The right one reaches the handlers: Health and Clock answer, the rest get past the check.
     let answered = every_rpc(&mut agent.client.clone()).await;
-    assert_eq!(answered[0], ("Health", Code::Ok));
+    let code_of = |name: &str| answered.iter().find(|(rpc, _)| rpc == name).map(|(_, code)| *code);
+    assert_eq!(code_of("Health"), Some(Code::Ok));
+    assert_eq!(code_of("Clock"), Some(Code::Ok));
     for (rpc, code) in answered {
         assert!(
             !matches!(code, Code::Unauthenticated | Code::PermissionDenied),

@@ -38,7 +38,7 @@ pub const DONE_IMM: u32 = 0xFFFF_FFFF;
 /// spin. write-lat, whose two sides both spin, yields from the start as it
 /// always did: one full suite read it 1.12x ib_write_lat with the bare spin
 /// against 0.90x yielding, and later A/B runs showed neither way better
-/// (docs/performance.md, "The latency floor, found").
+/// (docs/performance.md, "Open questions").
 const BARE_SPIN: Duration = Duration::from_millis(1);
 
 /// What a polling wait does after an empty poll ([`PollPace::empty_poll`]).
