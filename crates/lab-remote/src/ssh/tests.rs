@@ -1,5 +1,9 @@
 //! Tests of the SSH client: timeouts and the lab's key.
 
+use std::time::Duration;
+
+use russh::keys::{Algorithm, PrivateKey};
+
 use super::*;
 
 /// A port on 127.0.0.1 that accepts connections and never says a word, like
