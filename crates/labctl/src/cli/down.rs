@@ -194,7 +194,7 @@ fn check_named(named: &[String], scans: &[aws::LeakedScan], id_less: &[(&str, &a
             .map(|(region, l)| format!("\n    {region}  {}  {}  {}", l.lab, l.kind, l.id))
             .collect()
     };
-    let why = if unknown.iter().all(|n| with_id(n)) {
+    let why = if unknown.iter().all(|&n| with_id(n)) {
         "carries a lab id (a leaked lab is deleted whole, by its id, without naming its resources)"
     } else {
         "is not a leaked labctl resource without a lab id"
