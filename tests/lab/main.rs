@@ -10,7 +10,8 @@
 //!    `labctl bench --orchestration --nodes 2`, which times `up` and `down`
 //!    of a scratch lab of its own;
 //! 4. `labctl ci` on a lab of its own (`tests/labs/ci.yaml`), which it brings
-//!    up and tears down itself, once to completion and once cut by SIGTERM.
+//!    up and tears down itself, once to completion and once cut by SIGTERM;
+//!    then two `labctl ci` of one labs file from two directories at once.
 //!
 //! The lab is torn down at the end whatever happened; when anything failed,
 //! console logs, supervisor logs, dmesg and agent logs are saved first under
@@ -40,6 +41,7 @@ mod trace;
 mod trace_fabric;
 mod trace_failed;
 mod trace_show;
+mod twin_ci;
 mod util;
 mod verbs_example;
 mod verdicts;
@@ -130,6 +132,8 @@ fn main() -> ExitCode {
     if !args.list {
         ci_lab.run(&["down"]);
     }
+    // Two `labctl ci` of one labs file from two directories at once.
+    total.add(&libtest_mimic::run(&args, twin_ci::trials()));
     total.finish()
 }
 

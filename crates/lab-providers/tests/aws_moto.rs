@@ -1,8 +1,8 @@
 //! The AWS provider against a local moto EC2 emulator: the lifecycle
 //! creates and removes every resource, a second create changes nothing, a
-//! launch refused midway leaves nothing once deleted, delete works from
-//! tags alone, leaked resources are found and removed, and bad settings
-//! give clear errors. (moto's instances never answer SSH; everything after
+//! launch refused midway leaves nothing once deleted, leaked resources are
+//! found and removed, and bad settings give clear errors. (Two labs of one
+//! name, and a lab whose state is lost: `aws_moto_lab_id.rs`.) (moto's instances never answer SSH; everything after
 //! "the instance runs" is the QEMU suite's business.)
 
 mod common;
@@ -59,7 +59,10 @@ async fn fixture(tag: &str) -> Fixture {
 
 impl Fixture {
     fn provider(&self, spec: &LabSpec) -> AwsProvider {
-        AwsProvider::with_client(self.client.clone(), spec.aws.clone(), spec.fabric).with_waits(fast())
+        // The test's own registry of live labs (empty), never the user's.
+        AwsProvider::with_client(self.client.clone(), spec.aws.clone(), spec.fabric)
+            .with_waits(fast())
+            .with_registry(&self.base.join("registry"))
     }
 
     fn lab(&self, name: &str, instance_type: &str, fabric: &str, extra: &str) -> (LabSpec, LabDir) {
@@ -69,10 +72,16 @@ impl Fixture {
         (spec, dir)
     }
 
+    /// `create` of a new lab (a fresh state, so a new id).
     async fn create(&self, spec: &LabSpec, dir: &LabDir) -> Result<LabState, ProviderError> {
+        let state = LabState::new(&spec.name, "aws", &spec.fabric.to_string());
+        self.create_with(spec, dir, state).await
+    }
+
+    /// `create` of the lab `state` is of, again.
+    async fn create_with(&self, spec: &LabSpec, dir: &LabDir, mut state: LabState) -> Result<LabState, ProviderError> {
         let provider = self.provider(spec);
         provider.preflight(spec, &spec.resolve_nodes()).await?;
-        let mut state = LabState::new(&spec.name, "aws", &spec.fabric.to_string());
         let result = provider
             .create(
                 spec,
@@ -118,7 +127,7 @@ async fn test_lifecycle_creates_then_removes_every_resource() {
     expected.extend(aws.instances.values().map(|id| ("instance", id.clone())));
     expected.sort();
     assert_eq!(tagged(&f.client, "life").await, expected);
-    assert_eq!(aws.key_name.as_deref(), Some("labctl-life"));
+    assert_eq!(aws.key_name, Some(format!("labctl-life-{}", state.id)));
 
     // Every resource carries the owner and creation time too.
     let vpcs = f
@@ -233,11 +242,15 @@ async fn test_second_create_changes_nothing() {
     let first = f.create(&spec, &dir).await.unwrap();
     let before = tagged(&f.client, "again").await;
 
-    // Again with the state kept, and again with it lost: EC2 is found by tag.
-    let second = f.create(&spec, &dir).await.unwrap();
+    // Again with the state kept, and again with its record of resources
+    // lost (only the lab's id left): EC2 is found by the lab's id tags.
+    let second = f.create_with(&spec, &dir, first.clone()).await.unwrap();
     assert_eq!(tagged(&f.client, "again").await, before);
     assert_eq!(second.provider_state, first.provider_state);
-    let third = f.create(&spec, &dir).await.unwrap();
+    let mut bare = first.clone();
+    bare.provider_state = serde_json::Value::Null;
+    bare.nodes.clear();
+    let third = f.create_with(&spec, &dir, bare).await.unwrap();
     assert_eq!(
         AwsState::from_lab_state(&third).unwrap().instances,
         AwsState::from_lab_state(&first).unwrap().instances
@@ -257,7 +270,7 @@ async fn test_up_from_a_new_controller_address_adds_only_its_ssh_rule() {
 
     // The controller moved to another network: the group is reused and opened to it.
     spec.aws.as_mut().unwrap().ssh_cidr = Some("203.0.113.9/32".into());
-    f.create(&spec, &dir).await.unwrap();
+    f.create_with(&spec, &dir, first.clone()).await.unwrap();
     assert_eq!(tagged(&f.client, "moved").await, before, "nothing new is created");
     let group = AwsState::from_lab_state(&first).unwrap().security_group_id.unwrap();
     let described = f
@@ -277,7 +290,8 @@ async fn test_up_from_a_new_controller_address_adds_only_its_ssh_rule() {
     assert!(ssh_sources.contains(&"198.51.100.7/32") && ssh_sources.contains(&"203.0.113.9/32"));
 
     // Same address again: no duplicate rule (EC2 would refuse one anyway).
-    f.create(&spec, &dir).await.unwrap();
+    f.create_with(&spec, &dir, first.clone()).await.unwrap();
+    assert_eq!(tagged(&f.client, "moved").await, before);
     f.provider(&spec).delete(&dir, Some(&first)).await.unwrap();
     assert_eq!(tagged(&f.client, "moved").await, vec![]);
 }
@@ -302,23 +316,6 @@ async fn test_launch_refused_midway_leaves_nothing_after_delete() {
     let state = dir.load().unwrap();
     f.provider(&spec).delete(&dir, state.as_ref()).await.unwrap();
     assert_eq!(tagged(&f.client, "refused").await, vec![]);
-}
-
-#[tokio::test]
-async fn test_delete_with_no_state_finds_the_lab_by_tag() {
-    let f = fixture("nostate").await;
-    let (spec, dir) = f.lab("nostate", "t3.medium", "rxe", "");
-    f.create(&spec, &dir).await.unwrap();
-    assert_eq!(tagged(&f.client, "nostate").await.len(), 7);
-    // Another lab's resources are not touched.
-    let (other, other_dir) = f.lab("other", "t3.medium", "rxe", "");
-    let other_state = f.create(&other, &other_dir).await.unwrap();
-
-    std::fs::remove_dir_all(dir.root()).unwrap();
-    f.provider(&spec).delete(&dir, None).await.unwrap();
-    assert_eq!(tagged(&f.client, "nostate").await, vec![]);
-    assert_eq!(tagged(&f.client, "other").await.len(), 7);
-    f.provider(&other).delete(&other_dir, Some(&other_state)).await.unwrap();
 }
 
 #[tokio::test]
@@ -362,7 +359,7 @@ async fn test_leaked_resources_are_listed_then_deleted() {
     let other = scan_leaked(f.client.clone(), "someone@else", known).await.unwrap();
     assert!(other.leftovers.is_empty());
 
-    scan.delete(fast()).await.unwrap();
+    scan.delete(fast(), &[]).await.unwrap();
     assert_eq!(tagged(&f.client, "lost").await, vec![]);
     assert_eq!(tagged(&f.client, "kept").await.len(), 7);
     f.provider(&kept).delete(&kept_dir, Some(&kept_state)).await.unwrap();

@@ -2,7 +2,8 @@
 //! request mocking (aws-smithy-mocks): moto has no placement groups and
 //! reports EFA interfaces back as plain ones, so these parts cannot be
 //! checked against it. Also: a quota refusal and a security group that stays
-//! in use for a while after its instances are gone.
+//! in use for a while after its instances are gone; and that every lookup
+//! of the lab's resources filters on its id, never its name alone.
 
 mod common;
 
@@ -35,7 +36,7 @@ use aws_sdk_ec2::operation::revoke_security_group_egress::{
 use aws_sdk_ec2::operation::run_instances::{RunInstancesInput, RunInstancesOutput};
 use aws_sdk_ec2::operation::terminate_instances::{TerminateInstancesInput, TerminateInstancesOutput};
 use aws_sdk_ec2::types::{
-    EfaInfo, Instance, InstanceState, InstanceStateName, InstanceTypeInfo, NetworkInfo, PlacementGroup,
+    EfaInfo, Filter, Instance, InstanceState, InstanceStateName, InstanceTypeInfo, NetworkInfo, PlacementGroup,
     PlacementStrategy, Region, Reservation, ResourceType, SecurityGroup, StateReason, Subnet, Tag,
 };
 use aws_sdk_ec2::Client;
@@ -126,6 +127,36 @@ struct Account {
     revoked: Arc<Mutex<Vec<RevokeSecurityGroupEgressInput>>>,
     placement: Arc<Mutex<Vec<CreatePlacementGroupInput>>>,
     keys: Arc<Mutex<Vec<ImportKeyPairInput>>>,
+    /// The filters of every DescribeKeyPairs, DescribeSecurityGroups and
+    /// DescribePlacementGroups: how the lab's own resources are looked up.
+    lookups: Lookups,
+}
+
+type Lookups = Arc<Mutex<Vec<(&'static str, Vec<Filter>)>>>;
+
+/// The `tag:` filters of one lookup, as `key=value`, sorted.
+fn tag_filters(filters: &[Filter]) -> Vec<String> {
+    let mut out: Vec<String> = filters
+        .iter()
+        .filter(|f| f.name().is_some_and(|n| n.starts_with("tag:")))
+        .map(|f| format!("{}={}", f.name().unwrap(), f.values().join(",")))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every lookup recorded in `lookups` filtered on lab `hpc` and id `id`,
+/// never on the name alone.
+fn assert_looked_up_by_id(lookups: &Lookups, id: &str) {
+    let lookups = lookups.lock().unwrap();
+    assert!(!lookups.is_empty());
+    for (operation, filters) in lookups.iter() {
+        assert_eq!(
+            tag_filters(filters),
+            vec![format!("tag:labctl:lab-id={id}"), "tag:labctl:lab=hpc".to_string()],
+            "{operation}"
+        );
+    }
 }
 
 fn account(efa_supported: bool, run_instances: Option<Rule>) -> Account {
@@ -135,6 +166,7 @@ fn account(efa_supported: bool, run_instances: Option<Rule>) -> Account {
     let revoked = recorder();
     let placement = recorder();
     let keys = recorder();
+    let lookups: Lookups = recorder();
     let mut rules = vec![
         mock!(Client::describe_regions).then_output(|| {
             DescribeRegionsOutput::builder()
@@ -172,7 +204,16 @@ fn account(efa_supported: bool, run_instances: Option<Rule>) -> Account {
                 )
                 .build()
         }),
-        mock!(Client::describe_key_pairs).then_output(|| DescribeKeyPairsOutput::builder().build()),
+        {
+            let lookups = lookups.clone();
+            mock!(Client::describe_key_pairs).then_compute_output(move |req| {
+                lookups
+                    .lock()
+                    .unwrap()
+                    .push(("DescribeKeyPairs", req.filters().to_vec()));
+                DescribeKeyPairsOutput::builder().build()
+            })
+        },
         {
             let keys = keys.clone();
             mock!(Client::import_key_pair).then_compute_output(move |req| {
@@ -192,7 +233,16 @@ fn account(efa_supported: bool, run_instances: Option<Rule>) -> Account {
                 )
                 .build()
         }),
-        mock!(Client::describe_security_groups).then_output(|| DescribeSecurityGroupsOutput::builder().build()),
+        {
+            let lookups = lookups.clone();
+            mock!(Client::describe_security_groups).then_compute_output(move |req| {
+                lookups
+                    .lock()
+                    .unwrap()
+                    .push(("DescribeSecurityGroups", req.filters().to_vec()));
+                DescribeSecurityGroupsOutput::builder().build()
+            })
+        },
         {
             let groups = groups.clone();
             mock!(Client::create_security_group).then_compute_output(move |req| {
@@ -216,7 +266,16 @@ fn account(efa_supported: bool, run_instances: Option<Rule>) -> Account {
                 RevokeSecurityGroupEgressOutput::builder().r#return(true).build()
             })
         },
-        mock!(Client::describe_placement_groups).then_output(|| DescribePlacementGroupsOutput::builder().build()),
+        {
+            let lookups = lookups.clone();
+            mock!(Client::describe_placement_groups).then_compute_output(move |req| {
+                lookups
+                    .lock()
+                    .unwrap()
+                    .push(("DescribePlacementGroups", req.filters().to_vec()));
+                DescribePlacementGroupsOutput::builder().build()
+            })
+        },
         {
             let placement = placement.clone();
             mock!(Client::create_placement_group).then_compute_output(move |req| {
@@ -255,6 +314,7 @@ fn account(efa_supported: bool, run_instances: Option<Rule>) -> Account {
         revoked,
         placement,
         keys,
+        lookups,
     }
 }
 
@@ -317,11 +377,16 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
     provider.preflight(&spec, &spec.resolve_nodes()).await.unwrap();
     let mut state = LabState::new("hpc", "aws", "efa");
     create(&provider, &spec, &dir, &mut state).await.unwrap();
+    // Named after the lab and its id, so a lab of the same name never clashes.
+    let name = format!("labctl-hpc-{}", state.id);
+
+    // Each existing resource was looked up by the lab's name and id.
+    assert_looked_up_by_id(&account.lookups, &state.id);
 
     // The key pair is the lab's own public key.
     let keys = account.keys.lock().unwrap();
     assert_eq!(keys.len(), 1);
-    assert_eq!(keys[0].key_name(), Some("labctl-hpc"));
+    assert_eq!(keys[0].key_name(), Some(name.as_str()));
     assert_eq!(
         keys[0].public_key_material().unwrap().as_ref(),
         common::LOGIN_KEY.as_bytes()
@@ -330,7 +395,7 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
     // One cluster placement group, tagged.
     let placement = account.placement.lock().unwrap();
     assert_eq!(placement.len(), 1);
-    assert_eq!(placement[0].group_name(), Some("labctl-hpc"));
+    assert_eq!(placement[0].group_name(), Some(name.as_str()));
     assert_eq!(placement[0].strategy(), Some(&PlacementStrategy::Cluster));
     let pg_tags = placement[0].tag_specifications()[0].tags();
     assert_eq!(
@@ -338,12 +403,14 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
         Some(&ResourceType::PlacementGroup)
     );
     assert_eq!(tag(pg_tags, "labctl:lab"), Some("hpc"));
+    assert_eq!(tag(pg_tags, "labctl:lab-id"), Some(state.id.as_str()));
 
     // The security group: in the subnet's VPC; in: all from itself and SSH
     // from the controller; out: only to itself (the default allow-all revoked).
     let groups = account.groups.lock().unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].vpc_id(), Some("vpc-0abc"));
+    assert_eq!(groups[0].group_name(), Some(name.as_str()));
     let ingress = account.ingress.lock().unwrap();
     let rules = ingress[0].ip_permissions();
     assert_eq!(rules.len(), 2);
@@ -369,7 +436,7 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
             Some("resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id")
         );
         assert_eq!((req.min_count(), req.max_count()), (Some(1), Some(1)));
-        assert_eq!(req.key_name(), Some("labctl-hpc"));
+        assert_eq!(req.key_name(), Some(name.as_str()));
         let nics = req.network_interfaces();
         assert_eq!(nics.len(), 1);
         assert_eq!(nics[0].interface_type(), Some("efa"));
@@ -380,7 +447,7 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
         assert_eq!(nics[0].delete_on_termination(), Some(true));
         assert!(req.security_group_ids().is_empty() && req.subnet_id().is_none());
         let placement = req.placement().unwrap();
-        assert_eq!(placement.group_name(), Some("labctl-hpc"));
+        assert_eq!(placement.group_name(), Some(name.as_str()));
         assert_eq!(placement.availability_zone(), Some("us-east-1b"));
         let kinds: Vec<_> = req
             .tag_specifications()
@@ -397,15 +464,18 @@ async fn test_efa_lab_sends_efa_interfaces_a_cluster_placement_group_and_a_close
         );
         let tags = req.tag_specifications()[0].tags();
         assert_eq!(tag(tags, "labctl:lab"), Some("hpc"));
+        assert_eq!(tag(tags, "labctl:lab-id"), Some(state.id.as_str()));
         assert_eq!(tag(tags, "labctl:node"), Some(node));
         assert_eq!(tag(tags, "labctl:owner"), Some(provider.owner()));
         assert_eq!(tag(tags, "labctl:created"), Some(state.created_at.as_str()));
-        assert!(req.client_token().unwrap().starts_with(&format!("hpc-{node}-")));
+        // One token per lab and node: a retry is a no-op, another lab's
+        // launch (same name, same second) is not.
+        assert_eq!(req.client_token(), Some(format!("{}-{node}", state.id).as_str()));
     }
 
     // The state has everything, the nodes their addresses.
     let aws = AwsState::from_lab_state(&state).unwrap();
-    assert_eq!(aws.placement_group.as_deref(), Some("labctl-hpc"));
+    assert_eq!(aws.placement_group.as_deref(), Some(name.as_str()));
     assert_eq!(aws.security_group_id.as_deref(), Some("sg-0efa"));
     assert_eq!(aws.vpc_id, None, "a given subnet's VPC is not labctl's to delete");
     assert_eq!(aws.instances["server"], "i-0001");
@@ -457,8 +527,9 @@ async fn test_quota_refusal_is_explained_and_what_was_made_is_recorded() {
     // Everything made before the refusal is on disk for `down`.
     let saved = AwsState::from_lab_state(&dir.load().unwrap().unwrap()).unwrap();
     assert_eq!(saved.security_group_id.as_deref(), Some("sg-0efa"));
-    assert_eq!(saved.placement_group.as_deref(), Some("labctl-hpc"));
-    assert_eq!(saved.key_name.as_deref(), Some("labctl-hpc"));
+    let name = format!("labctl-hpc-{}", state.id);
+    assert_eq!(saved.placement_group.as_deref(), Some(name.as_str()));
+    assert_eq!(saved.key_name.as_deref(), Some(name.as_str()));
     std::fs::remove_dir_all(base).unwrap();
 }
 
@@ -469,6 +540,9 @@ async fn test_delete_of_an_efa_lab_retries_the_security_group_and_removes_the_pl
     let terminated = recorder::<TerminateInstancesInput>();
     let placement_deleted = recorder::<DeletePlacementGroupInput>();
     let running = Arc::new(Mutex::new(true));
+    let lookups: Lookups = recorder();
+    let state = LabState::new("hpc", "aws", "efa");
+    let name = format!("labctl-hpc-{}", state.id);
     // In use twice (the instances' interfaces linger), then deletable.
     let delete_group = mock!(Client::delete_security_group)
         .sequence()
@@ -511,19 +585,42 @@ async fn test_delete_of_an_efa_lab_retries_the_security_group_and_removes_the_pl
                 TerminateInstancesOutput::builder().build()
             })
         },
-        mock!(Client::describe_security_groups).then_output(|| {
-            DescribeSecurityGroupsOutput::builder()
-                .security_groups(SecurityGroup::builder().group_id("sg-0efa").build())
-                .build()
-        }),
+        {
+            let lookups = lookups.clone();
+            mock!(Client::describe_security_groups).then_compute_output(move |req| {
+                lookups
+                    .lock()
+                    .unwrap()
+                    .push(("DescribeSecurityGroups", req.filters().to_vec()));
+                DescribeSecurityGroupsOutput::builder()
+                    .security_groups(SecurityGroup::builder().group_id("sg-0efa").build())
+                    .build()
+            })
+        },
         delete_group.clone(),
-        mock!(Client::describe_key_pairs).then_output(|| DescribeKeyPairsOutput::builder().build()),
+        {
+            let lookups = lookups.clone();
+            mock!(Client::describe_key_pairs).then_compute_output(move |req| {
+                lookups
+                    .lock()
+                    .unwrap()
+                    .push(("DescribeKeyPairs", req.filters().to_vec()));
+                DescribeKeyPairsOutput::builder().build()
+            })
+        },
         mock!(Client::delete_key_pair).then_output(|| DeleteKeyPairOutput::builder().build()),
-        mock!(Client::describe_placement_groups).then_output(|| {
-            DescribePlacementGroupsOutput::builder()
-                .placement_groups(PlacementGroup::builder().group_name("labctl-hpc").build())
-                .build()
-        }),
+        {
+            let (lookups, name) = (lookups.clone(), name.clone());
+            mock!(Client::describe_placement_groups).then_compute_output(move |req| {
+                lookups
+                    .lock()
+                    .unwrap()
+                    .push(("DescribePlacementGroups", req.filters().to_vec()));
+                DescribePlacementGroupsOutput::builder()
+                    .placement_groups(PlacementGroup::builder().group_name(&name).build())
+                    .build()
+            })
+        },
         {
             let placement_deleted = placement_deleted.clone();
             mock!(Client::delete_placement_group).then_compute_output(move |req| {
@@ -536,15 +633,16 @@ async fn test_delete_of_an_efa_lab_retries_the_security_group_and_removes_the_pl
         mock!(Client::describe_vpcs).then_output(|| DescribeVpcsOutput::builder().build()),
     ];
     let provider = AwsProvider::with_client(client(&rules), spec.aws.clone(), spec.fabric).with_waits(fast());
-    // No state: the lab is found by its tag alone.
-    provider.delete(&dir, None).await.unwrap();
+    // Nothing recorded in the state: the lab is found by its name and id tags.
+    provider.delete(&dir, Some(&state)).await.unwrap();
+    assert_looked_up_by_id(&lookups, &state.id);
     assert_eq!(terminated.lock().unwrap()[0].instance_ids(), ["i-0001"]);
     assert_eq!(
         delete_group.num_calls(),
         3,
         "DeleteSecurityGroup is retried until it succeeds"
     );
-    assert_eq!(placement_deleted.lock().unwrap()[0].group_name(), Some("labctl-hpc"));
+    assert_eq!(placement_deleted.lock().unwrap()[0].group_name(), Some(name.as_str()));
     std::fs::remove_dir_all(base).unwrap();
 }
 

@@ -1,5 +1,9 @@
 //! The base of the AWS provider: how labctl names, tags and finds one lab's
-//! EC2 resources. It owns the tag keys, the filters that select a lab, the
+//! EC2 resources. A lab is its id (`state.json`'s `id`, the `labctl:lab-id`
+//! tag): every lookup of one lab's resources filters on it, and the names
+//! EC2 keeps unique (key pair, security group, placement group) carry it,
+//! so two labs of one name never see each other's resources. It owns the
+//! tag keys, the filters that select a lab, the
 //! per-call context ([`Ctx`]) that turns SDK errors into [`AwsError`]s, the
 //! [`Ec2`] handle (client, context, waits) with its instance lookups, and
 //! the [`Plan`] of a `create`. The launch and teardown halves of [`Ec2`] live
@@ -104,31 +108,33 @@ pub(super) fn filter(name: &str, values: &[&str]) -> Filter {
         .build()
 }
 
-pub(super) fn lab_filter(lab: &str) -> Filter {
-    filter(&format!("tag:{TAG_LAB}"), &[lab])
+/// The name every named resource of lab `lab` with id `lab_id` gets (EC2
+/// keeps key pair and placement group names unique per region, security
+/// group names per VPC: with the id, two labs of one name never clash).
+pub fn resource_name(lab: &str, lab_id: &str) -> String {
+    format!("labctl-{lab}-{lab_id}")
 }
 
-/// The name every named resource of a lab gets.
-pub fn resource_name(lab: &str) -> String {
-    format!("labctl-{lab}")
-}
-
-/// One EC2 call's context: the lab (and, when known, its id, which
-/// narrows every lookup to that one lab), for filters and errors.
+/// One EC2 call's context: the lab and its id, for filters and errors.
+/// `lab_id` is empty only where no lab is selected (checks before `up`,
+/// listing leftovers, deleting resources the user named).
 pub(super) struct Ctx<'a> {
     pub(super) lab: &'a str,
-    pub(super) lab_id: Option<&'a str>,
+    pub(super) lab_id: &'a str,
     pub(super) region: &'a str,
 }
 
 impl Ctx<'_> {
-    /// The filters that select this lab's resources.
+    /// The filters that select this lab's resources: its name and its id.
+    /// Never the name alone: that would take in another lab of the same
+    /// name. (An empty id selects only resources tagged with an empty id,
+    /// which labctl never makes.)
     pub(super) fn filters(&self) -> Vec<Filter> {
-        let mut filters = vec![lab_filter(self.lab)];
-        if let Some(id) = self.lab_id {
-            filters.push(filter(&format!("tag:{TAG_LAB_ID}"), &[id]));
-        }
-        filters
+        debug_assert!(!self.lab_id.is_empty(), "a lab is selected by its id");
+        vec![
+            filter(&format!("tag:{TAG_LAB}"), &[self.lab]),
+            filter(&format!("tag:{TAG_LAB_ID}"), &[self.lab_id]),
+        ]
     }
 
     pub(super) fn err<E, R>(
@@ -257,9 +263,23 @@ impl Ec2<'_> {
         Ok(out)
     }
 
+    /// The instances `ids`, by instance id (a filter rather than
+    /// `InstanceIds`, so one that no longer exists is missing from the
+    /// answer instead of failing the call).
     pub(super) async fn describe(&self, ids: &[String]) -> Result<Vec<Ec2Instance>, AwsError> {
-        let all = self.instances().await?;
-        Ok(all.into_iter().filter(|i| ids.contains(&i.id)).collect())
+        let wanted: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut out = Vec::new();
+        let mut pages = self
+            .client
+            .describe_instances()
+            .filters(filter("instance-id", &wanted))
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| self.ctx.err("DescribeInstances", &ids.join(", "), e))?;
+            out.extend(Ec2Instance::all_of(&page));
+        }
+        Ok(out)
     }
 
     /// A waiter's DescribeInstances call that failed, or a waiter that
@@ -288,10 +308,16 @@ pub(super) struct Plan<'a> {
     pub(super) efa: bool,
     pub(super) owner: &'a str,
     pub(super) created: String,
+    /// The lab's id: tagged on everything, part of every name.
     pub(super) id: String,
 }
 
 impl Plan<'_> {
+    /// The name of the lab's key pair, network, security and placement groups.
+    pub(super) fn name(&self) -> String {
+        resource_name(self.lab, &self.id)
+    }
+
     pub(super) fn tags(&self, name: &str, extra: &[(&str, &str)]) -> Vec<Tag> {
         tags(self, name, extra)
     }

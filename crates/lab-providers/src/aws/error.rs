@@ -94,6 +94,13 @@ pub enum AwsError {
         /// EC2's message.
         message: String,
     },
+    /// A lab without an id: its resources could not be told from those of
+    /// another lab of the same name.
+    #[error("lab `{lab}` has no id in its state, so its AWS resources cannot be told from another lab's of the same name\n  fix: `labctl down` the lab and `labctl up` it again (every new lab gets an id)")]
+    NoLabId {
+        /// The lab.
+        lab: String,
+    },
     /// Any other refused call.
     #[error("EC2 {operation} failed for {resource}: {code}: {message}")]
     Api {

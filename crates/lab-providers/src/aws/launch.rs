@@ -1,5 +1,6 @@
-//! Bringing a lab up: the `ensure_*` steps that look up or create the key
-//! pair, network, security group and placement group by tag, launching one
+//! Bringing a lab up: the `ensure_*` steps that look up (by the lab's name
+//! and id tags, never the name alone) or create the key pair, network,
+//! security group and placement group, launching one
 //! instance per node with the user-data that pins its host key, and waiting
 //! until they run. Built on `ec2.rs`; the provider in `mod.rs` runs the
 //! steps in order and records what they return.
@@ -15,7 +16,7 @@ use aws_sdk_ec2::types::{
 use aws_smithy_runtime_api::client::waiters::error::WaiterError;
 use lab_model::{ResolvedNode, SshAddress};
 
-use super::ec2::{filter, lab_filter, resource_name, tag_spec, AwsState, Ec2, Ec2Instance, Plan, TAG_NODE};
+use super::ec2::{filter, tag_spec, AwsState, Ec2, Ec2Instance, Plan, TAG_NODE};
 use super::error::AwsError;
 use crate::provider::ProviderError;
 use crate::HostKeyPair;
@@ -26,11 +27,11 @@ const SUBNET_CIDR: &str = "10.78.1.0/24";
 
 impl Ec2<'_> {
     pub(super) async fn ensure_key_pair(&self, plan: &Plan<'_>, public_key: &str) -> Result<String, AwsError> {
-        let name = resource_name(plan.lab);
+        let name = plan.name();
         let existing = self
             .client
             .describe_key_pairs()
-            .filters(lab_filter(plan.lab))
+            .set_filters(Some(self.ctx.filters()))
             .send()
             .await
             .map_err(|e| self.ctx.err("DescribeKeyPairs", &name, e))?;
@@ -57,11 +58,11 @@ impl Ec2<'_> {
         mut save: impl FnMut(&AwsState) -> Result<(), ProviderError>,
     ) -> Result<String, ProviderError> {
         let ctx = &self.ctx;
-        let name = resource_name(plan.lab);
+        let name = plan.name();
         let vpc = match self
             .client
             .describe_vpcs()
-            .filters(lab_filter(plan.lab))
+            .set_filters(Some(self.ctx.filters()))
             .send()
             .await
             .map_err(|e| ctx.err("DescribeVpcs", &name, e))?
@@ -88,7 +89,7 @@ impl Ec2<'_> {
         let gateway = self
             .client
             .describe_internet_gateways()
-            .filters(lab_filter(plan.lab))
+            .set_filters(Some(self.ctx.filters()))
             .send()
             .await
             .map_err(|e| ctx.err("DescribeInternetGateways", &name, e))?
@@ -151,7 +152,7 @@ impl Ec2<'_> {
         let subnet = match self
             .client
             .describe_subnets()
-            .filters(lab_filter(plan.lab))
+            .set_filters(Some(self.ctx.filters()))
             .send()
             .await
             .map_err(|e| ctx.err("DescribeSubnets", &name, e))?
@@ -192,11 +193,11 @@ impl Ec2<'_> {
         record: impl FnOnce(&str) -> Result<(), ProviderError>,
     ) -> Result<String, ProviderError> {
         let ctx = &self.ctx;
-        let name = resource_name(plan.lab);
+        let name = plan.name();
         let existing = self
             .client
             .describe_security_groups()
-            .filters(lab_filter(plan.lab))
+            .set_filters(Some(self.ctx.filters()))
             .filters(filter("vpc-id", &[vpc]))
             .send()
             .await
@@ -271,11 +272,11 @@ impl Ec2<'_> {
     }
 
     pub(super) async fn ensure_placement_group(&self, plan: &Plan<'_>) -> Result<String, AwsError> {
-        let name = resource_name(plan.lab);
+        let name = plan.name();
         let existing = self
             .client
             .describe_placement_groups()
-            .filters(lab_filter(plan.lab))
+            .set_filters(Some(self.ctx.filters()))
             .send()
             .await
             .map_err(|e| self.ctx.err("DescribePlacementGroups", &name, e))?;
@@ -302,7 +303,7 @@ impl Ec2<'_> {
         group: &str,
         placement_group: Option<&str>,
     ) -> Result<String, AwsError> {
-        let name = format!("{}-{}", resource_name(plan.lab), node.name);
+        let name = format!("{}-{}", plan.name(), node.name);
         let tags = plan.tags(&name, &[(TAG_NODE, &node.name)]);
         let image = match (&plan.spec.ami, &plan.spec.ami_ssm_parameter) {
             (Some(ami), _) => ami.clone(),
@@ -325,12 +326,7 @@ impl Ec2<'_> {
                 .set_group_name(placement_group.map(str::to_string))
                 .build()
         });
-        // The token makes a retried launch of the same node a no-op.
-        let token: String = format!("{}-{}-{}", plan.lab, node.name, plan.created)
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
-            .take(64)
-            .collect();
+        let token = client_token(&plan.id, &node.name);
         let out = self
             .client
             .run_instances()
@@ -410,6 +406,23 @@ impl Ec2<'_> {
     }
 }
 
+/// RunInstances' client token for `node` of lab `lab_id`: it makes a retried
+/// launch of the same node a no-op, and only that. EC2 returns the first
+/// launch's instance for a repeated token, so it must never be shared
+/// between two labs (of one name, created in the same second): it starts
+/// with the lab's id. At most 64 ASCII characters; a node name that would
+/// not fit is replaced by its hash.
+fn client_token(lab_id: &str, node: &str) -> String {
+    let token = format!("{lab_id}-{node}");
+    if token.len() <= 64 && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return token;
+    }
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(node.as_bytes());
+    let hash: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("{lab_id}-{hash}")
+}
+
 fn node_of(ids: &BTreeMap<String, String>, id: &str) -> String {
     ids.iter()
         .find(|(_, v)| *v == id)
@@ -462,4 +475,29 @@ fn allows_ssh_from(rules: &[IpPermission], cidr: &str) -> bool {
         };
         port_22 && r.ip_ranges().iter().any(|range| range.cidr_ip() == Some(cidr))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_token;
+
+    #[test]
+    fn test_client_token_is_the_lab_id_and_node_within_64_characters() {
+        assert_eq!(client_token("0123456789abcdef", "server"), "0123456789abcdef-server");
+        // Two long node names sharing their first 60 characters: tokens of
+        // at most 64, still told apart, still the lab's.
+        let long = "n".repeat(60);
+        let (a, b) = (
+            client_token("0123456789abcdef", &format!("{long}-a")),
+            client_token("0123456789abcdef", &format!("{long}-b")),
+        );
+        assert!(a.len() <= 64 && b.len() <= 64, "{a} {b}");
+        assert!(a.starts_with("0123456789abcdef-") && b.starts_with("0123456789abcdef-"));
+        assert_ne!(a, b);
+        // Another lab, same node: another token.
+        assert_ne!(
+            client_token("fedcba9876543210", "server"),
+            client_token("0123456789abcdef", "server")
+        );
+    }
 }

@@ -1,12 +1,17 @@
 //! The AWS provider: one EC2 instance per node.
 //!
 //! What `up` creates, in order, each recorded in `provider_state` as soon as
-//! it exists and tagged `labctl:lab`, `labctl:owner` and `labctl:created`:
-//! the lab's key pair (its SSH public key), a VPC with a subnet and internet
-//! gateway unless labs.yaml names a subnet, a security group, a cluster
-//! placement group (fabric efa), and the instances. Everything is looked up
-//! by tag before it is created, so a repeated `create` reuses what exists,
-//! and `delete` finds the lab's resources by tag even with no state at all.
+//! it exists and tagged `labctl:lab`, `labctl:lab-id`, `labctl:owner` and
+//! `labctl:created`: the lab's key pair (its SSH public key), a VPC with a
+//! subnet and internet gateway unless labs.yaml names a subnet, a security
+//! group, a cluster placement group (fabric efa), and the instances.
+//!
+//! A lab is its id (`state.json`'s `id`): everything is looked up by the
+//! lab's name and id tags before it is created, so a repeated `create`
+//! reuses what exists and a lab of the same name is never taken for this
+//! one; `delete` removes what carries the id, found by tag. Resources
+//! without an id (an older labctl's) are deleted only when the lab's own
+//! state records them, or when the user names them (`down --leaked`).
 //!
 //! The endpoint, credentials and region come from the standard AWS
 //! configuration (`AWS_PROFILE`, `AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, ...),
@@ -68,6 +73,9 @@ pub struct AwsProvider {
     /// Per node: when EC2 was last asked whether it runs, and the answer;
     /// `check_alive` is called every few seconds while SSH is awaited.
     alive_cache: Mutex<HashMap<String, AliveAnswer>>,
+    /// The registry of live labs, read by `delete` when the lab's state is
+    /// lost (it says which ids lived in the lab's state directory).
+    registry: std::path::PathBuf,
 }
 
 impl AwsProvider {
@@ -84,6 +92,7 @@ impl AwsProvider {
             owner: default_owner(),
             waits: Waits::default(),
             alive_cache: Mutex::new(HashMap::new()),
+            registry: lab_state::registry::registry_dir(),
         }
     }
 
@@ -106,6 +115,12 @@ impl AwsProvider {
     /// Sets how long to poll and wait.
     pub fn with_waits(mut self, waits: Waits) -> AwsProvider {
         self.waits = waits;
+        self
+    }
+
+    /// Reads the registry of live labs at `dir` instead of the user's (tests).
+    pub fn with_registry(mut self, dir: &std::path::Path) -> AwsProvider {
+        self.registry = dir.to_path_buf();
         self
     }
 
@@ -190,9 +205,10 @@ impl AwsProvider {
     pub async fn check(&self, lab: &str) -> Result<(), AwsError> {
         let spec = self.spec(lab)?.clone();
         let (client, region) = self.client(lab, None).await?;
+        // Nothing here selects a lab's resources: no id is needed.
         let ctx = Ctx {
             lab,
-            lab_id: None,
+            lab_id: "",
             region: &region,
         };
         // Credentials first, so that a missing key is not reported as
@@ -275,8 +291,8 @@ impl AwsProvider {
         Ok(())
     }
 
-    /// Creates the lab's resources (reusing any that carry its tags) and
-    /// fills `state`.
+    /// Creates the lab's resources (reusing any that carry its name and id)
+    /// and fills `state`.
     async fn create_resources(
         &self,
         lab: &LabSpec,
@@ -287,12 +303,16 @@ impl AwsProvider {
         reporter: &dyn Reporter,
     ) -> Result<(), ProviderError> {
         let spec = self.spec(&lab.name)?;
+        if state.id.is_empty() {
+            return Err(AwsError::NoLabId { lab: lab.name.clone() }.into());
+        }
+        let lab_id = state.id.clone();
         let (client, region) = self.client(&lab.name, None).await?;
         let ec2 = Ec2 {
             client: &client,
             ctx: Ctx {
                 lab: &lab.name,
-                lab_id: None,
+                lab_id: &lab_id,
                 region: &region,
             },
             waits: self.waits,
@@ -303,7 +323,7 @@ impl AwsProvider {
             efa: lab.fabric == Fabric::Efa,
             owner: &self.owner,
             created: state.created_at.clone(),
-            id: state.id.clone(),
+            id: lab_id.clone(),
         };
         let mut aws = AwsState::from_lab_state(state).unwrap_or_default();
         aws.region = region.clone();
@@ -465,25 +485,21 @@ impl AwsProvider {
         Ok(())
     }
 
-    /// Removes every resource of `lab`: those recorded in `recorded` and
-    /// those carrying its tag.
-    pub async fn delete_lab(&self, lab: &str, recorded: Option<&AwsState>) -> Result<(), AwsError> {
-        self.delete_tagged(lab, None, recorded).await
+    /// Removes every resource of lab `lab` whose id tag is `lab_id`, found
+    /// by tag (another lab of the same name keeps its own). `region` is the
+    /// recorded one, for a lab whose labs.yaml entry no longer says aws.
+    pub async fn delete_lab_by_id(&self, lab: &str, lab_id: &str, region: Option<&str>) -> Result<(), AwsError> {
+        self.delete_by_id(lab, lab_id, region, self.fabric == Fabric::Efa).await
     }
 
-    /// Removes every resource of lab `lab` whose id tag is `lab_id` (another
-    /// lab of the same name keeps its own).
-    pub async fn delete_lab_by_id(&self, lab: &str, lab_id: &str) -> Result<(), AwsError> {
-        self.delete_tagged(lab, Some(lab_id), None).await
-    }
-
-    async fn delete_tagged(
-        &self,
-        lab: &str,
-        lab_id: Option<&str>,
-        recorded: Option<&AwsState>,
-    ) -> Result<(), AwsError> {
-        let (client, region) = self.client(lab, recorded.map(|r| r.region.as_str())).await?;
+    /// [`AwsProvider::delete_lab_by_id`]; `efa`: look for a placement group
+    /// too (only EFA labs have one, and some endpoints, moto among them,
+    /// cannot list them).
+    async fn delete_by_id(&self, lab: &str, lab_id: &str, region: Option<&str>, efa: bool) -> Result<(), AwsError> {
+        if lab_id.is_empty() {
+            return Err(AwsError::NoLabId { lab: lab.to_string() });
+        }
+        let (client, region) = self.client(lab, region).await?;
         let ec2 = Ec2 {
             client: &client,
             ctx: Ctx {
@@ -494,22 +510,37 @@ impl AwsProvider {
             waits: self.waits,
         };
         let mut found = Found::default();
-        if let Some(r) = recorded {
-            for id in r.instances.values() {
-                Found::add(&mut found.instances, Some(id));
-            }
-            Found::add(&mut found.security_groups, r.security_group_id.as_ref());
-            Found::add(&mut found.key_pairs, r.key_name.as_ref());
-            Found::add(&mut found.placement_groups, r.placement_group.as_ref());
-            Found::add(&mut found.subnets, r.subnet_id.as_ref());
-            Found::add(&mut found.vpcs, r.vpc_id.as_ref());
-            if let (Some(gateway), Some(vpc)) = (&r.internet_gateway_id, &r.vpc_id) {
-                found.internet_gateways.push((gateway.clone(), vec![vpc.clone()]));
-            }
-        }
-        let efa = self.fabric == Fabric::Efa || recorded.is_some_and(|r| r.placement_group.is_some());
         ec2.find(&mut found, efa).await?;
-        // Recorded instances that are already terminated need no wait.
+        ec2.remove(&found).await
+    }
+
+    /// Removes exactly the resources `recorded` names, by their EC2 ids: the
+    /// state of a lab from before lab ids, whose resources carry no id to
+    /// find them by.
+    async fn delete_recorded(&self, lab: &str, recorded: &AwsState) -> Result<(), AwsError> {
+        let (client, region) = self.client(lab, Some(&recorded.region)).await?;
+        let ec2 = Ec2 {
+            client: &client,
+            ctx: Ctx {
+                lab,
+                lab_id: "",
+                region: &region,
+            },
+            waits: self.waits,
+        };
+        let mut found = Found::default();
+        for id in recorded.instances.values() {
+            Found::add(&mut found.instances, Some(id));
+        }
+        Found::add(&mut found.security_groups, recorded.security_group_id.as_ref());
+        Found::add(&mut found.key_pairs, recorded.key_name.as_ref());
+        Found::add(&mut found.placement_groups, recorded.placement_group.as_ref());
+        Found::add(&mut found.subnets, recorded.subnet_id.as_ref());
+        Found::add(&mut found.vpcs, recorded.vpc_id.as_ref());
+        if let (Some(gateway), Some(vpc)) = (&recorded.internet_gateway_id, &recorded.vpc_id) {
+            found.internet_gateways.push((gateway.clone(), vec![vpc.clone()]));
+        }
+        // Terminated instances need no wait.
         if !found.instances.is_empty() {
             let states = ec2.describe(&found.instances).await?;
             found
@@ -517,6 +548,17 @@ impl AwsProvider {
                 .retain(|id| states.iter().any(|i| &i.id == id && live(&i.state)));
         }
         ec2.remove(&found).await
+    }
+
+    /// The ids of the labs the registry says lived in `dir` (for a lab
+    /// whose state is lost: a state directory holds one lab at a time, so
+    /// each of them is this directory's).
+    fn registered_ids(&self, dir: &LabDir) -> Vec<(String, String)> {
+        lab_state::registry::entries_in(&self.registry)
+            .into_iter()
+            .filter(|e| e.state_dir == dir.root())
+            .map(|e| (e.lab, e.id))
+            .collect()
     }
 }
 
@@ -565,7 +607,7 @@ impl Provider for AwsProvider {
             client: &client,
             ctx: Ctx {
                 lab: &lab,
-                lab_id: None,
+                lab_id: &state.id,
                 region: &aws.region,
             },
             waits: self.waits,
@@ -590,15 +632,25 @@ impl Provider for AwsProvider {
         answer.map_err(down)
     }
 
+    /// Deletes by the lab's id, never by its name: a lab of the same name
+    /// (another directory, another job) keeps everything. With the state
+    /// lost, the ids come from the registry entries of this state
+    /// directory; a state from before lab ids deletes what it recorded.
     async fn delete(&self, dir: &LabDir, state: Option<&LabState>) -> Result<(), ProviderError> {
-        let lab = state.map(|s| s.lab.clone()).unwrap_or_else(|| {
-            dir.root()
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        });
         let recorded = state.and_then(AwsState::from_lab_state);
-        Ok(self.delete_lab(&lab, recorded.as_ref()).await?)
+        let region = recorded.as_ref().map(|r| r.region.as_str());
+        let labs = match state {
+            Some(s) if !s.id.is_empty() => vec![(s.lab.clone(), s.id.clone())],
+            _ => self.registered_ids(dir),
+        };
+        let efa = self.fabric == Fabric::Efa || recorded.as_ref().is_some_and(|r| r.placement_group.is_some());
+        for (lab, id) in &labs {
+            self.delete_by_id(lab, id, region, efa).await?;
+        }
+        if let (Some(state), Some(recorded)) = (state.filter(|s| s.id.is_empty()), &recorded) {
+            self.delete_recorded(&state.lab, recorded).await?;
+        }
+        Ok(())
     }
 }
 
@@ -633,28 +685,40 @@ pub async fn scan_leaked(
 }
 
 impl LeakedScan {
-    /// Deletes every leaked lab's resources (by tag, in dependency order):
-    /// by the lab's id where the resources carry one, so a live lab of the
-    /// same name keeps its own; by name for an older labctl's resources.
-    pub async fn delete(&self, waits: Waits) -> Result<(), AwsError> {
-        let mut labs: Vec<(&str, Option<&str>)> = self
+    /// The leftovers that carry no lab id (an older labctl's): never
+    /// deleted unless the user names them.
+    pub fn id_less(&self) -> impl Iterator<Item = &Leftover> {
+        self.leftovers.iter().filter(|l| l.lab_id.is_none())
+    }
+
+    /// Deletes every leaked lab's resources by the lab's id (a live lab of
+    /// the same name keeps its own), plus exactly the id-less leftovers
+    /// whose id is in `named`; other id-less leftovers stay. Returns what
+    /// was deleted.
+    pub async fn delete(&self, waits: Waits, named: &[String]) -> Result<Vec<&Leftover>, AwsError> {
+        let mut labs: Vec<(&str, &str)> = self
             .leftovers
             .iter()
-            .map(|l| (l.lab.as_str(), l.lab_id.as_deref()))
+            .filter_map(|l| Some((l.lab.as_str(), l.lab_id.as_deref()?)))
             .collect();
         labs.dedup();
         for (lab, lab_id) in labs {
             let efa = self
                 .leftovers
                 .iter()
-                .any(|l| l.lab == lab && l.lab_id.as_deref() == lab_id && l.kind == "placement-group");
+                .any(|l| l.lab_id.as_deref() == Some(lab_id) && l.kind == "placement-group");
             let fabric = if efa { Fabric::Efa } else { Fabric::Rxe };
             let provider = AwsProvider::with_client(self.client.clone(), None, fabric).with_waits(waits);
-            match lab_id {
-                Some(id) => provider.delete_lab_by_id(lab, id).await?,
-                None => provider.delete_lab(lab, None).await?,
-            }
+            provider.delete_lab_by_id(lab, lab_id, None).await?;
         }
-        Ok(())
+        let chosen: Vec<&Leftover> = self.id_less().filter(|l| named.contains(&l.id)).collect();
+        if !chosen.is_empty() {
+            leftovers::delete_named(&self.client, &self.region, &chosen, waits).await?;
+        }
+        Ok(self
+            .leftovers
+            .iter()
+            .filter(|l| l.lab_id.is_some() || named.contains(&l.id))
+            .collect())
     }
 }

@@ -1,7 +1,9 @@
 //! `labctl down`: remove everything of the lab; nothing to do is success.
 //! `labctl down --leaked`: find, and with confirmation delete, AWS resources
 //! labctl tagged for labs that are no longer live: not in the user's
-//! registry of live labs, or whose state directory is gone.
+//! registry of live labs, or whose state directory is gone. A leaked lab is
+//! deleted by its id; a resource without a lab id (an older labctl's) is
+//! listed but deleted only when named with `--delete-id-less`.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -26,11 +28,17 @@ pub struct DownArgs {
     /// With --leaked: delete without asking.
     #[arg(long, requires = "leaked")]
     pub yes: bool,
+    /// With --leaked: also delete this leaked resource that carries no lab
+    /// id (LAB ID `-` in the list: an older labctl's, which could belong to
+    /// any lab of its name). Its ID as listed; repeat for each one. Without
+    /// it, such resources are only listed.
+    #[arg(long, value_name = "ID", requires = "leaked")]
+    pub delete_id_less: Vec<String>,
 }
 
 pub async fn run(args: &GlobalArgs, down: &DownArgs) -> anyhow::Result<ExitCode> {
     if down.leaked {
-        return leaked(args, down.yes).await;
+        return leaked(args, down.yes, &down.delete_id_less).await;
     }
     let lab = open_lab(args)?;
     let started = std::time::Instant::now();
@@ -46,7 +54,7 @@ pub async fn run(args: &GlobalArgs, down: &DownArgs) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
+async fn leaked(args: &GlobalArgs, yes: bool, named: &[String]) -> anyhow::Result<ExitCode> {
     let source = args.source();
     let file = source.load()?;
     let mut regions: Vec<String> = file
@@ -84,6 +92,11 @@ async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
         }
         scans.push(scan);
     }
+    let id_less: Vec<(&str, &aws::Leftover)> = scans
+        .iter()
+        .flat_map(|s| s.id_less().map(move |l| (s.region.as_str(), l)))
+        .collect();
+    check_named(named, &scans, &id_less)?;
     let total: usize = scans.iter().map(|s| s.leftovers.len()).sum();
     if total == 0 {
         println!("no leaked labctl resources of {owner} in {}", regions.join(", "));
@@ -113,12 +126,23 @@ async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
         }
     }
     table.print();
+    let kept = id_less.iter().filter(|(_, l)| !named.contains(&l.id)).count();
+    if kept > 0 {
+        println!(
+            "{kept} of these carry no lab id (LAB ID -): they are kept, as they could belong to any lab of their name; to delete one, name it: --delete-id-less ID"
+        );
+    }
+    let doomed = total - kept;
+    if doomed == 0 {
+        println!("nothing to delete");
+        return Ok(ExitCode::from(1));
+    }
     if !yes {
         if !std::io::stdin().is_terminal() {
-            println!("{total} leaked resources; re-run with --yes to delete them");
+            println!("{doomed} leaked resources; re-run with --yes to delete them");
             return Ok(ExitCode::from(1));
         }
-        print!("delete these {total} resources? [y/N] ");
+        print!("delete these {doomed} resources? [y/N] ");
         std::io::stdout().flush()?;
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer)?;
@@ -127,16 +151,56 @@ async fn leaked(args: &GlobalArgs, yes: bool) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     }
+    let mut deleted = 0;
     for scan in &scans {
-        scan.delete(aws::Waits::default())
+        let gone = scan
+            .delete(aws::Waits::default(), named)
             .await
             .with_context(|| format!("deleting leaked resources in {}", scan.region))?;
+        deleted += gone.len();
         // A lab whose state directory was removed by hand leaves its
         // registry entry behind; its resources are gone now, so is it.
-        for id in scan.leftovers.iter().filter_map(|l| l.lab_id.as_deref()) {
+        for id in gone.iter().filter_map(|l| l.lab_id.as_deref()) {
             lab_state::registry::unregister(id)?;
         }
     }
-    println!("deleted {total} leaked resources");
+    println!("deleted {deleted} leaked resources");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every `--delete-id-less` ID must be one of the id-less leftovers found:
+/// a typo must not pass for "nothing to delete", nor name a resource that is
+/// not a leftover of this user.
+fn check_named(named: &[String], scans: &[aws::LeakedScan], id_less: &[(&str, &aws::Leftover)]) -> anyhow::Result<()> {
+    let unknown: Vec<&str> = named
+        .iter()
+        .filter(|n| !id_less.iter().any(|(_, l)| &l.id == *n))
+        .map(String::as_str)
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let with_id = |n: &str| {
+        scans
+            .iter()
+            .flat_map(|s| &s.leftovers)
+            .any(|l| l.id == n && l.lab_id.is_some())
+    };
+    let listed = if id_less.is_empty() {
+        "none was found".to_string()
+    } else {
+        id_less
+            .iter()
+            .map(|(region, l)| format!("\n    {region}  {}  {}  {}", l.lab, l.kind, l.id))
+            .collect()
+    };
+    let why = if unknown.iter().all(|&n| with_id(n)) {
+        "carries a lab id (a leaked lab is deleted whole, by its id, without naming its resources)"
+    } else {
+        "is not a leaked labctl resource without a lab id"
+    };
+    anyhow::bail!(
+        "--delete-id-less {}: {why}; the leaked resources without a lab id are: {listed}\n  fix: name only IDs from that list (`labctl down --leaked` lists them with LAB ID -)",
+        unknown.join(", ")
+    )
 }
