@@ -28,6 +28,7 @@ step "lint"
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
 
 step "architecture: no import cycles between the modules of a crate"
+python3 -m unittest discover -s tests/tools -p 'test_*.py'
 python3 tests/tools/module_cycles.py
 
 step "build: the build, unit tests and end-to-end tests agree on dependency features"

@@ -1,7 +1,7 @@
 //! Providers create and delete the machines of a lab.
 //!
-//! This crate owns the [`Provider`] trait, its registry keyed by the
-//! `provider:` value of labs.yaml ([`for_lab`]), one implementation per
+//! This crate owns the [`Provider`] trait, the choice of implementation by
+//! the `provider:` value of labs.yaml ([`for_lab`]), one implementation per
 //! provider ([`qemu`], [`multipass`], [`aws`], [`ssh`]), and the node image the QEMU
 //! provider boots ([`image`]).
 //!
@@ -11,7 +11,13 @@
 //!
 //! # Layout
 //! - the trait, [`ProviderError`] and [`Liveness`] (private `provider`), the
-//!   registry [`for_lab`]/[`for_kind`] (private `registry`), re-exported here.
+//!   implementation for a `provider:` value [`for_lab`]/[`for_kind`]
+//!   (private `by_kind`), re-exported here. Neither names a provider's own
+//!   types: a provider's service errors reach [`ProviderError::Service`]
+//!   boxed, through the provider's own `From`.
+//! - what every provider's nodes share about the agent (its port, the
+//!   check that the build runs on the nodes' CPU): private `node_agent`,
+//!   below the providers, so that no provider borrows from another.
 //! - [`qemu`]: local VMs under a supervisor process, a private data segment.
 //! - [`multipass`]: Ubuntu VMs through the `multipass` CLI and cloud-init.
 //! - [`aws`]: EC2 instances (EFA or SoftRoCE) through aws-sdk-ec2.
@@ -25,16 +31,17 @@
 
 mod agent_binary;
 pub mod aws;
+mod by_kind;
 mod cloud_init;
 pub mod image;
 pub mod multipass;
+mod node_agent;
 mod node_keys;
 mod provider;
 pub mod qemu;
-mod registry;
 pub mod ssh;
 
 pub use agent_binary::AgentBinary;
-pub use node_keys::{HostKeyPair, NodeKeys, PreloadFile};
+pub use by_kind::{for_kind, for_lab};
+pub use node_keys::{HostKeyPair, MissingHostKey, NodeKeys, PreloadFile};
 pub use provider::{Liveness, Provider, ProviderError};
-pub use registry::{for_kind, for_lab};

@@ -14,7 +14,8 @@
 //! (and any arm64 host) the nodes are aarch64 and the deployed agent must be
 //! an aarch64 Linux build; [`MultipassProvider::check_agent`] says how.
 
-use std::collections::BTreeMap;
+mod json;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
@@ -23,13 +24,19 @@ use async_trait::async_trait;
 use futures::future::join_all;
 use serde::Deserialize;
 
-use crate::agent_binary::{elf_arch, AgentBinary};
+use crate::agent_binary::AgentBinary;
 use crate::image::which;
+use crate::node_agent::{check_agent_arch, AGENT_PORT};
 use crate::provider::{Provider, ProviderError};
 use crate::{cloud_init, HostKeyPair, NodeKeys};
 use lab_model::{LabSpec, MultipassSpec, ResolvedNode};
 use lab_state::progress::{step, Reporter};
 use lab_state::{LabDir, LabState, NodeState};
+
+pub use self::json::{
+    parse_info, parse_list, DiskUsage, InfoReport, InstanceInfo, InstanceState, ListEntry, ListReport, MemoryUsage,
+    Mount, VersionReport,
+};
 
 /// The program labctl runs.
 pub const PROGRAM: &str = "multipass";
@@ -48,194 +55,6 @@ const QUICK_TIMEOUT: Duration = Duration::from_secs(120);
 const DATA_PREFIX: u8 = 24;
 /// How to install Multipass, for the missing-program error.
 const INSTALL_HINT: &str = "install Multipass: `snap install multipass` on Ubuntu, `brew install --cask multipass` on macOS (see https://canonical.com/multipass/install)";
-
-// ---------------------------------------------------------------------------
-// The JSON shapes of `multipass ... --format json`
-// ---------------------------------------------------------------------------
-
-/// An instance's state, as Multipass prints it (`status_string_for` in its
-/// client, one per `InstanceStatus` of its RPC protocol).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-pub enum InstanceState {
-    /// Running.
-    Running,
-    /// Stopped.
-    Stopped,
-    /// Deleted but not purged (`multipass recover` brings it back).
-    Deleted,
-    /// Booting.
-    Starting,
-    /// Rebooting.
-    Restarting,
-    /// Running, with a shutdown scheduled (`multipass stop --time`).
-    #[serde(rename = "Delayed Shutdown")]
-    DelayedShutdown,
-    /// Being suspended.
-    Suspending,
-    /// Suspended.
-    Suspended,
-    /// Anything else Multipass reports (its own fallback is `Unknown`).
-    #[default]
-    #[serde(other)]
-    Unknown,
-}
-
-impl InstanceState {
-    /// Whether the machine runs (a delayed shutdown still runs).
-    pub fn is_running(self) -> bool {
-        matches!(self, InstanceState::Running | InstanceState::DelayedShutdown)
-    }
-
-    /// The state as Multipass writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InstanceState::Running => "Running",
-            InstanceState::Stopped => "Stopped",
-            InstanceState::Deleted => "Deleted",
-            InstanceState::Starting => "Starting",
-            InstanceState::Restarting => "Restarting",
-            InstanceState::DelayedShutdown => "Delayed Shutdown",
-            InstanceState::Suspending => "Suspending",
-            InstanceState::Suspended => "Suspended",
-            InstanceState::Unknown => "Unknown",
-        }
-    }
-}
-
-/// `multipass info --format json`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct InfoReport {
-    /// Always empty in the JSON output (errors go to stderr and the exit status).
-    #[serde(default)]
-    pub errors: Vec<serde_json::Value>,
-    /// Per instance name.
-    pub info: BTreeMap<String, InstanceInfo>,
-}
-
-/// One instance in `multipass info`. Fields a stopped instance lacks, or that
-/// older Multipass versions do not print (`cpu_count`, `snapshot_count`),
-/// are optional.
-#[derive(Debug, Clone, Deserialize)]
-pub struct InstanceInfo {
-    /// Its state.
-    #[serde(default)]
-    pub state: InstanceState,
-    /// Its IPv4 addresses, the default network's first.
-    #[serde(default)]
-    pub ipv4: Vec<String>,
-    /// The image's hash.
-    #[serde(default)]
-    pub image_hash: String,
-    /// The image's release (`24.04 LTS`).
-    #[serde(default)]
-    pub image_release: String,
-    /// The running OS (`Ubuntu 24.04.1 LTS`); empty when stopped.
-    #[serde(default)]
-    pub release: String,
-    /// vCPUs, as text.
-    #[serde(default)]
-    pub cpu_count: Option<String>,
-    /// Snapshots, as text.
-    #[serde(default)]
-    pub snapshot_count: Option<String>,
-    /// Load averages; empty when stopped.
-    #[serde(default)]
-    pub load: Vec<f64>,
-    /// Disk usage per disk (Multipass names the one disk `sda1`).
-    #[serde(default)]
-    pub disks: BTreeMap<String, DiskUsage>,
-    /// Memory usage, bytes.
-    #[serde(default)]
-    pub memory: MemoryUsage,
-    /// Mounts per target path.
-    #[serde(default)]
-    pub mounts: BTreeMap<String, Mount>,
-    /// Snapshots per name (`multipass info --snapshots`).
-    #[serde(default)]
-    pub snapshots: BTreeMap<String, serde_json::Value>,
-}
-
-/// Disk usage; bytes, as text.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct DiskUsage {
-    /// Used bytes.
-    pub used: Option<String>,
-    /// Total bytes.
-    pub total: Option<String>,
-}
-
-/// Memory usage, bytes.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct MemoryUsage {
-    /// Used.
-    pub used: Option<u64>,
-    /// Total.
-    pub total: Option<u64>,
-}
-
-/// A mount of a host directory.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct Mount {
-    /// The host directory.
-    #[serde(default)]
-    pub source_path: String,
-    /// `host:instance` uid pairs.
-    #[serde(default)]
-    pub uid_mappings: Vec<String>,
-    /// `host:instance` gid pairs.
-    #[serde(default)]
-    pub gid_mappings: Vec<String>,
-}
-
-/// `multipass list --format json`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ListReport {
-    /// Every instance.
-    pub list: Vec<ListEntry>,
-}
-
-/// One instance in `multipass list`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct ListEntry {
-    /// Its name.
-    pub name: String,
-    /// Its state.
-    #[serde(default)]
-    pub state: InstanceState,
-    /// Its IPv4 addresses.
-    #[serde(default)]
-    pub ipv4: Vec<String>,
-    /// `Ubuntu 24.04 LTS`, or `Not Available`.
-    #[serde(default)]
-    pub release: String,
-}
-
-/// `multipass version --format json`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct VersionReport {
-    /// The client's version.
-    pub multipass: String,
-    /// The daemon's version; absent when the daemon did not answer.
-    #[serde(default)]
-    pub multipassd: Option<String>,
-}
-
-/// Parses `multipass info --format json`.
-pub fn parse_info(json: &str) -> Result<InfoReport, serde_json::Error> {
-    serde_json::from_str(json)
-}
-
-/// Parses `multipass list --format json`.
-pub fn parse_list(json: &str) -> Result<ListReport, serde_json::Error> {
-    serde_json::from_str(json)
-}
-
-impl InstanceInfo {
-    /// The first IPv4 address: the node's SSH and data address.
-    pub fn first_ipv4(&self) -> Option<std::net::Ipv4Addr> {
-        self.ipv4.iter().find_map(|a| a.parse().ok())
-    }
-}
 
 // ---------------------------------------------------------------------------
 // Command lines
@@ -288,35 +107,6 @@ pub fn launch_args(instance: &str, node: &ResolvedNode, spec: &MultipassSpec) ->
         LAUNCH_TIMEOUT.as_secs().to_string(),
         spec.image.clone(),
     ]
-}
-
-// ---------------------------------------------------------------------------
-// Agent architecture
-// ---------------------------------------------------------------------------
-
-/// How to get an agent for `arch`, for the error.
-fn agent_build_hint(arch: &str) -> String {
-    if arch == "aarch64" {
-        "build rdma-agent for aarch64 Linux and pass it with --agent (or LABCTL_AGENT): either on an arm64 Linux machine \
-         (a Multipass instance will do) with `cargo build --release -p rdma-agent`, or cross-build with \
-         `rustup target add aarch64-unknown-linux-gnu`, an aarch64 linker and arm64 rdma-core/libfabric dev packages, then \
-         `cargo build --release -p rdma-agent --target aarch64-unknown-linux-gnu`; see docs/providers/multipass.md#apple-silicon-arm64"
-            .into()
-    } else {
-        format!("build rdma-agent for {arch} Linux (`cargo build --release -p rdma-agent` on such a machine) and pass it with --agent")
-    }
-}
-
-/// Checks that `agent` runs on nodes of architecture `node_arch`.
-pub fn check_agent_arch(agent: &[u8], node_arch: &str) -> Result<(), ProviderError> {
-    match elf_arch(agent) {
-        Some(arch) if arch == node_arch => Ok(()),
-        found => Err(ProviderError::AgentArch {
-            agent: found.unwrap_or("not a Linux (ELF) executable").to_string(),
-            nodes: node_arch.to_string(),
-            how: agent_build_hint(node_arch),
-        }),
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -687,7 +477,7 @@ impl Provider for MultipassProvider {
                 host_key: Some(keys.host_key(&node.name)?.public.trim().to_string()),
                 pid: None,
                 agent_sha256: None,
-                agent_port: crate::qemu::AGENT_PORT,
+                agent_port: AGENT_PORT,
                 provisioned: false,
                 host: None,
             });
@@ -813,40 +603,5 @@ mod tests {
             doc["ssh_keys"]["ed25519_public"].as_str(),
             Some(test_host_key().public.as_str())
         );
-    }
-
-    fn elf(class_le: bool, machine: u16) -> Vec<u8> {
-        let mut b = vec![0u8; 64];
-        b[..4].copy_from_slice(b"\x7fELF");
-        b[4] = 2;
-        b[5] = if class_le { 1 } else { 2 };
-        b[6] = 1;
-        let m = if class_le {
-            machine.to_le_bytes()
-        } else {
-            machine.to_be_bytes()
-        };
-        b[18..20].copy_from_slice(&m);
-        b
-    }
-
-    #[test]
-    fn test_agent_must_match_the_node_architecture() {
-        assert!(check_agent_arch(&elf(true, 0x3e), "x86_64").is_ok());
-        let e = check_agent_arch(&elf(true, 0x3e), "aarch64").unwrap_err().to_string();
-        assert!(e.contains("built for x86_64") && e.contains("are aarch64"), "{e}");
-        assert!(e.contains("rustup target add aarch64-unknown-linux-gnu"), "{e}");
-        assert!(e.contains("--target aarch64-unknown-linux-gnu"), "{e}");
-        let e = check_agent_arch(b"\xcf\xfa\xed\xfe mach-o", "aarch64")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not a Linux (ELF) executable"), "{e}");
-    }
-
-    #[test]
-    fn test_the_agent_this_build_made_fits_this_host() {
-        // The test binary itself is an ELF for this host: the check accepts it.
-        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        assert!(check_agent_arch(&me, std::env::consts::ARCH).is_ok());
     }
 }

@@ -7,8 +7,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::ProviderError;
-
 /// One node's SSH host key pair (ed25519, OpenSSH formats).
 #[derive(Clone)]
 pub struct HostKeyPair {
@@ -66,10 +64,20 @@ impl fmt::Debug for PreloadFile {
 
 impl NodeKeys {
     /// The host key pair of `node`; every node of the plan has one.
-    pub fn host_key(&self, node: &str) -> Result<&HostKeyPair, ProviderError> {
-        self.host_keys.get(node).ok_or_else(|| ProviderError::Io {
-            context: format!("node `{node}`: no SSH host key was generated for it"),
-            source: std::io::Error::from(std::io::ErrorKind::NotFound),
-        })
+    pub fn host_key(&self, node: &str) -> Result<&HostKeyPair, MissingHostKey> {
+        self.host_keys
+            .get(node)
+            .ok_or_else(|| MissingHostKey { node: node.to_string() })
     }
+}
+
+/// A node without a host key pair in [`NodeKeys`]: the keys were generated
+/// for a plan without it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "node `{node}`: no SSH host key was generated for it; the keys handed to the provider were made for other nodes"
+)]
+pub struct MissingHostKey {
+    /// The node.
+    pub node: String,
 }

@@ -102,9 +102,19 @@ pub enum ProviderError {
     /// State could not be written.
     #[error(transparent)]
     State(#[from] lab_state::StateError),
-    /// EC2 refused or could not be reached.
+    /// The service a provider drives refused or could not be reached (EC2
+    /// for `aws`). The provider's own error says what failed and what to do;
+    /// [`ProviderError::service_error`] gives it back typed.
+    #[error("{error}")]
+    Service {
+        /// The provider, as labs.yaml names it.
+        provider: &'static str,
+        /// Its error.
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A node of the plan has no host key in the keys handed to the provider.
     #[error(transparent)]
-    Aws(#[from] crate::aws::error::AwsError),
+    HostKey(#[from] crate::node_keys::MissingHostKey),
     /// A host that exists (provider ssh) cannot serve as a node.
     #[error("node `{node}`: {problem}\n  fix: {fix}")]
     Host {
@@ -132,6 +142,17 @@ pub enum ProviderError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl ProviderError {
+    /// The provider's own error of type `E` behind a [`ProviderError::Service`]
+    /// (`AwsError` for `aws`), for a caller that acts on its detail.
+    pub fn service_error<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            ProviderError::Service { error, .. } => error.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
 }
 
 /// Whether a node's machine runs, as the provider sees it.

@@ -31,7 +31,7 @@ use lab_state::{JumpRecord, LabDir, LabState, NodeState};
 use russh::keys::{Algorithm, PrivateKey};
 
 use crate::agent_binary::AgentBinary;
-use crate::multipass::check_agent_arch;
+use crate::node_agent::check_agent_arch;
 use crate::provider::{Provider, ProviderError};
 use crate::NodeKeys;
 

@@ -371,7 +371,7 @@ async fn test_instance_type_without_efa_is_refused_before_anything_exists() {
     let (spec, dir) = f.lab("noefa", "t3.micro", "efa", "");
     let err = f.create(&spec, &dir).await.unwrap_err();
     assert!(
-        matches!(&err, ProviderError::Aws(AwsError::NoEfa { instance_type, .. }) if instance_type == "t3.micro"),
+        matches!(err.service_error::<AwsError>(), Some(AwsError::NoEfa { instance_type, .. }) if instance_type == "t3.micro"),
         "{err}"
     );
     let text = err.to_string();

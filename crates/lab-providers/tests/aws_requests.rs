@@ -493,7 +493,10 @@ async fn test_efa_lab_on_a_type_without_efa_sends_nothing_that_creates() {
     let account = account(false, None);
     let provider = AwsProvider::with_client(client(&account.rules), spec.aws.clone(), spec.fabric).with_waits(fast());
     let err = provider.preflight(&spec, &spec.resolve_nodes()).await.unwrap_err();
-    assert!(matches!(err, ProviderError::Aws(AwsError::NoEfa { .. })), "{err}");
+    assert!(
+        matches!(err.service_error::<AwsError>(), Some(AwsError::NoEfa { .. })),
+        "{err}"
+    );
     assert!(err.to_string().contains("EfaSupported=false"), "{err}");
     assert!(account.keys.lock().unwrap().is_empty() && account.launched.lock().unwrap().is_empty());
     std::fs::remove_dir_all(base).unwrap();
@@ -518,7 +521,10 @@ async fn test_quota_refusal_is_explained_and_what_was_made_is_recorded() {
     let provider = AwsProvider::with_client(client(&account.rules), spec.aws.clone(), spec.fabric).with_waits(fast());
     let mut state = LabState::new("hpc", "aws", "efa");
     let err = create(&provider, &spec, &dir, &mut state).await.unwrap_err();
-    assert!(matches!(err, ProviderError::Aws(AwsError::Quota { .. })), "{err}");
+    assert!(
+        matches!(err.service_error::<AwsError>(), Some(AwsError::Quota { .. })),
+        "{err}"
+    );
     let text = err.to_string();
     assert!(
         text.contains("RunInstances") && text.contains("VcpuLimitExceeded") && text.contains("request a higher quota"),
@@ -672,8 +678,8 @@ async fn test_an_instance_that_terminates_while_starting_fails_up_with_its_node_
         fast(),
     )
     .await;
-    match &err {
-        ProviderError::Aws(AwsError::InstanceFailed {
+    match err.service_error::<AwsError>() {
+        Some(AwsError::InstanceFailed {
             node,
             instance,
             state,
@@ -683,7 +689,7 @@ async fn test_an_instance_that_terminates_while_starting_fails_up_with_its_node_
             assert_eq!(state, "terminated");
             assert_eq!(reason, "Server.InsufficientInstanceCapacity: Insufficient capacity.");
         }
-        other => panic!("expected InstanceFailed, got {other}"),
+        _ => panic!("expected InstanceFailed, got {err}"),
     }
 }
 
@@ -700,12 +706,12 @@ async fn test_instances_that_never_run_time_out_naming_the_pending_nodes_and_the
         "waited {:?} for a 1 s wait",
         started.elapsed()
     );
-    match &err {
-        ProviderError::Aws(AwsError::Timeout { what, waited_s }) => {
+    match err.service_error::<AwsError>() {
+        Some(AwsError::Timeout { what, waited_s }) => {
             assert_eq!(what, "instances to run: server (i-0001), client (i-0002)");
             assert!(*waited_s >= 1, "{err}");
         }
-        other => panic!("expected Timeout, got {other}"),
+        _ => panic!("expected Timeout, got {err}"),
     }
     assert!(
         err.to_string()

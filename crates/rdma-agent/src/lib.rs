@@ -14,9 +14,12 @@
 //!   checks every workload shares and the catalogue entry's, then each
 //!   workload's own ([`validate::OwnCheck`]), all before any RDMA resource is
 //!   touched.
-//! - [`workload`]: the verbs `Workload` trait and one module per workload
-//!   family; [`session`] drives one side of a session on its own thread
-//!   (`session::verbs`: connect in `rdma_cm` or out-of-band mode, run, verify);
+//! - [`session`]: what every session shares (request, handle, thread
+//!   plumbing, errors) and [`session::Side`], what a verbs workload sees of
+//!   its side; [`workload`]: the verbs `Workload` trait and one module per
+//!   workload family, on that view; [`verbs_session`], above both: one side
+//!   of a verbs session on its own thread (connect with rdma_cm or out of
+//!   band, run the workload, verify);
 //!   [`wr_id`] names work requests; [`plan`] reads a measured run's sizes,
 //!   stop and depth from its parameters, for verbs and libfabric alike.
 //! - [`fabric_session`]: the libfabric workloads (`fabric-write`, `fabric-bw`,
@@ -53,6 +56,7 @@ pub mod trace;
 pub mod validate;
 #[allow(unsafe_code)]
 pub mod verbs;
+pub mod verbs_session;
 pub mod workload;
 pub mod wr_id;
 

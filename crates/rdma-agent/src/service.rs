@@ -115,7 +115,7 @@ fn spawn_session(
     SessionError,
 > {
     match runner {
-        Runner::Verbs(workload) => session::verbs::spawn(spec, workload, run),
+        Runner::Verbs(workload) => crate::verbs_session::spawn(spec, workload, run),
         Runner::Tcp => crate::tcp_session::spawn(spec, run),
         Runner::Fabric(_) => Err(SessionError::Protocol(
             "a libfabric workload has no verbs or TCP session".into(),

@@ -278,6 +278,17 @@ impl AwsError {
     }
 }
 
+// The provider contract knows no provider's errors: an EC2 failure reaches
+// it boxed, as the `aws` provider's service error.
+impl From<AwsError> for crate::provider::ProviderError {
+    fn from(error: AwsError) -> Self {
+        crate::provider::ProviderError::Service {
+            provider: "aws",
+            error: Box::new(error),
+        }
+    }
+}
+
 #[cfg(test)]
 mod credential_tests {
     use super::credentials_detail;

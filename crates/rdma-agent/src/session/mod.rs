@@ -6,19 +6,19 @@
 //! This module owns what every kind of session shares: the request
 //! ([`SessionSpec`]), the service's grip on the thread ([`SessionHandle`],
 //! [`Command`]), the thread plumbing ([`spawn_thread_session`],
-//! [`finish_side`]) and the errors ([`SessionError`]). It must not know any
-//! workload: the verbs sessions are in [`verbs`] (connection setup in [`cm`]
-//! and [`oob`], the workload's view in [`side`]), the libfabric and TCP ones
-//! in `fabric_session` and `tcp_session`.
+//! [`finish_side`]), the errors ([`SessionError`]), the limits of a
+//! session's waits (`bounds`), and what a verbs workload sees of its side
+//! ([`side`]) with the peer's buffer as rdma_cm carries it ([`blob`]).
+//!
+//! It must not know any workload, nor the sessions that run one: those sit
+//! above it and above [`crate::workload`] — the verbs sessions in
+//! [`crate::verbs_session`], the libfabric and TCP ones in `fabric_session`
+//! and `tcp_session`.
 
 pub mod blob;
 pub(crate) mod bounds;
-pub mod cm;
 mod error;
-pub mod oob;
-mod setup;
 pub mod side;
-pub mod verbs;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,7 +2,9 @@
 //! link (QP, CQ, buffers), the run's parameters, the peer's buffer, the
 //! completion waits (polling or on the completion channel, bounded by the
 //! session's deadline and Abort), progress, and the client's done message.
-//! It must not set up connections (that is [`super::cm`] and [`super::oob`]).
+//! It must not set up connections (that is
+//! [`crate::verbs_session::rdma_cm_connect`] and
+//! [`crate::verbs_session::oob_connect`]).
 //!
 //! The end of a run is a SEND_WITH_IMM carrying [`DONE_IMM`] from the client,
 //! so the server knows when to verify in both modes: zero-length, or 8 bytes

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use agent_proto::v1::{CompletionMode, Role, SideResult};
 
-use super::side::{Bounds, ProgressSink, Side};
-use super::{SessionError, SessionSpec};
+use crate::session::bounds::Bounds;
+use crate::session::{ProgressSink, SessionError, SessionSpec, Side};
 use crate::trace::{Tracer, What};
 use crate::verbs::{Link, LinkConfig};
 use crate::workload::Workload;

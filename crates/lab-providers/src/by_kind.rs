@@ -1,5 +1,4 @@
-//! The providers by name: the `provider:` value of labs.yaml to an
-//! implementation.
+//! The provider implementation for a `provider:` value of labs.yaml.
 
 use lab_model::{Fabric, LabSpec, ProviderKind};
 

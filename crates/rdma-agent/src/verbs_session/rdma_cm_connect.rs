@@ -19,8 +19,7 @@ use tokio::sync::oneshot;
 use super::setup::{
     apply_corrupt_rkey, attach_trace, fill_local_gid, link_config, new_side, rd_atomic, resolve_completion, trace_blob,
 };
-use super::side::{ProgressSink, Side};
-use super::{blob, peer_socket_addr, SessionError, SessionSpec};
+use crate::session::{blob, peer_socket_addr, ProgressSink, SessionError, SessionSpec, Side};
 use crate::trace::{now_ns, What};
 use crate::verbs::cm::ConnectParams;
 use crate::verbs::{CmError, CmEventKind, CmId, EventChannel, Link};

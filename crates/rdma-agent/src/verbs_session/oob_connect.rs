@@ -24,8 +24,7 @@ use tokio::sync::oneshot;
 use super::setup::{
     apply_corrupt_rkey, attach_trace, link_config, new_side, qp_psn, rd_atomic, resolve_completion, trace_blob,
 };
-use super::side::Side;
-use super::{Command, SessionError, SessionSpec};
+use crate::session::{Command, SessionError, SessionSpec, Side};
 use crate::verbs::{Link, RemoteBuf};
 use crate::workload::Workload;
 
@@ -359,5 +358,5 @@ fn connect(side: &mut Side, local: &Local, peer: &Endpoint, local_mtu: u32) -> R
 }
 
 #[cfg(test)]
-#[path = "oob_tests.rs"]
+#[path = "oob_connect_tests.rs"]
 mod tests;

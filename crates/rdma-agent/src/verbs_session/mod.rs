@@ -1,6 +1,15 @@
 //! The verbs sessions: a thread per side that sets up the connection
-//! ([`super::cm`] or [`super::oob`], per `params.cm`) and runs the workload
-//! it was given on it.
+//! ([`rdma_cm_connect`] or [`oob_connect`], per `params.cm`) and runs the
+//! workload it was given on it.
+//!
+//! This module sits above both [`crate::session`] (the plumbing every kind
+//! of session shares, and [`Side`](crate::session::Side), the workload's
+//! view) and [`crate::workload`] (the workloads, which use that view): it
+//! hands a workload its side. Neither of the two knows this module.
+
+pub mod oob_connect;
+pub mod rdma_cm_connect;
+mod setup;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -9,8 +18,7 @@ use std::time::Instant;
 use agent_proto::v1::{CmMode, Endpoint, Role, SideResult};
 use tokio::sync::oneshot;
 
-use super::side::ProgressSink;
-use super::{cm, finish_side, oob, Command, SessionError, SessionHandle, SessionSpec};
+use crate::session::{finish_side, Command, ProgressSink, SessionError, SessionHandle, SessionSpec};
 use crate::workload::Workload;
 
 /// Starts a session thread: Prepare (either role), or a rdma_cm client's Run
@@ -50,13 +58,13 @@ fn run_side(
 ) -> Result<SideResult, SessionError> {
     let deadline = Instant::now() + spec.timeout();
     match (spec.params.cm(), spec.role) {
-        (CmMode::RdmaCm, Role::Server) => cm::server(spec, workload, cancel, deadline, endpoint_tx),
+        (CmMode::RdmaCm, Role::Server) => rdma_cm_connect::server(spec, workload, cancel, deadline, endpoint_tx),
         (CmMode::RdmaCm, Role::Client) => {
             let (peer, sink) = run.ok_or_else(|| {
                 SessionError::Setup("rdma_cm clients are not prepared: call Run with the server endpoint".into())
             })?;
-            cm::client(spec, workload, cancel, deadline, &peer, sink)
+            rdma_cm_connect::client(spec, workload, cancel, deadline, &peer, sink)
         }
-        (CmMode::Oob, role) => oob::side(spec, role, workload, cancel, deadline, cmd_rx, endpoint_tx),
+        (CmMode::Oob, role) => oob_connect::side(spec, role, workload, cancel, deadline, cmd_rx, endpoint_tx),
     }
 }
