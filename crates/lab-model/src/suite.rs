@@ -36,7 +36,7 @@ use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use shorthand::{NoLongForm, Shorthand};
 
-use crate::endpoint::Endpoint;
+use crate::copy_location::CopyLocation;
 use crate::problem::Problem;
 use crate::workloads::is_fabric;
 use crate::yaml::de::ErrorKind;
@@ -866,7 +866,7 @@ impl Suite {
                 }
                 StepKind::Copy(copy) => {
                     for from in &copy.from {
-                        if !Endpoint::parse(from).is_local() {
+                        if !CopyLocation::parse(from).is_local() {
                             return Err(mismatch(
                                 index,
                                 format!("copy.from `{from}` is on a node; copy sends files from this machine"),
@@ -874,10 +874,10 @@ impl Suite {
                             ));
                         }
                     }
-                    match Endpoint::parse(&copy.to) {
-                        Endpoint::Node { node, .. } => known(index, "copy.to's node", &node)?,
-                        Endpoint::Every { .. } => {}
-                        Endpoint::Local(_) => {
+                    match CopyLocation::parse(&copy.to) {
+                        CopyLocation::Node { node, .. } => known(index, "copy.to's node", &node)?,
+                        CopyLocation::Every { .. } => {}
+                        CopyLocation::Local(_) => {
                             return Err(mismatch(
                                 index,
                                 format!("copy.to `{}` is not on a node", copy.to),
@@ -888,10 +888,10 @@ impl Suite {
                 }
                 StepKind::Collect(collect) => {
                     for from in &collect.from {
-                        match Endpoint::parse(from) {
-                            Endpoint::Node { node, .. } => known(index, "collect.from's node", &node)?,
-                            Endpoint::Every { .. } => {}
-                            Endpoint::Local(_) => {
+                        match CopyLocation::parse(from) {
+                            CopyLocation::Node { node, .. } => known(index, "collect.from's node", &node)?,
+                            CopyLocation::Every { .. } => {}
+                            CopyLocation::Local(_) => {
                                 return Err(mismatch(
                                     index,
                                     format!("collect.from `{from}` is not on a node"),
