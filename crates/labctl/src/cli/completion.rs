@@ -4,7 +4,6 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 
 /// Options of `completion`.
@@ -15,8 +14,8 @@ pub struct CompletionArgs {
     pub shell: Shell,
 }
 
-pub fn run(completion: &CompletionArgs) -> anyhow::Result<ExitCode> {
-    let mut command = super::Args::command();
+/// Prints the script for `command` (labctl's, as `--help` shows it).
+pub fn run(completion: &CompletionArgs, mut command: clap::Command) -> anyhow::Result<ExitCode> {
     // Into memory first: clap_complete panics on a failed write, and
     // `labctl completion bash | head` closes the pipe early.
     let mut script = Vec::new();

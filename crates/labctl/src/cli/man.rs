@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::CommandFactory;
 
 /// Options of `man`.
 #[derive(Debug, clap::Args)]
@@ -17,9 +16,10 @@ pub struct ManArgs {
     pub dir: PathBuf,
 }
 
-pub fn run(man: &ManArgs) -> anyhow::Result<ExitCode> {
+/// Writes the pages of `command` (labctl's, as `--help` shows it).
+pub fn run(man: &ManArgs, command: clap::Command) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&man.dir).with_context(|| format!("creating {}", man.dir.display()))?;
-    let written = write_pages(&man.dir).with_context(|| {
+    let written = write_pages(command, &man.dir).with_context(|| {
         format!(
             "writing man pages to {}\n  fix: pass --dir a directory you can write",
             man.dir.display()
@@ -38,9 +38,9 @@ pub fn run(man: &ManArgs) -> anyhow::Result<ExitCode> {
 
 /// Writes a page for labctl and every visible subcommand, each before its
 /// own subcommands; returns the files in the order written.
-pub fn write_pages(dir: &Path) -> io::Result<Vec<PathBuf>> {
+fn write_pages(command: clap::Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
     // Built first so each subcommand knows its full name (labctl-report-list).
-    let mut command = super::Args::command().disable_help_subcommand(true);
+    let mut command = command.disable_help_subcommand(true);
     command.build();
     let mut written = Vec::new();
     write_tree(command, dir, &mut written)?;

@@ -26,7 +26,7 @@ mod up;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use lab_core::lab::LabError;
 
 pub use global::GlobalArgs;
@@ -106,8 +106,9 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Capture(a) => capture::run(&args.global, a).await,
         Command::Report(a) => report::run(&args.global, a).await,
         Command::Trace(a) => trace::run(&args.global, a),
-        Command::Completion(a) => completion::run(a),
-        Command::Man(a) => man::run(a),
+        // Both from the definitions --help prints.
+        Command::Completion(a) => completion::run(a, Args::command()),
+        Command::Man(a) => man::run(a, Args::command()),
     }
 }
 
