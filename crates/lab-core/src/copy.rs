@@ -22,7 +22,7 @@ use crate::lab::{connect_pinned, Lab, LabError};
 /// Version of `cp --json`'s layout.
 pub const COPY_SCHEMA: u32 = 1;
 
-pub use lab_model::endpoint::Endpoint;
+pub use lab_model::copy_location::CopyLocation;
 
 /// Why a copy did not start, or failed.
 #[derive(Debug, thiserror::Error)]
@@ -210,8 +210,8 @@ impl Lab {
     /// result while the other nodes finish.
     pub async fn copy(
         &self,
-        sources: &[Endpoint],
-        dest: &Endpoint,
+        sources: &[CopyLocation],
+        dest: &CopyLocation,
         recursive: bool,
         progress: &dyn CopyProgress,
     ) -> Result<CopyReport, CopyError> {
@@ -222,8 +222,8 @@ impl Lab {
         let state = self.state()?;
         let every: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
         let check_node = |node: &str| self.node_state(&state, node).map(|_| ());
-        for endpoint in sources.iter().chain([dest]) {
-            if let Endpoint::Node { node, .. } = endpoint {
+        for location in sources.iter().chain([dest]) {
+            if let CopyLocation::Node { node, .. } = location {
                 check_node(node)?;
             }
         }
@@ -238,20 +238,22 @@ impl Lab {
             }
         };
         let outcomes = if dest.is_local() {
-            if sources.iter().any(Endpoint::is_local) {
+            if sources.iter().any(CopyLocation::is_local) {
                 return Err(CopyError::BadInput(
                     "both sides are on this machine: name a node as `NODE:PATH` or `@all:PATH`".into(),
                 ));
             }
-            let Endpoint::Local(dest) = dest else { unreachable!() };
+            let CopyLocation::Local(dest) = dest else {
+                unreachable!()
+            };
             // Per node, the paths to fetch from it.
             let mut wanted: Vec<(String, Vec<String>)> = Vec::new();
-            let several_nodes = sources.iter().any(|s| matches!(s, Endpoint::Every { .. }));
+            let several_nodes = sources.iter().any(|s| matches!(s, CopyLocation::Every { .. }));
             for source in sources {
                 let (nodes, path) = match source {
-                    Endpoint::Node { node, path } => (vec![node.clone()], path.clone()),
-                    Endpoint::Every { path } => (every.clone(), path.clone()),
-                    Endpoint::Local(_) => unreachable!(),
+                    CopyLocation::Node { node, path } => (vec![node.clone()], path.clone()),
+                    CopyLocation::Every { path } => (every.clone(), path.clone()),
+                    CopyLocation::Local(_) => unreachable!(),
                 };
                 for node in nodes {
                     match wanted.iter_mut().find(|(n, _)| *n == node) {
@@ -293,7 +295,7 @@ impl Lab {
             let local: Vec<&Path> = sources
                 .iter()
                 .map(|s| match s {
-                    Endpoint::Local(p) => Ok(p.as_path()),
+                    CopyLocation::Local(p) => Ok(p.as_path()),
                     _ => Err(CopyError::BadInput(
                         "copies between nodes go through this machine: `labctl cp NODE:PATH ./` then `labctl cp ./FILE OTHER:PATH`"
                             .into(),
@@ -308,9 +310,9 @@ impl Lab {
                 name_of(&source.path)?;
             }
             let (nodes, path) = match dest {
-                Endpoint::Node { node, path } => (vec![node.clone()], path.clone()),
-                Endpoint::Every { path } => (every.clone(), path.clone()),
-                Endpoint::Local(_) => unreachable!(),
+                CopyLocation::Node { node, path } => (vec![node.clone()], path.clone()),
+                CopyLocation::Every { path } => (every.clone(), path.clone()),
+                CopyLocation::Local(_) => unreachable!(),
             };
             let inspected = &inspected;
             join_all(nodes.into_iter().map(|node| {
@@ -510,31 +512,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn test_endpoints_read_like_scp() {
+    fn test_copy_locations_read_like_scp() {
         assert_eq!(
-            Endpoint::parse("server:/tmp/x"),
-            Endpoint::Node {
+            CopyLocation::parse("server:/tmp/x"),
+            CopyLocation::Node {
                 node: "server".into(),
                 path: "/tmp/x".into()
             }
         );
         assert_eq!(
-            Endpoint::parse("@all:/opt/bin/"),
-            Endpoint::Every {
+            CopyLocation::parse("@all:/opt/bin/"),
+            CopyLocation::Every {
                 path: "/opt/bin/".into()
             }
         );
         assert_eq!(
-            Endpoint::parse("client:"),
-            Endpoint::Node {
+            CopyLocation::parse("client:"),
+            CopyLocation::Node {
                 node: "client".into(),
                 path: ".".into()
             }
         );
-        assert_eq!(Endpoint::parse("./a:b"), Endpoint::Local("./a:b".into()));
-        assert_eq!(Endpoint::parse("/tmp/a:b"), Endpoint::Local("/tmp/a:b".into()));
-        assert_eq!(Endpoint::parse("plain"), Endpoint::Local("plain".into()));
-        assert_eq!(Endpoint::parse(":x"), Endpoint::Local(":x".into()));
+        assert_eq!(CopyLocation::parse("./a:b"), CopyLocation::Local("./a:b".into()));
+        assert_eq!(CopyLocation::parse("/tmp/a:b"), CopyLocation::Local("/tmp/a:b".into()));
+        assert_eq!(CopyLocation::parse("plain"), CopyLocation::Local("plain".into()));
+        assert_eq!(CopyLocation::parse(":x"), CopyLocation::Local(":x".into()));
     }
 
     #[test]

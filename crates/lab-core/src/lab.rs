@@ -286,7 +286,7 @@ impl Lab {
         );
         self.dir.save(&state)?;
         // Before anything exists: from here on the lab is known as live.
-        lab_state::registry::register(&lab_state::registry::RegistryEntry {
+        lab_state::live_labs::register(&lab_state::live_labs::LiveLab {
             id: state.id.clone(),
             lab: state.lab.clone(),
             provider: state.provider.clone(),
@@ -606,10 +606,10 @@ impl Lab {
         }
         provider.delete(&self.dir, state.as_ref()).await?;
         self.dir.remove()?;
-        // Last: until everything is gone the registry says the lab is live,
+        // Last: until everything is gone the list of live labs says it is live,
         // so `down --leaked` never takes it for another lab's leftovers.
         if let Some(state) = state.filter(|s| !s.id.is_empty()) {
-            lab_state::registry::unregister(&state.id)?;
+            lab_state::live_labs::unregister(&state.id)?;
         }
         Ok(())
     }

@@ -21,12 +21,12 @@
 //!   the parser points at them and carry problems through serde.
 //! - [`builtin`]: the labs used when there is no labs.yaml (`labctl init` writes them).
 //! - [`suite`]: `labctl ci` suites (a lab's `ci:` section or a suite file).
-//! - [`endpoint`]: `NODE:PATH`, `@all:PATH` or a local path (cp, copy/collect steps).
+//! - [`copy_location`]: where a copied file is: `NODE:PATH`, `@all:PATH` or a local path (cp, copy/collect steps).
 //! - [`size`]: byte counts as written on the command line (`4MiB`).
 #![warn(missing_docs)]
 
 pub mod builtin;
-pub mod endpoint;
+pub mod copy_location;
 pub mod jump;
 pub mod labs;
 mod limits;

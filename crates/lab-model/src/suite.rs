@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use shorthand::{NoLongForm, Shorthand};
 use workload_catalogue::{Cm, Completion, Opt};
 
-use crate::endpoint::Endpoint;
+use crate::copy_location::CopyLocation;
 use crate::problem::Problem;
 use crate::yaml::de::ErrorKind;
 use crate::yaml::tree::{render_path, Pos, Seg};
@@ -860,7 +860,7 @@ impl Suite {
                 }
                 StepKind::Copy(copy) => {
                     for from in &copy.from {
-                        if !Endpoint::parse(from).is_local() {
+                        if !CopyLocation::parse(from).is_local() {
                             return Err(mismatch(
                                 index,
                                 format!("copy.from `{from}` is on a node; copy sends files from this machine"),
@@ -868,10 +868,10 @@ impl Suite {
                             ));
                         }
                     }
-                    match Endpoint::parse(&copy.to) {
-                        Endpoint::Node { node, .. } => known(index, "copy.to's node", &node)?,
-                        Endpoint::Every { .. } => {}
-                        Endpoint::Local(_) => {
+                    match CopyLocation::parse(&copy.to) {
+                        CopyLocation::Node { node, .. } => known(index, "copy.to's node", &node)?,
+                        CopyLocation::Every { .. } => {}
+                        CopyLocation::Local(_) => {
                             return Err(mismatch(
                                 index,
                                 format!("copy.to `{}` is not on a node", copy.to),
@@ -882,10 +882,10 @@ impl Suite {
                 }
                 StepKind::Collect(collect) => {
                     for from in &collect.from {
-                        match Endpoint::parse(from) {
-                            Endpoint::Node { node, .. } => known(index, "collect.from's node", &node)?,
-                            Endpoint::Every { .. } => {}
-                            Endpoint::Local(_) => {
+                        match CopyLocation::parse(from) {
+                            CopyLocation::Node { node, .. } => known(index, "collect.from's node", &node)?,
+                            CopyLocation::Every { .. } => {}
+                            CopyLocation::Local(_) => {
                                 return Err(mismatch(
                                     index,
                                     format!("collect.from `{from}` is not on a node"),

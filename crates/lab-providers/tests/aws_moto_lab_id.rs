@@ -17,7 +17,7 @@ use lab_model::{LabSpec, LabsFile};
 use lab_providers::aws::{scan_leaked, AwsProvider, AwsState, Leftover, Waits};
 use lab_providers::{Provider, ProviderError};
 use lab_state::progress::Silent;
-use lab_state::registry::{register_in, RegistryEntry};
+use lab_state::live_labs::{register_in, LiveLab as RegistryEntry};
 use lab_state::{LabDir, LabState};
 
 const REGION: &str = "us-east-1";
@@ -426,7 +426,7 @@ async fn test_leaked_deletes_a_resource_without_a_lab_id_only_when_named() {
     let known = |l: &Leftover| {
         l.lab_id
             .as_deref()
-            .is_some_and(|id| lab_state::registry::is_live_in(&registry, id))
+            .is_some_and(|id| lab_state::live_labs::is_live_in(&registry, id))
     };
     let owner = lab_providers::aws::default_owner();
     let scan = scan_leaked(f.client.clone(), &owner, known).await.unwrap();

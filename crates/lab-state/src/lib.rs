@@ -12,12 +12,12 @@
 //! # Layout
 //! - the state directory, its files and its lock (re-exported at the root).
 //! - [`progress`]: the `Reporter` trait and the `step` helper.
-//! - [`registry`]: the per-user registry of live labs (id -> state directory).
+//! - [`live_labs`]: the per-user list of live labs (id -> state directory).
 //! - [`text`]: the last lines of a text or a file.
 #![warn(missing_docs)]
 
+pub mod live_labs;
 pub mod progress;
-pub mod registry;
 mod state;
 pub mod text;
 

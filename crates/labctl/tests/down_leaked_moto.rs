@@ -47,7 +47,7 @@ fn down_leaked_with(labs: &Path, yes: bool, more: &[&str]) -> (i32, String, Stri
 async fn test_down_leaked_lists_and_deletes_only_the_lab_whose_state_is_gone() {
     let moto = Moto::start();
     let base = temp_dir("leaked");
-    // The registry of live labs stays under `base` (XDG_STATE_HOME).
+    // The list of live labs stays under `base` (XDG_STATE_HOME).
     aws_environment_for(&moto, &base);
     let client = moto.client("us-east-1");
     let ami = some_linux_ami(&client).await;
@@ -71,8 +71,8 @@ async fn test_down_leaked_lists_and_deletes_only_the_lab_whose_state_is_gone() {
     let beta_resources = tagged(&client, "beta").await;
     assert_eq!(alpha_resources.len(), 7, "{alpha_resources:?}");
     assert_eq!(beta_resources.len(), 7, "{beta_resources:?}");
-    let registry = lab_state::registry::entries_in(&lab_state::registry::registry_dir());
-    assert_eq!(registry.len(), 2, "{registry:?}");
+    let live = lab_state::live_labs::entries_in(&lab_state::live_labs::dir());
+    assert_eq!(live.len(), 2, "{live:?}");
 
     // From project A, beta is another directory's lab, and live: not leaked.
     // (Before lab ids it was listed, and --yes deleted it.)
@@ -102,9 +102,9 @@ async fn test_down_leaked_lists_and_deletes_only_the_lab_whose_state_is_gone() {
     assert_eq!(tagged(&client, "beta").await, vec![]);
     assert_eq!(tagged(&client, "alpha").await, alpha_resources);
 
-    // beta's registry entry went with its resources; alpha's own `down`
+    // beta's live-lab entry went with its resources; alpha's own `down`
     // removes alpha and its entry.
-    let left: Vec<String> = lab_state::registry::entries_in(&lab_state::registry::registry_dir())
+    let left: Vec<String> = lab_state::live_labs::entries_in(&lab_state::live_labs::dir())
         .into_iter()
         .map(|e| e.lab)
         .collect();
@@ -155,6 +155,6 @@ async fn test_down_leaked_lists_and_deletes_only_the_lab_whose_state_is_gone() {
     assert_eq!(tagged(&client, "alpha").await, alpha_resources);
     assert!(alpha.down(Duration::from_secs(5)).await.unwrap());
     assert_eq!(tagged(&client, "alpha").await, vec![]);
-    assert!(lab_state::registry::entries_in(&lab_state::registry::registry_dir()).is_empty());
+    assert!(lab_state::live_labs::entries_in(&lab_state::live_labs::dir()).is_empty());
     let _ = std::fs::remove_dir_all(&base);
 }

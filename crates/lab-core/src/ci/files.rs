@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures::future::join_all;
-use lab_model::endpoint::Endpoint;
+use lab_model::copy_location::CopyLocation;
 use lab_model::suite::{CollectStep, CopyStep};
 use lab_results::ci::TransferRecord;
 
@@ -17,12 +17,12 @@ use crate::lab::Lab;
 /// Copies `copy.from` (relative to `base_dir`, the suite file's directory)
 /// to `copy.to`, within `timeout`.
 pub async fn run_copy(lab: &Lab, copy: &CopyStep, base_dir: &Path, timeout: Duration) -> StepOutcome {
-    let sources: Vec<Endpoint> = copy
+    let sources: Vec<CopyLocation> = copy
         .from
         .iter()
-        .map(|from| Endpoint::Local(base_dir.join(from)))
+        .map(|from| CopyLocation::Local(base_dir.join(from)))
         .collect();
-    let dest = Endpoint::parse(&copy.to);
+    let dest = CopyLocation::parse(&copy.to);
     match tokio::time::timeout(timeout, lab.copy(&sources, &dest, true, &NoProgress)).await {
         Ok(Ok(report)) => outcome(report, Some),
         Ok(Err(e)) => StepOutcome::failed(format!("copy to {}: {e}", copy.to)),
@@ -45,10 +45,10 @@ pub async fn run_collect(lab: &Lab, collect: &CollectStep, artifacts: &Path, tim
     let every: Vec<String> = lab.spec.nodes.iter().map(|n| n.name.clone()).collect();
     let mut wanted: Vec<(String, String)> = Vec::new();
     for from in &collect.from {
-        match Endpoint::parse(from) {
-            Endpoint::Node { node, path } => wanted.push((node, path)),
-            Endpoint::Every { path } => wanted.extend(every.iter().map(|n| (n.clone(), path.clone()))),
-            Endpoint::Local(_) => unreachable!("collect.from is on nodes (checked with the suite)"),
+        match CopyLocation::parse(from) {
+            CopyLocation::Node { node, path } => wanted.push((node, path)),
+            CopyLocation::Every { path } => wanted.extend(every.iter().map(|n| (n.clone(), path.clone()))),
+            CopyLocation::Local(_) => unreachable!("collect.from is on nodes (checked with the suite)"),
         }
     }
     let fetch_all = join_all(wanted.iter().map(|(node, path)| {
@@ -57,12 +57,12 @@ pub async fn run_collect(lab: &Lab, collect: &CollectStep, artifacts: &Path, tim
             if let Err(e) = std::fs::create_dir_all(&dest) {
                 return Err(format!("{}: {e}", dest.display()));
             }
-            let source = Endpoint::Node {
+            let source = CopyLocation::Node {
                 node: node.clone(),
                 path: path.clone(),
             };
             let copied = lab
-                .copy(&[source], &Endpoint::Local(dest.clone()), true, &NoProgress)
+                .copy(&[source], &CopyLocation::Local(dest.clone()), true, &NoProgress)
                 .await
                 .map_err(|e| e.to_string());
             // A node's directory with nothing in it (an optional file that

@@ -92,7 +92,7 @@ impl AwsProvider {
             owner: default_owner(),
             waits: Waits::default(),
             alive_cache: Mutex::new(HashMap::new()),
-            registry: lab_state::registry::registry_dir(),
+            registry: lab_state::live_labs::dir(),
         }
     }
 
@@ -554,7 +554,7 @@ impl AwsProvider {
     /// whose state is lost: a state directory holds one lab at a time, so
     /// each of them is this directory's).
     fn registered_ids(&self, dir: &LabDir) -> Vec<(String, String)> {
-        lab_state::registry::entries_in(&self.registry)
+        lab_state::live_labs::entries_in(&self.registry)
             .into_iter()
             .filter(|e| e.state_dir == dir.root())
             .map(|e| (e.lab, e.id))

@@ -9,7 +9,7 @@ use clap::Args as ClapArgs;
 use lab_core::bulk::{run_bulk, BulkOptions};
 use lab_results::bulk::{BulkRecord, BulkSide};
 
-use super::global::{open_lab, GlobalArgs};
+use super::global::{open_lab, BadInput, GlobalArgs};
 use super::table::{Align, Table};
 
 /// Options of `bulk`.
@@ -59,7 +59,10 @@ pub async fn run(args: &GlobalArgs, bulk: &BulkArgs) -> anyhow::Result<ExitCode>
     let total = bulk.total.unwrap_or(defaults.total);
     let chunk = bulk.chunk.unwrap_or(defaults.size);
     if total == 0 || chunk == 0 {
-        anyhow::bail!("--total and --chunk must be at least 1 byte (got --total {total} --chunk {chunk})");
+        return Err(BadInput(format!(
+            "--total and --chunk must be at least 1 byte (got --total {total} --chunk {chunk})"
+        ))
+        .into());
     }
     let opts = BulkOptions {
         server: bulk.server.clone(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args as ClapArgs;
 use lab_core::capture::{capture, CaptureOptions, CaptureOutcome, StoppedBy, DEFAULT_FILTER};
 
-use super::global::{interrupted, open_lab, GlobalArgs};
+use super::global::{interrupted, open_lab, BadInput, GlobalArgs};
 
 /// Options of `capture`.
 #[derive(Debug, ClapArgs)]
@@ -40,12 +40,14 @@ pub struct CaptureArgs {
 pub async fn run(args: &GlobalArgs, a: &CaptureArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
     let duration = match a.duration {
-        Some(s) if !(s.is_finite() && s > 0.0) => anyhow::bail!("--duration {s}: give a number of seconds above 0"),
+        Some(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(BadInput(format!("--duration {s}: give a number of seconds above 0")).into())
+        }
         Some(s) => Some(Duration::from_secs_f64(s)),
         None => None,
     };
     if a.count == Some(0) {
-        anyhow::bail!("--count 0 would capture nothing; give a number of packets above 0");
+        return Err(BadInput("--count 0 would capture nothing; give a number of packets above 0".into()).into());
     }
     let opts = CaptureOptions {
         node: a.node.clone(),

@@ -110,7 +110,7 @@ pub async fn run(args: &GlobalArgs, ci: &CiArgs) -> anyhow::Result<ExitCode> {
             lab.dir.results_dir().join(format!("{stamp}-ci.artifacts"))
         }),
     };
-    let reporter = crate::report::reporter(false);
+    let reporter = crate::progress::reporter(false);
     let opts = UpOptions {
         keep_on_failure: false,
         agent_binary: super::up::agent_path(ci.agent.as_ref()),

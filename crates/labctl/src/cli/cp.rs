@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
-use lab_core::copy::{CopyReport, Endpoint};
+use lab_core::copy::{CopyLocation, CopyReport};
 
 use super::global::{open_lab, GlobalArgs};
 
@@ -37,10 +37,10 @@ pub struct CpArgs {
 
 pub async fn run(args: &GlobalArgs, cp: &CpArgs) -> anyhow::Result<ExitCode> {
     let (dest, sources) = cp.paths.split_last().expect("clap requires two paths");
-    let sources: Vec<Endpoint> = sources.iter().map(|s| Endpoint::parse(s)).collect();
-    let dest = Endpoint::parse(dest);
+    let sources: Vec<CopyLocation> = sources.iter().map(|s| CopyLocation::parse(s)).collect();
+    let dest = CopyLocation::parse(dest);
     let lab = open_lab(args)?;
-    let progress = crate::report::copy_progress(cp.quiet || cp.json);
+    let progress = crate::progress::copy_progress(cp.quiet || cp.json);
     let report = lab.copy(&sources, &dest, cp.recursive, progress.as_ref()).await?;
     if cp.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -1,7 +1,7 @@
 //! `labctl down`: remove everything of the lab; nothing to do is success.
 //! `labctl down --leaked`: find, and with confirmation delete, AWS resources
 //! labctl tagged for labs that are no longer live: not in the user's
-//! registry of live labs, or whose state directory is gone. A leaked lab is
+//! list of live labs, or whose state directory is gone. A leaked lab is
 //! deleted by its id; a resource without a lab id (an older labctl's) is
 //! listed but deleted only when named with `--delete-id-less`.
 
@@ -13,14 +13,14 @@ use clap::Args as ClapArgs;
 use lab_model::ProviderKind;
 use lab_providers::aws;
 
-use super::global::{lock_wait, open_lab, GlobalArgs};
+use super::global::{lock_wait, open_lab, BadInput, GlobalArgs};
 use super::table::{Align, Table};
 
 /// Options of `down`.
 #[derive(Debug, ClapArgs)]
 pub struct DownArgs {
     /// Instead of one lab: list AWS resources tagged by labctl (for this
-    /// user@host) whose lab is not live (not in this user's registry of
+    /// user@host) whose lab is not live (not in this user's list of live
     /// labs, or its state directory is gone), in the regions of the file's
     /// aws labs and AWS_REGION, and offer to delete them.
     #[arg(long)]
@@ -67,18 +67,19 @@ async fn leaked(args: &GlobalArgs, yes: bool, named: &[String]) -> anyhow::Resul
     regions.sort();
     regions.dedup();
     if regions.is_empty() {
-        anyhow::bail!(
+        return Err(BadInput(format!(
             "{}: no lab uses provider aws and AWS_REGION is not set, so no region to search\n  fix: set AWS_REGION=REGION",
             source.display()
-        );
+        ))
+        .into());
     }
     let owner = aws::default_owner();
-    // A lab is live while the registry's entry for its id points at a state
-    // directory that holds that id, wherever it was brought up from.
+    // A lab is live while its entry in the list of live labs points at a
+    // state directory that holds its id, wherever it was brought up from.
     // Resources of a labctl from before lab ids carry only the lab's name:
     // for those, a state directory beside this labs file is what counts.
     let known = |l: &aws::Leftover| match &l.lab_id {
-        Some(id) => lab_state::registry::is_live(id),
+        Some(id) => lab_state::live_labs::is_live(id),
         None => source.lab_dir(&l.lab).exists(),
     };
     let mut scans = Vec::new();
@@ -159,9 +160,9 @@ async fn leaked(args: &GlobalArgs, yes: bool, named: &[String]) -> anyhow::Resul
             .with_context(|| format!("deleting leaked resources in {}", scan.region))?;
         deleted += gone.len();
         // A lab whose state directory was removed by hand leaves its
-        // registry entry behind; its resources are gone now, so is it.
+        // live-lab entry behind; its resources are gone now, so is it.
         for id in gone.iter().filter_map(|l| l.lab_id.as_deref()) {
-            lab_state::registry::unregister(id)?;
+            lab_state::live_labs::unregister(id)?;
         }
     }
     println!("deleted {deleted} leaked resources");

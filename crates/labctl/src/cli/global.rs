@@ -12,6 +12,8 @@ use lab_model::builtin::BUILTIN_NAME;
 use lab_model::{ConfigError, LabsFile, DEFAULT_FILE};
 use lab_state::LabDir;
 
+use crate::color::ColorWhen;
+
 /// The flags every verb takes.
 #[derive(Debug, clap::Args)]
 pub struct GlobalArgs {
@@ -24,7 +26,16 @@ pub struct GlobalArgs {
     /// More log output (-v info, -vv debug); LABCTL_LOG takes a tracing filter.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// When to colour output: auto (a terminal, unless NO_COLOR is set), always or never.
+    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto)]
+    pub color: ColorWhen,
 }
+
+/// A flag's value or a missing setting that labctl cannot work with, found
+/// before anything was done: bad input, exit 2 (as clap's own usage errors).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
 
 /// How long a verb waits for another labctl working on the same lab.
 pub fn lock_wait() -> Duration {

@@ -5,6 +5,7 @@ mod bench;
 mod bulk;
 mod capture;
 mod ci;
+mod completion;
 mod cp;
 mod down;
 mod exec;
@@ -12,6 +13,7 @@ mod global;
 mod graph;
 mod impair;
 mod init;
+mod man;
 mod report;
 mod report_html;
 mod run;
@@ -22,10 +24,9 @@ mod table;
 mod trace;
 mod up;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use lab_core::lab::LabError;
 
 pub use global::GlobalArgs;
@@ -79,12 +80,10 @@ pub enum Command {
     Trace(trace::TraceArgs),
     /// Saved runs and benches: list, show, compare two (regression diff), export CSV, plot sweeps.
     Report(report::ReportArgs),
-    /// Internal: the per-lab VM supervisor.
-    #[command(name = "__supervise", hide = true)]
-    Supervise {
-        /// The lab's state directory.
-        dir: PathBuf,
-    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completion(completion::CompletionArgs),
+    /// Write man pages (labctl.1 and one per verb) into a directory.
+    Man(man::ManArgs),
 }
 
 /// Runs the chosen verb.
@@ -107,13 +106,16 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Capture(a) => capture::run(&args.global, a).await,
         Command::Report(a) => report::run(&args.global, a).await,
         Command::Trace(a) => trace::run(&args.global, a),
-        Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
+        // Both from the definitions --help prints.
+        Command::Completion(a) => completion::run(a, Args::command()),
+        Command::Man(a) => man::run(a, Args::command()),
     }
 }
 
 /// Exit code for an error: 2 for bad input, 1 for everything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<lab_model::suite::SuiteError>().is_some()
+        || e.downcast_ref::<global::BadInput>().is_some()
         || e.downcast_ref::<init::WouldOverwrite>().is_some()
         || e.downcast_ref::<graph::UnknownExtension>().is_some()
         || e.downcast_ref::<report_html::HtmlInputError>().is_some()

@@ -15,7 +15,7 @@ use lab_results::report::{
 use lab_results::run::RunRecord;
 use lab_results::sweep_chart::plot_bench_sweep;
 
-use super::global::{open_lab, GlobalArgs};
+use super::global::{open_lab, BadInput, GlobalArgs};
 use super::table::{Align, Table};
 
 /// Options of `report`.
@@ -173,7 +173,10 @@ pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitC
             json,
         } => {
             if !(threshold.is_finite() && *threshold >= 0.0) {
-                anyhow::bail!("--threshold {threshold}: give a percentage of 0 or more (default 5)");
+                return Err(BadInput(format!(
+                    "--threshold {threshold}: give a percentage of 0 or more (default 5)"
+                ))
+                .into());
             }
             let c = compare(find(old)?, find(new)?, *threshold)?;
             if *json {

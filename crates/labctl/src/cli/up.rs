@@ -45,7 +45,7 @@ pub fn agent_path(explicit: Option<&PathBuf>) -> PathBuf {
 
 pub async fn run(args: &GlobalArgs, up: &UpArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
-    let shown = crate::report::reporter(up.json);
+    let shown = crate::progress::reporter(up.json);
     let reporter = Timeline::new(shown.as_ref());
     let opts = UpOptions {
         keep_on_failure: up.keep_on_failure,

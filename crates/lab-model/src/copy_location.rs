@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// One side of a copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
+pub enum CopyLocation {
     /// A path on this machine.
     Local(PathBuf),
     /// A path on one node.
@@ -24,10 +24,10 @@ pub enum Endpoint {
     },
 }
 
-impl Endpoint {
+impl CopyLocation {
     /// Reads `NODE:PATH`, `@all:PATH` or a local path, the way scp does: a
     /// colon before the first slash makes it remote.
-    pub fn parse(text: &str) -> Endpoint {
+    pub fn parse(text: &str) -> CopyLocation {
         match text.split_once(':') {
             Some((host, path)) if !host.is_empty() && !host.contains('/') => {
                 let path = if path.is_empty() {
@@ -36,20 +36,20 @@ impl Endpoint {
                     path.to_string()
                 };
                 if host == "@all" {
-                    Endpoint::Every { path }
+                    CopyLocation::Every { path }
                 } else {
-                    Endpoint::Node {
+                    CopyLocation::Node {
                         node: host.to_string(),
                         path,
                     }
                 }
             }
-            _ => Endpoint::Local(PathBuf::from(text)),
+            _ => CopyLocation::Local(PathBuf::from(text)),
         }
     }
 
     /// Whether this is a path on this machine.
     pub fn is_local(&self) -> bool {
-        matches!(self, Endpoint::Local(_))
+        matches!(self, CopyLocation::Local(_))
     }
 }
