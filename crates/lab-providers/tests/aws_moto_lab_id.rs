@@ -17,7 +17,7 @@ use lab_model::{LabSpec, LabsFile};
 use lab_providers::aws::{scan_leaked, AwsProvider, AwsState, Leftover, Waits};
 use lab_providers::{Provider, ProviderError};
 use lab_state::progress::Silent;
-use lab_state::live_labs::{register_in, LiveLab as RegistryEntry};
+use lab_state::live_labs::{register_in, LiveLab};
 use lab_state::{LabDir, LabState};
 
 const REGION: &str = "us-east-1";
@@ -94,7 +94,7 @@ impl Fixture {
         p.dir.save(&state).unwrap();
         register_in(
             &self.registry(),
-            &RegistryEntry {
+            &LiveLab {
                 id: state.id.clone(),
                 lab: state.lab.clone(),
                 provider: "aws".into(),
