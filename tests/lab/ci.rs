@@ -397,6 +397,12 @@ const STEPS_SUITE: &str = r#"steps:
       server_exit: any
   - name: nothing left running
     exec: "! pgrep -x sleep && ! pgrep -x rc_exchange"
+  - name: corrupted write-read
+    workload: write-read
+    iterations: 3
+    fault: corrupt
+    # A verification failure is final: retries do not apply to it.
+    retries: 2
   - collect: {from: "@all:/etc/labctl/lab.env", to: facts}
   - name: optional log
     collect: {from: "server:/tmp/no-such.log", optional: true}
@@ -461,7 +467,7 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
         let c = case(name)?;
         check(c["status"] == "passed", || format!("{name} did not pass: {c}\n{all}"))?;
     }
-    check(r["passed"] == 10 && r["failed"] == 6 && r["not_run"] == 1, || {
+    check(r["passed"] == 10 && r["failed"] == 7 && r["not_run"] == 1, || {
         format!("counts: {} {} {}\n{all}", r["passed"], r["failed"], r["not_run"])
     })?;
 
@@ -548,6 +554,31 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
         all.contains("fails once: attempt 1 of 2 FAILED") && all.contains("on attempt 2"),
         || format!("no retry note in the progress:\n{all}"),
     )?;
+    check(
+        three_case["failure"] == "run" && three_case.get("not_retried").is_none(),
+        || format!("exit 3 is a run failure, retried: {three_case}"),
+    )?;
+    // A workload whose bytes did not verify fails on its first attempt,
+    // whatever its retries, and the report, summary and JUnit say why.
+    let corrupted = case("corrupted write-read")?;
+    check(
+        corrupted["status"] == "failed"
+            && corrupted["attempts"] == 1
+            && corrupted["failure"] == "verification"
+            && corrupted.get("failed_attempts").is_none()
+            && corrupted["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("not verified: ") && m.contains("differs"))
+            && corrupted["not_retried"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("not retried (2 retries left): a verification failure is final")),
+        || format!("corrupted write-read: {corrupted}"),
+    )?;
+    check(
+        all.contains("(not retried: a verification failure is final)")
+            && !all.contains("corrupted write-read: attempt 1 of 3 FAILED"),
+        || format!("the corrupted step was retried, or the summary does not say it was not:\n{all}"),
+    )?;
     let hang = why("hangs past its time limit")?;
     check(
         hang.contains("exec on server")
@@ -581,7 +612,7 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
 
     // JUnit: one case per step, failures with their messages, output kept.
     let xml = std::fs::read_to_string(&junit)?;
-    check(xml.contains(r#"tests="17" failures="6" errors="1""#), || {
+    check(xml.contains(r#"tests="18" failures="7" errors="1""#), || {
         format!("counts:\n{xml}")
     })?;
     // Earlier attempts as surefire's flakyFailure (passed later) and
@@ -591,6 +622,10 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
         || format!("junit reruns:\n{xml}"),
     )?;
     check(xml.contains("connect to 10.77.0.99"), || format!("junit:\n{xml}"))?;
+    check(
+        xml.contains("not retried (2 retries left): a verification failure is final"),
+        || format!("junit does not say the corrupted step was not retried:\n{xml}"),
+    )?;
     check(
         xml.contains("<system-out>==&gt; server on server: ibv_rc_pingpong"),
         || format!("junit:\n{xml}"),

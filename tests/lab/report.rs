@@ -301,7 +301,7 @@ fn test_bench_idle_agent_rss_is_reported_against_20_mb(lab: &Labctl) -> Result<(
 /// `--qps` at 1, 2, 4 and 8 QPs, every run of ours verified, and the table.
 fn test_bench_scaling_series_runs_both_tools_at_each_qp_count(lab: &Labctl) -> Result<(), Failed> {
     let args = [
-        "bench", "--suite", "full", "--only", "send-bw", "--rounds", "1", "-n", "64", "--json",
+        "bench", "--suite", "full", "--only", "send-bw", "--rounds", "1", "--warmup", "0", "-n", "64", "--json",
     ];
     let b = lab.run(&args).ok()?.json()?;
     let pairs = b["pairs"].as_array().ok_or_else(|| format!("no pairs: {b}"))?;
@@ -368,7 +368,7 @@ fn test_bench_sweep_charts_ours_and_perftest_by_size(lab: &Labctl) -> Result<(),
     let _ = std::fs::remove_dir_all(&dir);
     let dir_arg = dir.to_str().ok_or("path")?;
     let args = [
-        "bench", "--sweep", "--sizes", "2,4096", "--rounds", "1", "-n", "20", "-o", dir_arg, "--json",
+        "bench", "--sweep", "--sizes", "2,4096", "--rounds", "1", "--warmup", "0", "-n", "20", "-o", dir_arg, "--json",
     ];
     let run = lab.run(&args).ok()?;
     let b = run.json()?;

@@ -660,7 +660,9 @@ fn test_fabric_lat_client_agent_killed_mid_run_is_reported(lab: &Labctl) -> Resu
 }
 
 fn test_fabric_bench_pairs_fabric_lat_with_fi_pingpong(lab: &Labctl) -> Result<(), Failed> {
-    // fi_pingpong and fabric-lat alternate on the same provider; the record has both and their ratio.
+    // fi_pingpong and fabric-lat on the same provider, one warm-up round (the
+    // default) then two measured rounds in ABBA order; the record has both,
+    // their ratio over the measured rounds, and the warm-up named.
     let run = lab.run(&["bench", "--only", "fabric-lat", "--rounds", "2", "-n", "100", "--json"]);
     check(run.code == 0, || {
         format!("labctl bench exited {}:\n{}{}", run.code, run.stdout, run.stderr)
@@ -671,11 +673,31 @@ fn test_fabric_bench_pairs_fabric_lat_with_fi_pingpong(lab: &Labctl) -> Result<(
         pair["spec"]["tool"] == "fi_pingpong" && pair["spec"]["provider"] == "tcp;ofi_rxm",
         || format!("pair {}", pair["spec"]),
     )?;
-    for side in ["reference", "ours"] {
+    check(r["warmup_rounds"] == 1 && r["order"] == "abba", || {
+        format!("warmup_rounds {} order {}", r["warmup_rounds"], r["order"])
+    })?;
+    // Places in the pair's order: warm-up a b, then A B B A.
+    for (side, places) in [("reference", [0, 2, 5]), ("ours", [1, 3, 4])] {
+        let samples = pair[side]["samples"].as_array().ok_or("no samples")?;
+        let got: Vec<u64> = samples.iter().filter_map(|s| s["position"].as_u64()).collect();
+        let warm: Vec<bool> = samples.iter().map(|s| s["warmup"] == true).collect();
+        check(
+            got == places && warm == [true, false, false] && pair[side]["left_out"]["warmup"] == 1,
+            || {
+                format!(
+                    "{side}: positions {got:?}, warm-ups {warm:?}, left_out {}",
+                    pair[side]["left_out"]
+                )
+            },
+        )?;
         check(pair[side]["stats"]["n"].as_u64() == Some(2), || {
             format!("{side} samples {}", pair[side]["samples"])
         })?;
     }
+    check(
+        r["failures"]["reference_failed"] == 0 && r["failures"]["ours_failed"] == 0,
+        || format!("failures {}", r["failures"]),
+    )?;
     let (ours, reference) = (
         pair["ours"]["stats"]["median"].as_f64().unwrap_or(0.0),
         pair["reference"]["stats"]["median"].as_f64().unwrap_or(0.0),

@@ -2,13 +2,19 @@
 //! their samples and statistics, idle agent memory and orchestration
 //! timings, as printed by `--json` and saved under the lab's results.
 //!
-//! This module owns the record's shape and the verdicts read off it
-//! ([`judge`], [`all_ok`]); running the pairs is the orchestration crate's job.
+//! This module owns the record's shape; [`verdict`] the figures and
+//! verdicts read off it (which rounds count, the ratio, the drift check,
+//! whose failure a failed round is). Running the pairs is the
+//! orchestration crate's job.
 
 use serde::{Deserialize, Serialize};
 
-/// Version of the bench record (`--json` and saved results).
-pub const BENCH_SCHEMA: u32 = 1;
+pub mod verdict;
+
+/// Version of the bench record (`--json` and saved results). 2: warm-up
+/// rounds, the ABBA order, rounds left out per side, the drift check and
+/// the failure tally; schema 1 records read with those empty.
+pub const BENCH_SCHEMA: u32 = 2;
 
 /// Which pairs to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +93,10 @@ pub struct PairSpec {
 
 fn one_qp() -> u32 {
     1
+}
+
+fn abab() -> String {
+    "abab".into()
 }
 
 impl PairSpec {
@@ -169,6 +179,14 @@ pub struct Sample {
     pub rerun: Option<String>,
     /// perftest: both sides' parsed output (client first).
     pub perftest: Option<[PerftestResult; 2]>,
+    /// A warm-up round: run and shown, never counted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warmup: bool,
+    /// Where the run fell in its pair's order (0-based over both tools,
+    /// warm-ups included): the drift check's time axis. None in records
+    /// from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u32>,
 }
 
 /// min, median, max of the samples that succeeded.
@@ -220,7 +238,10 @@ pub struct SideStats {
     pub cpu_client_s_per_gib: Stats,
     /// CPU per GiB, both sides, over the samples.
     pub cpu_total_s_per_gib: Stats,
-    /// Every sample, in the order run.
+    /// Rounds that ran but are not in the statistics, by why.
+    #[serde(default)]
+    pub left_out: LeftOut,
+    /// Every sample, in the order run (warm-ups first).
     pub samples: Vec<Sample>,
 }
 
@@ -244,6 +265,9 @@ pub struct PairRecord {
     pub meets_target: Option<bool>,
     /// Median CPU per GiB (both sides) of ours / the reference's.
     pub cpu_ratio: Option<f64>,
+    /// Whether the measured rounds trend with time instead of scattering.
+    #[serde(default)]
+    pub drift: Drift,
 }
 
 /// Everything about one bench: what `--json` prints and what is saved.
@@ -257,8 +281,16 @@ pub struct BenchRecord {
     pub lab: String,
     /// The suite.
     pub suite: Suite,
-    /// Rounds per pair.
+    /// Measured rounds per pair.
     pub rounds: u32,
+    /// Warm-up rounds per pair, run before the measured ones and left out.
+    #[serde(default)]
+    pub warmup_rounds: u32,
+    /// The order of each pair's measured rounds: `abba` (reference first in
+    /// even rounds, ours first in odd ones); `abab` in records from before
+    /// it, where the reference always ran first.
+    #[serde(default = "abab")]
+    pub order: String,
     /// The passive node and its data address.
     pub server: String,
     /// The active node.
@@ -273,6 +305,9 @@ pub struct BenchRecord {
     pub duration_s: f64,
     /// The pairs.
     pub pairs: Vec<PairRecord>,
+    /// Failed rounds by whose failure (the reference's or ours).
+    #[serde(default)]
+    pub failures: Failures,
     /// Each agent's resident memory while idle, before and after the pairs,
     /// against [`AGENT_RSS_TARGET_BYTES`].
     #[serde(default)]
@@ -302,7 +337,77 @@ pub struct AgentRss {
     pub holds: bool,
 }
 
-/// The pair's ratio and verdict.
+/// Counted rounds (both tools together) the drift check needs: three
+/// rounds of each tool.
+pub const DRIFT_MIN_ROUNDS: usize = 6;
+
+/// Rounds of one side left out of its statistics, by why.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOut {
+    /// Warm-up rounds: run, shown, never counted.
+    pub warmup: usize,
+    /// Measured rounds that failed (no figure).
+    pub failed: usize,
+    /// Measured rounds of ours that finished with bytes that did not verify.
+    pub unverified: usize,
+}
+
+/// The drift check of one pair.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Drift {
+    /// Spearman's rho between the run order and the figures (each tool's
+    /// divided by its median); None when it cannot be computed.
+    pub rho: Option<f64>,
+    /// Counted rounds, both tools together.
+    pub n: usize,
+    /// |rho| from which the rounds trend: 1.96 / √(n − 1).
+    pub threshold: Option<f64>,
+    /// The rounds trend instead of scattering; None with fewer than
+    /// [`DRIFT_MIN_ROUNDS`] counted rounds.
+    pub trending: Option<bool>,
+}
+
+/// Failed rounds of a bench, by whose failure they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failures {
+    /// Rounds (warm-ups included) in which the reference tool failed.
+    pub reference_failed: usize,
+    /// Rounds (warm-ups included) in which ours failed without a verdict
+    /// on the bytes (an error, a timeout).
+    pub ours_failed: usize,
+    /// Rounds (warm-ups included) of ours whose bytes did not verify.
+    pub ours_unverified: usize,
+    /// Pairs with no counted round of ours: they fail.
+    pub pairs_without_ours: Vec<String>,
+    /// Pairs whose reference failed every measured round: no ratio.
+    pub pairs_without_reference: Vec<String>,
+}
+
+/// What a bench as a whole comes to, and so its exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchOutcome {
+    /// Every round of both tools ran, and every run of ours verified.
+    Ok,
+    /// A run of ours failed or did not verify, a pair has no counted round
+    /// of ours, or (`--orchestration`) a timed step failed.
+    OursFailed,
+    /// Only the reference tools failed (some of their rounds).
+    ReferenceFailed,
+}
+
+impl BenchOutcome {
+    /// `labctl bench`'s exit status: 0, 1 (ours failed) or 3 (only the
+    /// reference failed).
+    pub fn exit_status(self) -> u8 {
+        match self {
+            BenchOutcome::Ok => 0,
+            BenchOutcome::OursFailed => 1,
+            BenchOutcome::ReferenceFailed => 3,
+        }
+    }
+}
+
+/// The pair's ratio and verdict; no ratio when either side has no median.
 pub fn judge(spec: &PairSpec, reference: &Stats, ours: &Stats) -> (Option<f64>, Option<bool>) {
     let ratio = match (ours.median, reference.median) {
         (Some(o), Some(r)) if r > 0.0 => Some(o / r),
@@ -316,16 +421,9 @@ pub fn judge(spec: &PairSpec, reference: &Stats, ours: &Stats) -> (Option<f64>, 
     (ratio, meets)
 }
 
-/// Every sample ran, and every run of ours verified its bytes.
+/// Every round of both tools ran, and every run of ours verified its bytes.
 pub fn all_ok(record: &BenchRecord) -> bool {
-    record.orchestration.as_ref().is_none_or(orchestration_ok)
-        && record.pairs.iter().all(|p| {
-            p.reference.samples.iter().all(|s| s.error.is_none())
-                && p.ours
-                    .samples
-                    .iter()
-                    .all(|s| s.error.is_none() && s.verified == Some(true))
-        })
+    record.outcome() == BenchOutcome::Ok
 }
 
 /// One step's timings at one node count.

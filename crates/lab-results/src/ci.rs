@@ -35,6 +35,19 @@ pub enum CaseStatus {
     NotRun,
 }
 
+/// Why a step failed, as far as `retries:` is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// A workload step's run finished and its bytes did not verify. Final:
+    /// running it again could pass and hide intermittent corruption.
+    Verification,
+    /// The program or run failed for a reason outside the data (an exit
+    /// status, an error, a refused report, a timeout): `retries:` runs it
+    /// again.
+    Run,
+}
+
 /// One step's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct CaseResult {
@@ -58,6 +71,13 @@ pub struct CaseResult {
     /// Why each attempt before the last failed (a step with `retries:`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed_attempts: Vec<String>,
+    /// How the last attempt failed: `verification` or `run`; absent when
+    /// it passed or never ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FailureKind>,
+    /// Why a failed step was not run again although it had retries left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_retried: Option<String>,
     /// The run record, when a workload run finished.
     pub run: Option<RunRecord>,
     /// exec and pair: each command, its node, status and output.
@@ -240,6 +260,8 @@ impl CiReport {
                     message: Some("not run".into()),
                     attempts: 0,
                     failed_attempts: Vec::new(),
+                    failure: None,
+                    not_retried: None,
                     run: None,
                     commands: Vec::new(),
                     transfers: Vec::new(),
@@ -301,7 +323,10 @@ impl CiReport {
                     let mut status = TestCaseStatus::non_success(kind);
                     let message = case.message.clone().unwrap_or_default();
                     status.set_message(message.lines().next().unwrap_or_default().to_string());
-                    status.set_description(message);
+                    status.set_description(match &case.not_retried {
+                        Some(why) => format!("{message}\n{why}"),
+                        None => message,
+                    });
                     status
                 }
             };
@@ -507,6 +532,39 @@ mod tests {
         );
         assert!(xml.contains(r#"message="not run: interrupted""#), "{xml}");
         assert!(xml.contains("write-read client -&gt; server: verified true"), "{xml}");
+    }
+
+    #[test]
+    fn test_a_verification_failure_not_retried_says_so_in_json_and_junit() {
+        let lab = lab();
+        let s = suite("workloads:\n  - workload: write-read\n    retries: 2\n").unwrap();
+        let mut report = CiReport::new(&lab, &s, "suite.yaml");
+        assert_eq!(report.cases[0].failure, None);
+        let json = serde_json::to_value(&report).unwrap();
+        assert!(json["cases"][0].get("not_retried").is_none(), "{json}");
+        report.up.ok = true;
+        let case = &mut report.cases[0];
+        case.status = CaseStatus::Failed;
+        case.attempts = 1;
+        case.message = Some(not_verified_reason(&record(false)));
+        case.failure = Some(FailureKind::Verification);
+        case.not_retried = Some("not retried (2 retries left): a verification failure is final".into());
+        report.tally();
+        let json = serde_json::to_value(&report).unwrap();
+        let case = &json["cases"][0];
+        assert_eq!(case["failure"], "verification");
+        assert_eq!(case["attempts"], 1);
+        assert!(case["not_retried"]
+            .as_str()
+            .unwrap()
+            .starts_with("not retried (2 retries left)"));
+        assert!(case.get("failed_attempts").is_none(), "{case}");
+        let xml = report.junit_xml();
+        assert!(
+            xml.contains("byte 17 differs\nnot retried (2 retries left): a verification failure is final</failure>"),
+            "{xml}"
+        );
+        assert!(!xml.contains("rerunFailure"), "{xml}");
     }
 
     #[test]

@@ -103,6 +103,7 @@ mod tests {
             stats: Stats::of(values.iter().map(|v| Some(*v))),
             cpu_client_s_per_gib: Stats::default(),
             cpu_total_s_per_gib: Stats::default(),
+            left_out: Default::default(),
             samples: Vec::new(),
         }
     }
@@ -128,6 +129,7 @@ mod tests {
             ratio: None,
             meets_target: None,
             cpu_ratio: None,
+            drift: Default::default(),
         }
     }
 
@@ -138,6 +140,8 @@ mod tests {
             lab: "e2e".into(),
             suite: crate::bench::Suite::Sweep,
             rounds: 3,
+            warmup_rounds: 0,
+            order: "abba".into(),
             server: "server".into(),
             client: "client".into(),
             perftest_version: "6.06".into(),
@@ -146,6 +150,7 @@ mod tests {
             duration_s: 1.0,
             pairs,
             agent_rss: Vec::new(),
+            failures: Default::default(),
             orchestration: None,
             saved_to: None,
         }

@@ -299,6 +299,8 @@ pub async fn run_orchestration(
         lab: lab.spec.name.clone(),
         suite: Suite::Orchestration,
         rounds: opts.rounds.max(1),
+        warmup_rounds: 0,
+        order: "abba".into(),
         server: String::new(),
         client: String::new(),
         perftest_version: String::new(),
@@ -306,6 +308,7 @@ pub async fn run_orchestration(
         started_at,
         duration_s: started.elapsed().as_secs_f64(),
         pairs: Vec::new(),
+        failures: Default::default(),
         agent_rss: Vec::new(),
         orchestration: Some(OrchestrationRecord {
             image_cache: lab_providers::image::cache_root().display().to_string(),

@@ -1,5 +1,10 @@
 //! Unit tests of the bench: perftest parsing, the suites, commands.
 
+use std::net::Ipv4Addr;
+
+use lab_results::bench::{judge, PerftestResult, Stats};
+
+use super::reference::*;
 use super::*;
 
 // Real output captured on the e2e lab (two TCG VMs, rxe0, perftest 6.06),

@@ -8,7 +8,9 @@
 //! (`pair:`). Each step is one JUnit test case. A failed step does not stop
 //! the suite unless it is a `setup: true` step; then the steps after it are
 //! not run. Every step has a time limit, and what it started on a node is
-//! stopped when the limit passes.
+//! stopped when the limit passes. `retries:` runs a step again when its
+//! program or run failed, never when a workload's bytes did not verify
+//! ([`retry`]).
 //!
 //! This module holds the runner and the checks that need the lab facts'
 //! placeholder grammar; the suite model is `lab_model::suite`, the report
@@ -24,7 +26,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use lab_model::suite::{StepKind, Suite, SuiteError};
-use lab_results::ci::{not_verified_reason, CaseStatus, CiReport};
+use lab_results::ci::{not_verified_reason, CaseStatus, CiReport, FailureKind};
 use lab_results::run::RunRecord;
 use lab_results::trace::{chrome_trace, SideTrace, TraceContext};
 use lab_state::progress::Reporter;
@@ -109,11 +111,15 @@ pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mu
         let started = Instant::now();
         let attempts = step.retries + 1;
         let mut failed_attempts = Vec::new();
+        let mut not_retried = None;
         let outcome = loop {
             let outcome = run_step(lab, step, facts.as_ref(), files).await;
-            match &outcome.failure {
-                Some(why) if (failed_attempts.len() as u32) + 1 < attempts => {
-                    let attempt = failed_attempts.len() + 1;
+            let (Some(why), Some(kind)) = (&outcome.failure, outcome.failure_kind()) else {
+                break outcome;
+            };
+            let attempt = failed_attempts.len() as u32 + 1;
+            match retry(kind, attempt, attempts) {
+                Retry::Again => {
                     let first_line = why.lines().next().unwrap_or_default();
                     reporter.note(
                         "ci",
@@ -121,13 +127,21 @@ pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mu
                     );
                     failed_attempts.push(format!("attempt {attempt} of {attempts}: {why}"));
                 }
-                _ => break outcome,
+                Retry::Final(why_not) => {
+                    if let Some(why_not) = &why_not {
+                        reporter.note("ci", &format!("{name}: {why_not}"));
+                    }
+                    not_retried = why_not;
+                    break outcome;
+                }
             }
         };
         let case = &mut report.cases[index];
         case.duration_s = started.elapsed().as_secs_f64();
         case.attempts = failed_attempts.len() as u32 + 1;
         case.failed_attempts = failed_attempts;
+        case.failure = outcome.failure_kind();
+        case.not_retried = not_retried;
         case.status = if outcome.failure.is_none() {
             CaseStatus::Passed
         } else {
@@ -151,6 +165,34 @@ pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mu
     }
     if let Some(setup) = failed_setup {
         report.mark_not_run(&format!("setup step `{setup}` failed"));
+    }
+}
+
+/// What follows a failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Retry {
+    /// Run the step again.
+    Again,
+    /// The failure stands; with why, when retries were left.
+    Final(Option<String>),
+}
+
+/// Whether failed attempt `attempt` (from 1) of `attempts` is run again.
+/// A failure outside the data (an exit status, an error, a refused report,
+/// a timeout) is, while attempts are left. A workload's verification
+/// failure never is: a second attempt that passes would turn intermittent
+/// corruption into "passed on attempt 2".
+fn retry(kind: FailureKind, attempt: u32, attempts: u32) -> Retry {
+    let left = attempts.saturating_sub(attempt);
+    match kind {
+        FailureKind::Run if left > 0 => Retry::Again,
+        FailureKind::Run => Retry::Final(None),
+        FailureKind::Verification if left > 0 => Retry::Final(Some(format!(
+            "not retried ({left} {} left): a verification failure is final, since a run that passes \
+             after it would hide intermittent corruption",
+            if left == 1 { "retry" } else { "retries" }
+        ))),
+        FailureKind::Verification => Retry::Final(None),
     }
 }
 
@@ -195,6 +237,7 @@ async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> Ste
                 None => None,
             };
             StepOutcome {
+                verification_failed: !record.verified,
                 failure,
                 run: Some(record),
                 trace,
@@ -250,4 +293,50 @@ fn write_step_trace(record: &RunRecord, sides: &[SideTrace]) -> Result<PathBuf, 
     let text = serde_json::to_vec(&chrome_trace(&ctx, sides)).map_err(|e| format!("the trace: {e}"))?;
     std::fs::write(&path, text).map_err(|e| format!("writing the trace to {}: {e}", path.display()))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_a_verification_failure_is_final_and_says_why_while_retries_are_left() {
+        match retry(FailureKind::Verification, 1, 3) {
+            Retry::Final(Some(why)) => {
+                assert!(
+                    why.starts_with("not retried (2 retries left): a verification failure is final"),
+                    "{why}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(retry(FailureKind::Verification, 2, 3), Retry::Final(Some(w)) if w.contains("(1 retry left)"))
+        );
+        // Without retries there is nothing to say.
+        assert_eq!(retry(FailureKind::Verification, 1, 1), Retry::Final(None));
+    }
+
+    #[test]
+    fn test_a_run_failure_is_retried_until_the_attempts_run_out() {
+        assert_eq!(retry(FailureKind::Run, 1, 3), Retry::Again);
+        assert_eq!(retry(FailureKind::Run, 2, 3), Retry::Again);
+        assert_eq!(retry(FailureKind::Run, 3, 3), Retry::Final(None));
+        assert_eq!(retry(FailureKind::Run, 1, 1), Retry::Final(None));
+    }
+
+    #[test]
+    fn test_a_workload_outcome_that_did_not_verify_is_a_verification_failure() {
+        let bad = StepOutcome {
+            failure: Some("not verified: server did not verify: byte 17 differs".into()),
+            verification_failed: true,
+            ..StepOutcome::default()
+        };
+        assert_eq!(bad.failure_kind(), Some(FailureKind::Verification));
+        assert_eq!(
+            StepOutcome::failed("rdma-agent did not answer Run").failure_kind(),
+            Some(FailureKind::Run)
+        );
+        assert_eq!(StepOutcome::default().failure_kind(), None);
+    }
 }

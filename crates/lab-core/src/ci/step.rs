@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use lab_model::suite::CommandSpec;
 use lab_remote::command::RemoteCommand;
-use lab_results::ci::{CapturedOutput, CommandRecord, TransferRecord};
+use lab_results::ci::{CapturedOutput, CommandRecord, FailureKind, TransferRecord};
 use lab_results::run::RunRecord;
 
 use crate::exec::{filled_command, FillError};
@@ -29,9 +29,23 @@ pub struct StepOutcome {
     pub transfers: Vec<TransferRecord>,
     /// A traced workload step's trace file.
     pub trace: Option<std::path::PathBuf>,
+    /// The failure is a workload's bytes that did not verify (final: never
+    /// retried); otherwise a failure is the program's or the run's.
+    pub verification_failed: bool,
 }
 
 impl StepOutcome {
+    /// How it failed; None when it passed.
+    pub fn failure_kind(&self) -> Option<FailureKind> {
+        self.failure.as_ref().map(|_| {
+            if self.verification_failed {
+                FailureKind::Verification
+            } else {
+                FailureKind::Run
+            }
+        })
+    }
+
     /// A step that failed before running anything.
     pub fn failed(why: impl Into<String>) -> StepOutcome {
         StepOutcome {

@@ -28,6 +28,7 @@ fn side(tool: &str, v: f64) -> SideStats {
         stats: Stats::of([Some(v)]),
         cpu_client_s_per_gib: Stats::default(),
         cpu_total_s_per_gib: Stats::default(),
+        left_out: Default::default(),
         samples: Vec::new(),
     }
 }
@@ -57,6 +58,7 @@ fn pair(size: u64, metric: Metric, ours: f64, perftest: f64) -> PairRecord {
         ratio: Some(ours / perftest),
         meets_target: None,
         cpu_ratio: None,
+        drift: Default::default(),
     }
 }
 
@@ -67,6 +69,8 @@ fn bench(id: &str, started_at: &str) -> BenchRecord {
         lab: "e2e".into(),
         suite: Suite::Sweep,
         rounds: 1,
+        warmup_rounds: 0,
+        order: "abba".into(),
         server: "server".into(),
         client: "client".into(),
         perftest_version: "6.06".into(),
@@ -83,6 +87,7 @@ fn bench(id: &str, started_at: &str) -> BenchRecord {
             })
             .collect(),
         agent_rss: Vec::new(),
+        failures: Default::default(),
         orchestration: None,
         saved_to: None,
     }

@@ -1,6 +1,8 @@
 //! `labctl bench`: our workloads against perftest on the same two nodes,
-//! alternating reference and ours; prints a table (or `--json`) and saves
-//! the record under the lab's results directory.
+//! warm-up rounds first, then reference and ours in ABBA order; prints a
+//! table (or `--json`) and saves the record under the lab's results
+//! directory. Exit status: 0 everything ran and verified, 1 a run of ours
+//! failed or did not verify, 3 only the reference tools failed.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -8,7 +10,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use lab_core::bench::orchestration::{OrchestrationEvent, OrchestrationOptions};
 use lab_core::bench::{default_sweep_sizes, run_bench, BenchEvent, BenchOptions};
-use lab_results::bench::{all_ok, BenchRecord, PairRecord, Stats, Suite};
+use lab_results::bench::{BenchOutcome, BenchRecord, Failures, PairRecord, Sample, Stats, Suite};
 use lab_results::sweep_chart::plot_bench_sweep;
 
 use super::global::{open_lab, GlobalArgs};
@@ -31,9 +33,13 @@ pub struct BenchArgs {
     /// The suite.
     #[arg(long, value_enum, default_value = "quick")]
     pub suite: SuiteArg,
-    /// Rounds of (perftest, ours) per pair; reported as min / median / max.
-    #[arg(long, default_value_t = 3)]
+    /// Measured rounds of (perftest, ours) per pair, in ABBA order; reported
+    /// as min / median / max. An even count cancels a linear drift.
+    #[arg(long, default_value_t = 4)]
     pub rounds: u32,
+    /// Warm-up rounds per pair, run before the measured ones and not counted.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u32,
     /// The passive node.
     #[arg(long, default_value = "server")]
     pub server: String,
@@ -112,11 +118,7 @@ async fn run_orchestration(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Resu
     } else {
         print_table(&record);
     }
-    Ok(if all_ok(&record) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(ExitCode::from(record.outcome().exit_status()))
 }
 
 pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCode> {
@@ -131,6 +133,7 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
             SuiteArg::Full => Suite::Full,
         },
         rounds: bench.rounds.max(1),
+        warmup: bench.warmup,
         server: bench.server.clone(),
         client: bench.client.clone(),
         iterations: bench.iterations,
@@ -148,8 +151,14 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
             return;
         }
         match event {
-            BenchEvent::Start { pair, tool, round } => {
-                eprint!("  {pair:<16} round {} {tool:<13} ... ", round + 1);
+            BenchEvent::Start {
+                pair,
+                tool,
+                round,
+                warmup,
+            } => {
+                let which = if warmup { "warm-up" } else { "round" };
+                eprint!("  {pair:<16} {which:<7} {} {tool:<13} ... ", round + 1);
             }
             BenchEvent::Done { sample, .. } => match (&sample.error, sample.value) {
                 (Some(e), _) => eprintln!("FAILED: {}", e.lines().next().unwrap_or_default()),
@@ -179,11 +188,7 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
             }
         }
     }
-    Ok(if all_ok(&record) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(ExitCode::from(record.outcome().exit_status()))
 }
 
 fn num(v: Option<f64>) -> String {
@@ -254,7 +259,7 @@ pub(crate) fn print_table(r: &BenchRecord) {
         return;
     }
     println!(
-        "bench `{}` suite on lab `{}`: {} -> {}, {} rounds (perftest {}, alternating perftest, ours)",
+        "bench `{}` suite on lab `{}`: {} -> {}, {} rounds (perftest {}, {})",
         match r.suite {
             Suite::Quick => "quick",
             Suite::Full => "full",
@@ -265,7 +270,8 @@ pub(crate) fn print_table(r: &BenchRecord) {
         r.client,
         r.server,
         r.rounds,
-        r.perftest_version
+        r.perftest_version,
+        order_words(r)
     );
     let mut table = Table::new(
         "  ",
@@ -278,6 +284,7 @@ pub(crate) fn print_table(r: &BenchRecord) {
             ("ratio", Align::Right),
             ("target", Align::Right),
             ("met", Align::Right),
+            ("drift", Align::Right),
             ("cpu s/GiB pt", Align::Right),
             ("cpu s/GiB us", Align::Right),
         ],
@@ -302,6 +309,7 @@ pub(crate) fn print_table(r: &BenchRecord) {
             p.ratio.map_or("-".into(), |x| format!("{x:.3}")),
             target,
             met.to_string(),
+            drift_word(p).to_string(),
             num(p.reference.cpu_total_s_per_gib.median),
             num(p.ours.cpu_total_s_per_gib.median),
         ]);
@@ -309,6 +317,10 @@ pub(crate) fn print_table(r: &BenchRecord) {
     table.print();
     println!("  ratio = ours median / perftest median; bandwidth and Mpps: higher is better, latency (t_typical, RTT/2 for write-lat): lower is better");
     println!("  cpu = user + system seconds of both sides per GiB moved (median); perftest's is its whole process, ours the timed run");
+    println!(
+        "  drift = whether a pair's rounds trend with time (TREND) or scatter; `-`: fewer than 6 counted rounds of both tools together"
+    );
+    print_pair_notes(r);
     print_scaling(r);
     let mut rss_table = Table::headless(
         "  ",
@@ -324,21 +336,115 @@ pub(crate) fn print_table(r: &BenchRecord) {
         ]);
     }
     rss_table.print();
-    for p in &r.pairs {
-        for (tool, s) in p
-            .reference
-            .samples
-            .iter()
-            .map(|s| (&p.spec.tool, s))
-            .chain(p.ours.samples.iter().map(|s| (&p.spec.workload, s)))
-        {
-            if let Some(e) = &s.error {
-                println!("  {tool} round {}: {}", s.round + 1, e.replace('\n', "\n      "));
-            }
-        }
-    }
+    print_failures(r);
     if let Some(path) = &r.saved_to {
         println!("  saved       {path}");
+    }
+}
+
+/// How the rounds of each pair were ordered, as the heading says it.
+fn order_words(r: &BenchRecord) -> String {
+    let order = match r.order.as_str() {
+        "abba" => "ABBA order: perftest first in odd rounds, ours first in even ones",
+        _ => "alternating perftest, ours",
+    };
+    match r.warmup_rounds {
+        0 => order.to_string(),
+        1 => format!("1 warm-up round per pair not counted, then {order}"),
+        n => format!("{n} warm-up rounds per pair not counted, then {order}"),
+    }
+}
+
+/// The drift column: `TREND`, `scatter`, or `-` when too few rounds count.
+fn drift_word(p: &PairRecord) -> &'static str {
+    match p.drift.trending {
+        Some(true) => "TREND",
+        Some(false) => "scatter",
+        None => "-",
+    }
+}
+
+/// `N round(s)`.
+fn rounds(n: usize) -> String {
+    format!("{n} round{}", if n == 1 { "" } else { "s" })
+}
+
+/// Under the table: per pair, the rounds left out of its figures and why,
+/// a missing ratio, and rounds that trend.
+fn print_pair_notes(r: &BenchRecord) {
+    for p in &r.pairs {
+        let label = p.spec.label();
+        for (tool, side) in [(&p.spec.tool, &p.reference), (&p.spec.workload, &p.ours)] {
+            let l = &side.left_out;
+            let mut why = Vec::new();
+            if l.failed > 0 {
+                why.push(format!("{} failed", rounds(l.failed)));
+            }
+            if l.unverified > 0 {
+                why.push(format!("{} not verified", rounds(l.unverified)));
+            }
+            if !why.is_empty() {
+                println!(
+                    "  {label}: {tool}: {} left out of its figures ({} counted)",
+                    why.join(", "),
+                    side.stats.n
+                );
+            }
+        }
+        if p.reference.stats.n == 0 {
+            println!("  {label}: {} failed every measured round: no ratio", p.spec.tool);
+        }
+        if p.ours.stats.n == 0 {
+            println!("  {label}: no round of {} counts: the pair fails", p.spec.workload);
+        }
+        if let (Some(true), Some(rho), Some(limit)) = (p.drift.trending, p.drift.rho, p.drift.threshold) {
+            println!(
+                "  {label}: its rounds trend with time (Spearman rho {rho:+.2} over {} rounds, |rho| >= {limit:.2} trends): \
+                 the lab was still warming up or drifting, so the ratio may measure that; run it again with more --warmup",
+                p.drift.n
+            );
+        }
+    }
+}
+
+/// Failed rounds, the reference tools' apart from ours, and what the bench
+/// comes to.
+fn print_failures(r: &BenchRecord) {
+    let each = |of: fn(&PairRecord) -> (&String, &Vec<Sample>), heading: &str| {
+        let mut printed = false;
+        for p in &r.pairs {
+            let (tool, samples) = of(p);
+            for s in samples.iter().filter(|s| s.failed() || s.unverified()) {
+                if !printed {
+                    println!("  {heading}");
+                    printed = true;
+                }
+                let which = if s.warmup { "warm-up" } else { "round" };
+                let e = s.error.as_deref().unwrap_or("no figure");
+                println!("    {tool} {which} {}: {}", s.round + 1, e.replace('\n', "\n      "));
+            }
+        }
+    };
+    each(
+        |p| (&p.spec.tool, &p.reference.samples),
+        "failed rounds of the reference tools (theirs, not ours):",
+    );
+    each(|p| (&p.spec.workload, &p.ours.samples), "failed rounds of ours:");
+    let f = Failures::of(&r.pairs);
+    match r.outcome() {
+        BenchOutcome::Ok => {}
+        BenchOutcome::OursFailed => println!(
+            "  outcome: ours failed ({} failed, {} not verified, {} pairs without a counted round of ours; \
+             the reference: {} failed): exit status 1",
+            rounds(f.ours_failed),
+            rounds(f.ours_unverified),
+            f.pairs_without_ours.len(),
+            rounds(f.reference_failed)
+        ),
+        BenchOutcome::ReferenceFailed => println!(
+            "  outcome: only the reference tools failed ({}; every run of ours verified): exit status 3",
+            rounds(f.reference_failed)
+        ),
     }
 }
 

@@ -2,7 +2,8 @@
 //! down, and write JUnit XML, a JSON report and the collected artifacts. The teardown runs whatever happens:
 //! on success, on failure, and on Ctrl-C or SIGTERM (a second signal does
 //! not cut it short). Exit status: 0 all passed, 1 something failed, 2 bad
-//! input, 130/143 interrupted/terminated.
+//! input, 130/143 interrupted/terminated. A workload step whose bytes did
+//! not verify is not retried; the summary and the report say so.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -245,7 +246,10 @@ fn print_summary(r: &CiReport, json_path: &Path, junit_path: &Path, artifacts: &
             CaseStatus::Failed => ("FAILED", case.message.clone().unwrap_or_default()),
             CaseStatus::NotRun => ("not run", case.message.clone().unwrap_or_default()),
         };
-        let why = why.lines().next().unwrap_or_default().to_string();
+        let mut why = why.lines().next().unwrap_or_default().to_string();
+        if case.not_retried.is_some() {
+            why.push_str(" (not retried: a verification failure is final)");
+        }
         println!("  {verdict:<7} {:<width$} {:>6.1}s  {why}", case.name, case.duration_s);
         if let Some(trace) = &case.trace {
             println!("  {:<7} {:<width$}          trace {trace}", "", "");
