@@ -139,7 +139,7 @@ impl Perf {
         let at = self.counts_offset(side);
         let counts = slots::decode_counts(side.link.slice(exposed, at, 8 * lanes), lanes);
         let shown: Vec<String> = counts.iter().map(u64::to_string).collect();
-        slots::check_target(side.link.slice(exposed, 0, s.len()), &s, &counts, &pattern(&side.params))
+        slots::check_target(side.link.slice(exposed, 0, s.bytes()), &s, &counts, &pattern(&side.params))
             .map(|()| {
                 format!(
                     "server buffer: every slot of the {size} B WRITEs ({} per QP) holds the client's pattern stamped with the last WRITE counted into it ({} WRITEs per QP)",

@@ -63,7 +63,7 @@ impl Slots {
     }
 
     /// Bytes of every QP's slots.
-    pub fn len(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.lanes * self.per_lane * self.size
     }
 
@@ -289,11 +289,11 @@ mod tests {
     fn slots_cover_the_depth_within_the_byte_budget() {
         // perftest's defaults: 64 KiB, 128 deep, one QP: a slot per request in flight.
         let s = Slots::of(65536, 1, 128, 1);
-        assert_eq!((s.per_lane, s.depth(128), s.len()), (128, 128, 8 << 20));
+        assert_eq!((s.per_lane, s.depth(128), s.bytes()), (128, 128, 8 << 20));
         // Large messages keep fewer in flight, within 16 MiB per QP and 64 MiB in all.
         assert_eq!(Slots::of(8 << 20, 1, 128, 1).per_lane, 2);
         assert_eq!(Slots::of(64 << 10, 16, 128, 1).per_lane, 64);
-        assert!(Slots::of(1 << 20, 8, 128, 1).len() <= SLOT_BYTES);
+        assert!(Slots::of(1 << 20, 8, 128, 1).bytes() <= SLOT_BYTES);
         // Always a whole number of post lists, at least one, and never fewer than the depth when they fit.
         for (size, lanes, depth, list) in [(2, 1, 7, 3), (4096, 4, 100, 16), (64 << 20, 2, 128, 4), (1, 16, 1, 1)] {
             let s = Slots::of(size, lanes, depth, list);
@@ -324,10 +324,10 @@ mod tests {
     /// A write-bw client and the server's memory, WRITEs applied in order
     /// per QP; `lost` WRITEs never reach the server.
     fn run_writes(s: &Slots, counts: &[u64], pat: &Pattern, lost: &[(usize, u64)]) -> (Vec<u8>, Vec<u8>) {
-        let mut source = vec![0u8; s.len()];
+        let mut source = vec![0u8; s.bytes()];
         pat.fill(&mut source, 0);
         let before = source.clone();
-        let mut target = vec![0u8; s.len()];
+        let mut target = vec![0u8; s.bytes()];
         for (lane, &count) in counts.iter().enumerate() {
             for r in 1..=count {
                 let off = s.offset(lane, r);
@@ -405,10 +405,10 @@ mod tests {
         let pat = Pattern::new(3);
         let s = Slots::of(64, 1, 16, 1);
         for (byte, needle) in [(0usize, "its stamp is damaged"), (9, "first difference at offset 9")] {
-            let mut source = vec![0u8; s.len()];
+            let mut source = vec![0u8; s.bytes()];
             pat.fill(&mut source, 0);
             source[byte] ^= 0xFF;
-            let mut target = vec![0u8; s.len()];
+            let mut target = vec![0u8; s.bytes()];
             for r in 1..=40u64 {
                 let off = s.offset(0, r);
                 restamp(&mut source[off..off + 8], s.previous(r), r);

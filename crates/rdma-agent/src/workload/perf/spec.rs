@@ -141,7 +141,7 @@ impl Perf {
     pub(super) fn slots_len(&self, side: &Side) -> usize {
         sizes(side, self.op)
             .iter()
-            .map(|&s| self.slots(side, s as usize).len())
+            .map(|&s| self.slots(side, s as usize).bytes())
             .max()
             .unwrap_or(0)
     }
