@@ -19,7 +19,31 @@ const CASES: &[(&str, &str, &[&str], &str)] = &[
     ("send-recv", "corrupt", &["-n", "8"], "message 0"),
     ("atomic", "skip", &["-n", "4"], "fetch-and-add"),
     ("write-bw", "corrupt", &["-n", "200", "--size", "4096"], "server buffer"),
+    // The client counts one WRITE more than it posted: with more WRITEs than
+    // the 128 slots, every slot was rewritten and only the stamps can tell.
+    (
+        "write-bw",
+        "skip",
+        &["-n", "300", "--size", "4096"],
+        "WRITE 301 is missing",
+    ),
+    // A sweep: the server checks the last size's slots, where the fault is.
+    (
+        "write-bw",
+        "skip",
+        &["--all-sizes", "--max-size", "8192", "-n", "200"],
+        "8192 B WRITEs",
+    ),
     ("read-bw", "corrupt", &["-n", "200", "--size", "4096"], "read-bw"),
+    // The first READ lands in a spare buffer: its slot, rewritten by READ
+    // 129 before the run ends, holds the right bytes afterwards, so only the
+    // check of each READ as it completes sees it.
+    (
+        "read-bw",
+        "skip",
+        &["-n", "200", "--size", "4096"],
+        "READ 1 on QP 0 delivered nothing",
+    ),
     ("send-bw", "skip", &["-n", "200", "--size", "1024"], "the client sent"),
     ("send-bw", "corrupt", &["-n", "200", "--size", "1024"], "message"),
     ("atomic-bw", "skip", &["-n", "200"], "fetch-and-add"),
@@ -33,6 +57,13 @@ const CASES: &[(&str, &str, &[&str], &str)] = &[
     ),
     ("write-lat", "corrupt", &["-n", "50", "--size", "64"], "ping"),
     ("read-lat", "corrupt", &["-n", "50", "--size", "64"], "read-lat"),
+    // One slot, rewritten by every READ: only the per-READ check sees the first one missing.
+    (
+        "read-lat",
+        "skip",
+        &["-n", "50", "--size", "64"],
+        "READ 1 delivered nothing",
+    ),
     ("send-lat", "skip", &["-n", "50", "--size", "64"], "the client sent"),
     ("send-lat", "corrupt", &["-n", "50", "--size", "64"], "message"),
     ("atomic-lat", "skip", &["-n", "50"], "fetch-and-add"),
@@ -122,11 +153,12 @@ fn caught(lab: &Labctl, workload: &str, fault: &str, extra: &[&str], needle: &st
 }
 
 fn test_verdict_refuses_a_fault_the_workload_cannot_detect(lab: &Labctl) -> Result<(), Failed> {
-    // A lost WRITE leaves the server's memory as the next WRITE makes it: undetectable.
-    let run = lab.run(&["run", "write-bw", "--inject-fault", "skip"]);
-    check(run.code != 0, || format!("write-bw took fault skip:\n{}", run.stdout))?;
+    // write-read WRITEs the same bytes every iteration: a lost WRITE leaves
+    // the server's memory as the next one makes it, nothing to tell apart.
+    let run = lab.run(&["run", "write-read", "--inject-fault", "skip"]);
+    check(run.code != 0, || format!("write-read took fault skip:\n{}", run.stdout))?;
     check(
-        run.stderr.contains("InvalidArgument") && run.stderr.contains("write-bw cannot inject fault skip"),
+        run.stderr.contains("InvalidArgument") && run.stderr.contains("write-read cannot inject fault skip"),
         || format!("message: {}", run.stderr),
     )?;
     check(run.stderr.contains("corrupt"), || {

@@ -189,6 +189,22 @@ fn test_bw_family_reports_bandwidth_and_verifies(lab: &Labctl) -> Result<(), Fai
         args.extend(extra);
         let r = run_json(lab, &args)?;
         verified(&r).map_err(|e| format!("{workload}: {}", e.message().unwrap_or_default()))?;
+        // Every operation had a slot of its own and was checked through it.
+        let (checker, says) = match workload {
+            "write-bw" => ("server", "stamped with the last WRITE counted into it"),
+            "read-bw" => ("client", "every READ delivered"),
+            _ => ("", ""),
+        };
+        if !checker.is_empty() {
+            let detail = r[checker]["verify_detail"].as_str().unwrap_or_default();
+            check(detail.contains(says), || {
+                format!("{workload}: {checker} says {detail:?}")
+            })?;
+            let slots = r["client"]["facts"]["slots_per_qp"].as_str().unwrap_or_default();
+            check(slots.parse::<u64>().is_ok_and(|n| n > 0), || {
+                format!("{workload}: slots_per_qp {slots:?}")
+            })?;
+        }
         // No --completion: the client chose by its device, and rxe is a
         // software device, so it slept on its completion channel.
         check(

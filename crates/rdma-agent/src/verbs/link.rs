@@ -20,56 +20,16 @@ use std::time::Duration;
 
 use rdma_mummy_sys as sys;
 use sideway::ibverbs::completion::{BasicCompletionQueue, CompletionChannel, CompletionQueue};
-use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::DeviceContext;
 use sideway::ibverbs::memory_region::MemoryRegion;
 use sideway::ibverbs::protection_domain::ProtectionDomain;
 use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair, QueuePairAttribute};
 use sideway::ibverbs::AccessFlags;
 
+use super::device::verbs_err;
+pub use super::device::{device_names, mtu_bytes, open_device, port_active_mtu, LinkError};
+use super::posted::traced_send;
 use super::wr::{Access, BufId, Completion, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr};
-
-/// A failed verbs step, with what was being done.
-#[derive(Debug, thiserror::Error)]
-pub enum LinkError {
-    /// No RDMA device of that name.
-    #[error("RDMA device {name:?} not found (devices: {available})")]
-    DeviceNotFound {
-        /// The requested name.
-        name: String,
-        /// What exists.
-        available: String,
-    },
-    /// A verbs call failed.
-    #[error("{step} failed: {detail}")]
-    Verbs {
-        /// What we were doing ("ibv_reg_mr of 4096 B").
-        step: String,
-        /// The underlying error.
-        detail: String,
-    },
-    /// A work request referred to memory outside a buffer, or a chain of another link.
-    #[error("bad work request: {0}")]
-    BadWorkRequest(String),
-    /// ibv_post_send / ibv_post_recv refused the list.
-    #[error("{call} failed: {source}")]
-    Post {
-        /// Which post.
-        call: &'static str,
-        /// errno.
-        source: std::io::Error,
-    },
-    /// ibv_poll_cq failed.
-    #[error("ibv_poll_cq failed: {0}")]
-    Poll(std::io::Error),
-}
-
-fn verbs_err(step: impl Into<String>, detail: impl std::fmt::Display) -> LinkError {
-    LinkError::Verbs {
-        step: step.into(),
-        detail: detail.to_string(),
-    }
-}
 
 /// How to build a link.
 #[derive(Debug, Clone)]
@@ -145,56 +105,6 @@ pub struct Link {
 // SAFETY: all verbs objects may be used from any thread; Link is not Sync and
 // every data-path call takes `&mut self`.
 unsafe impl Send for Link {}
-
-/// The names of the RDMA devices libibverbs sees (empty when none, or when
-/// libibverbs is not installed).
-pub fn device_names() -> Vec<String> {
-    match DeviceList::new() {
-        Ok(list) => list.iter().map(|d| d.name()).collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-/// Opens a device context by name.
-pub fn open_device(name: &str) -> Result<Arc<DeviceContext>, LinkError> {
-    let list = DeviceList::new().map_err(|e| verbs_err("ibv_get_device_list", e))?;
-    let mut available = Vec::new();
-    for device in list.iter() {
-        let device_name = device.name();
-        if device_name == name {
-            return device
-                .open()
-                .map_err(|e| verbs_err(format!("ibv_open_device({name})"), e));
-        }
-        available.push(device_name);
-    }
-    Err(LinkError::DeviceNotFound {
-        name: name.to_string(),
-        available: if available.is_empty() {
-            "none".into()
-        } else {
-            available.join(", ")
-        },
-    })
-}
-
-/// The active MTU of a port in bytes, if the device opens and the port answers.
-pub fn port_active_mtu(ctx: &DeviceContext, port: u8) -> Option<u32> {
-    let attr = ctx.query_port(port).ok()?;
-    Some(mtu_bytes(attr.active_mtu() as u32))
-}
-
-/// IBV_MTU_* enum value to bytes.
-pub fn mtu_bytes(ibv_mtu: u32) -> u32 {
-    match ibv_mtu {
-        1 => 256,
-        2 => 512,
-        3 => 1024,
-        4 => 2048,
-        5 => 4096,
-        _ => 0,
-    }
-}
 
 impl Link {
     /// Opens `cfg.device` and creates PD, CQ (and channel), and an RC QP.
@@ -449,6 +359,36 @@ impl Link {
         let b = &self.buffers[id.0];
         // SAFETY: as in `buffer`, and `&mut self` makes this the only Rust view.
         unsafe { std::slice::from_raw_parts_mut(b.mem.ptr.as_ptr(), b.len) }
+    }
+
+    /// Reads `len` bytes of a buffer from `offset`: one range whose work
+    /// requests are done while others may still target the rest of the
+    /// buffer (the bandwidth loops' slots), so no Rust reference covers
+    /// memory the NIC is writing. Panics outside the buffer (a caller's bug).
+    pub fn slice(&self, id: BufId, offset: usize, len: usize) -> &[u8] {
+        let b = &self.buffers[id.0];
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= b.len),
+            "range {offset}+{len} outside buffer #{} of {} B",
+            id.0,
+            b.len
+        );
+        // SAFETY: the range is inside the live, initialised allocation
+        // (checked above); the caller has no work request on it in flight.
+        unsafe { std::slice::from_raw_parts(b.mem.ptr.as_ptr().add(offset), len) }
+    }
+
+    /// Writes `len` bytes of a buffer from `offset` (as [`Link::slice`]).
+    pub fn slice_mut(&mut self, id: BufId, offset: usize, len: usize) -> &mut [u8] {
+        let b = &self.buffers[id.0];
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= b.len),
+            "range {offset}+{len} outside buffer #{} of {} B",
+            id.0,
+            b.len
+        );
+        // SAFETY: as in `slice`, and `&mut self` makes this the only Rust view.
+        unsafe { std::slice::from_raw_parts_mut(b.mem.ptr.as_ptr().add(offset), len) }
     }
 
     /// The capability blob of a buffer for the peer.
@@ -824,44 +764,5 @@ impl Link {
     /// sleeps on it in event mode, or when it is passive).
     pub fn has_completion_channel(&self) -> bool {
         self.channel.is_some()
-    }
-}
-
-/// What a posted send request is, for the trace.
-fn traced_send(wr: &sys::ibv_send_wr, sge: &sys::ibv_sge) -> crate::trace::What {
-    use sys::ibv_wr_opcode::*;
-    let opcode = wr.opcode;
-    let (name, one_sided, atomic, with_imm) = match opcode {
-        IBV_WR_RDMA_WRITE => ("WRITE", true, false, false),
-        IBV_WR_RDMA_WRITE_WITH_IMM => ("WRITE_WITH_IMM", true, false, true),
-        IBV_WR_RDMA_READ => ("READ", true, false, false),
-        IBV_WR_SEND => ("SEND", false, false, false),
-        IBV_WR_SEND_WITH_IMM => ("SEND_WITH_IMM", false, false, true),
-        IBV_WR_ATOMIC_FETCH_AND_ADD => ("FETCH_ADD", false, true, false),
-        IBV_WR_ATOMIC_CMP_AND_SWP => ("COMPARE_SWAP", false, true, false),
-        _ => ("OP", false, false, false),
-    };
-    // SAFETY: send_chain wrote the union member the opcode names (rdma for
-    // one-sided, atomic for atomics); all members are plain integers.
-    let (remote_addr, rkey) = unsafe {
-        if one_sided {
-            (wr.wr.rdma.remote_addr, wr.wr.rdma.rkey)
-        } else if atomic {
-            (wr.wr.atomic.remote_addr, wr.wr.atomic.rkey)
-        } else {
-            (0, 0)
-        }
-    };
-    // SAFETY: a u32 out of a union of u32s; any bit pattern is valid.
-    let imm = with_imm.then(|| u32::from_be(unsafe { wr.imm_data_invalidated_rkey_union.imm_data }));
-    crate::trace::What::Post {
-        opcode: name,
-        wr_id: wr.wr_id,
-        len: if wr.num_sge > 0 { sge.length } else { 0 },
-        remote_addr,
-        rkey,
-        imm,
-        signaled: wr.send_flags & sys::ibv_send_flags::IBV_SEND_SIGNALED.0 != 0,
-        inline: wr.send_flags & sys::ibv_send_flags::IBV_SEND_INLINE.0 != 0,
     }
 }

@@ -7,9 +7,11 @@
 //! The rest of the crate is `#![deny(unsafe_code)]` and only sees safe types.
 
 pub mod cm;
+mod device;
 pub mod gids;
 pub mod link;
 mod os;
+mod posted;
 mod wc;
 mod wr;
 
