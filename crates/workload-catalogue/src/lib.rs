@@ -382,7 +382,8 @@ mod tests {
             (65536, 64)
         );
         assert_eq!(taking(Opt::Qps), "write-bw, read-bw, send-bw, atomic-bw, param-server");
-        assert_eq!(w("write-bw").fault_labels(), "corrupt");
+        assert_eq!(w("write-bw").fault_labels(), "skip, corrupt");
+        assert_eq!(w("read").fault_labels(), "corrupt");
         assert_eq!(w("write-lat").defaults.completion, Completion::Poll);
         assert_eq!(w("read-lat").defaults.completion, Completion::Auto);
         assert!(w("write-lat").reports(Metric::Latency) && !w("write-lat").reports(Metric::Bandwidth));
