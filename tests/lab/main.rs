@@ -152,7 +152,7 @@ fn ensure_node_image() -> Result<(), String> {
     let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let cache = lab_providers::image::cache_root();
     runtime
-        .block_on(lab_providers::image::ensure(&cache, &[], &|line| {
+        .block_on(lab_providers::image::ensure(&cache, &[], &|line: &str| {
             eprintln!("lab suite: node image: {line}")
         }))
         .map(|_| ())
