@@ -71,6 +71,15 @@ fn main() -> ExitCode {
         let _ = std::fs::remove_dir_all(&state_base);
     }
 
+    // The failed-`up` tests boot broken copies of the node image: build it
+    // first when the cache has none (a fresh machine), as `up` would.
+    if !args.list {
+        if let Err(e) = ensure_node_image() {
+            eprintln!("lab suite: building the node image failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+
     let mut total = Totals::default();
     let mut before_up = bad_input::trials(&lab);
     before_up.extend(graph::planned_trials(&lab));
@@ -135,6 +144,19 @@ fn main() -> ExitCode {
     // Two `labctl ci` of one labs file from two directories at once.
     total.add(&libtest_mimic::run(&args, twin_ci::trials()));
     total.finish()
+}
+
+/// The base node image in the user's cache (`LABCTL_CACHE_DIR` or
+/// ~/.cache/labctl), built when missing.
+fn ensure_node_image() -> Result<(), String> {
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let cache = lab_providers::image::cache_root();
+    runtime
+        .block_on(lab_providers::image::ensure(&cache, &[], &|line: &str| {
+            eprintln!("lab suite: node image: {line}")
+        }))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Default)]

@@ -110,48 +110,6 @@ async fn test_down_leaked_lists_and_deletes_only_the_lab_whose_state_is_gone() {
         .collect();
     assert_eq!(left, vec!["alpha".to_string()]);
 
-    // A key pair of an older labctl's lab `alpha`: tagged with the lab and
-    // owner, no lab id. Listed, kept unless named, never taken for alpha's.
-    let tag = |k: &str, v: &str| aws_sdk_ec2::types::Tag::builder().key(k).value(v).build();
-    client
-        .import_key_pair()
-        .key_name("labctl-alpha")
-        .public_key_material(aws_sdk_ec2::primitives::Blob::new(common::LOGIN_KEY.as_bytes()))
-        .tag_specifications(
-            aws_sdk_ec2::types::TagSpecification::builder()
-                .resource_type(aws_sdk_ec2::types::ResourceType::KeyPair)
-                .tags(tag("labctl:lab", "alpha"))
-                .tags(tag("labctl:owner", &lab_providers::aws::default_owner()))
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let (code, stdout, stderr) = down_leaked(&alpha_file, true);
-    eprintln!("{stdout}");
-    assert_eq!(code, 1, "{stdout}{stderr}");
-    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("us-east-1")).collect();
-    assert_eq!(rows.len(), 1, "{stdout}");
-    assert!(
-        rows[0].contains(" alpha  -  ") && rows[0].contains("labctl-alpha"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("1 of these carry no lab id") && stdout.contains("nothing to delete"),
-        "{stdout}"
-    );
-    // A name that is not an id-less leftover is refused, with the list.
-    let (code, stdout, stderr) = down_leaked_with(&alpha_file, true, &["--delete-id-less", "labctl-alhpa"]);
-    eprintln!("{stderr}");
-    assert_ne!(code, 0, "{stdout}{stderr}");
-    assert!(
-        stderr.contains("--delete-id-less labctl-alhpa: is not a leaked labctl resource without a lab id")
-            && stderr.contains("us-east-1  alpha  key-pair  labctl-alpha"),
-        "{stderr}"
-    );
-    let (code, stdout, stderr) = down_leaked_with(&alpha_file, true, &["--delete-id-less", "labctl-alpha"]);
-    assert_eq!(code, 0, "{stdout}{stderr}");
-    assert!(stdout.contains("deleted 1 leaked resources"), "{stdout}");
     assert_eq!(tagged(&client, "alpha").await, alpha_resources);
     assert!(alpha.down(Duration::from_secs(5)).await.unwrap());
     assert_eq!(tagged(&client, "alpha").await, vec![]);
