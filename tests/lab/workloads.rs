@@ -295,12 +295,17 @@ fn test_several_qps_share_a_bw_run_in_both_cm_modes(lab: &Labctl) -> Result<(), 
             }
         }
     }
-    // Workloads with one QP by nature refuse more, before touching RDMA; so
-    // do the latency ones (perftest's latency tests refuse -q too).
+    // Workloads with one QP by nature refuse more, before anything runs; so
+    // do the latency ones (perftest's latency tests refuse -q too). labctl
+    // refuses from the catalogue (bad input, exit 2), naming the workloads
+    // that take several QPs.
     for workload in ["send-recv", "write-lat"] {
         let run = lab.run(&["run", workload, "--qps", "2"]);
         check(
-            run.code != 0 && run.stderr.contains("InvalidArgument") && run.stderr.contains("num_qps"),
+            run.code == 2
+                && run.stderr.contains("--qps applies to")
+                && run.stderr.contains("write-bw")
+                && run.stderr.contains(&format!("not to {workload}")),
             || format!("{workload} --qps 2: exit {} {}", run.code, run.stderr),
         )?;
     }

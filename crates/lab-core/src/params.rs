@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agent_proto::v1::{CmMode, CompletionMode, Fault, WorkloadParams};
 use lab_model::suite::{SuiteStep, DEFAULT_TIMEOUT_S};
-use workload_catalogue::{Cm, Completion, Opt, CATALOGUE};
+use workload_catalogue::{Asks, Cm, Completion, Opt, Refused, CATALOGUE};
 
 use crate::run::RunOptions;
 
@@ -184,9 +184,33 @@ pub enum RequestError {
         /// The workload's family.
         family: &'static str,
     },
+    /// A fault the workload cannot inject, so its verdict could not catch it.
+    #[error("{workload} cannot inject fault {}; it takes: {takes}", fault.label())]
+    FaultNotTaken {
+        /// The fault asked for.
+        fault: workload_catalogue::Fault,
+        /// The workload.
+        workload: &'static str,
+        /// The faults it takes.
+        takes: String,
+    },
 }
 
 impl WorkloadRequest {
+    /// What it asks of its workload, for the catalogue's check.
+    fn asks(&self) -> Asks {
+        Asks {
+            provider: self.provider.is_some(),
+            total: self.total.is_some(),
+            trace: false,
+            cm: self.cm,
+            ping_pong: self.ping_pong,
+            batches: self.batches.is_some(),
+            qps: self.qps,
+            fault: self.fault,
+        }
+    }
+
     /// What [`crate::run::run_workload`] needs for this request: the
     /// workload's catalogue defaults, overridden by what the request sets.
     /// An option the workload does not take is refused, naming the
@@ -195,20 +219,22 @@ impl WorkloadRequest {
         let entry = workload_catalogue::find(&self.workload).ok_or_else(|| RequestError::UnknownWorkload {
             name: self.workload.clone(),
         })?;
-        let asked = [
-            (Opt::Provider, self.provider.is_some()),
-            (Opt::Total, self.total.is_some()),
-            (Opt::CmOob, self.cm == Some(Cm::Oob)),
-            (Opt::PingPong, self.ping_pong),
-            (Opt::Batches, self.batches.is_some()),
-            (Opt::Qps, self.qps.is_some_and(|q| q > 1)),
-        ];
-        if let Some((opt, _)) = asked.iter().find(|(opt, asked)| *asked && !entry.takes(*opt)) {
-            return Err(RequestError::NotTaken {
-                opt: *opt,
-                workload: self.workload.clone(),
-                family: entry.family.label(),
-            });
+        match entry.refuses(&self.asks()) {
+            Some(Refused::Opt(opt)) => {
+                return Err(RequestError::NotTaken {
+                    opt,
+                    workload: self.workload.clone(),
+                    family: entry.family.label(),
+                })
+            }
+            Some(Refused::Fault(fault)) => {
+                return Err(RequestError::FaultNotTaken {
+                    fault,
+                    workload: entry.name,
+                    takes: entry.fault_labels(),
+                })
+            }
+            None => {}
         }
         let mut params = WorkloadParams::defaults_of(&self.workload);
         if let Some(size) = self.size {
@@ -270,6 +296,12 @@ impl From<&SuiteStep> for WorkloadRequest {
             cm: entry.cm,
             completion: entry.completion,
             qps: entry.qps,
+            tx_depth: entry.tx_depth,
+            cq_moderation: entry.cq_moderation,
+            post_list: entry.post_list,
+            inline_size: entry.inline_size,
+            total: entry.total,
+            fault: entry.fault,
             ping_pong: entry.ping_pong,
             batches: entry.batches,
             seed: entry.seed,

@@ -35,7 +35,7 @@ use schemars::JsonSchema;
 use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use shorthand::{NoLongForm, Shorthand};
-use workload_catalogue::{Cm, Completion, Opt};
+use workload_catalogue::{Asks, Cm, Completion, Fault, Refused};
 
 use crate::copy_location::CopyLocation;
 use crate::problem::Problem;
@@ -201,9 +201,28 @@ pub struct SuiteStep {
     /// workload: completions, `poll`, `event` or `auto`. Default: the workload's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<Completion>,
-    /// workload: number of QPs. Default: 1.
+    /// workload: number of QPs. Default: the workload's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qps: Option<u32>,
+    /// workload: send queue depth (perftest's `-t`). Default: the workload's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_depth: Option<u32>,
+    /// workload: one completion every this many operations (perftest's `-Q`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_moderation: Option<u32>,
+    /// workload: work requests posted per call (perftest's `-l`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_list: Option<u32>,
+    /// workload: bytes sent inline (perftest's `-I`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_size: Option<u32>,
+    /// workload bulk-rdma, bulk-tcp: bytes to move in `size` chunks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// workload, negative test: a fault to inject (`skip`, `corrupt`). The
+    /// run's verdict catches it, so the step fails (and is not retried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Fault>,
     /// workload send-recv: answer every message.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ping_pong: bool,
@@ -837,25 +856,37 @@ impl Suite {
                         ));
                     }
                     let entry = workload_catalogue::find(workload).expect("checked while parsing");
-                    let asked = [
-                        (Opt::Provider, step.provider.is_some()),
-                        (Opt::Trace, step.trace),
-                        (Opt::CmOob, step.cm == Some(Cm::Oob)),
-                        (Opt::PingPong, step.ping_pong),
-                        (Opt::Batches, step.batches.is_some()),
-                        (Opt::Qps, step.qps.is_some_and(|q| q > 1)),
-                    ];
-                    if let Some((opt, _)) = asked.iter().find(|(opt, asked)| *asked && !entry.takes(*opt)) {
-                        return Err(mismatch(
-                            index,
-                            format!(
-                                "`{}` applies to {}, not to {workload} ({} workload)",
-                                opt.key(),
-                                workload_catalogue::taking(*opt),
-                                entry.family.label()
-                            ),
-                            format!("remove the {} line", opt.key().split(':').next().unwrap_or_default()),
-                        ));
+                    let asks = Asks {
+                        provider: step.provider.is_some(),
+                        total: step.total.is_some(),
+                        trace: step.trace,
+                        cm: step.cm,
+                        ping_pong: step.ping_pong,
+                        batches: step.batches.is_some(),
+                        qps: step.qps,
+                        fault: step.fault,
+                    };
+                    match entry.refuses(&asks) {
+                        Some(Refused::Opt(opt)) => {
+                            return Err(mismatch(
+                                index,
+                                format!(
+                                    "`{}` applies to {}, not to {workload} ({} workload)",
+                                    opt.key(),
+                                    workload_catalogue::taking(opt),
+                                    entry.family.label()
+                                ),
+                                format!("remove the {} line", opt.key().split(':').next().unwrap_or_default()),
+                            ));
+                        }
+                        Some(Refused::Fault(fault)) => {
+                            return Err(mismatch(
+                                index,
+                                format!("{workload} cannot inject fault {}", fault.label()),
+                                format!("use one it takes: {}", entry.fault_labels()),
+                            ));
+                        }
+                        None => {}
                     }
                 }
                 StepKind::Copy(copy) => {

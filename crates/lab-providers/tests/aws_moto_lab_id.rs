@@ -16,8 +16,8 @@ use common::{some_linux_ami, tagged, temp_dir, Moto};
 use lab_model::{LabSpec, LabsFile};
 use lab_providers::aws::{scan_leaked, AwsProvider, AwsState, Leftover, Waits};
 use lab_providers::{Provider, ProviderError};
-use lab_state::progress::Silent;
 use lab_state::live_labs::{register_in, LiveLab};
+use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
 
 const REGION: &str = "us-east-1";

@@ -275,10 +275,69 @@ impl Workload {
         self.metrics.contains(&metric)
     }
 
+    /// The first option in `asks` it does not take, or the fault it cannot
+    /// inject; `None` when it takes everything asked. Both `labctl run` and
+    /// a suite's checks refuse a request through this one rule.
+    pub fn refuses(&self, asks: &Asks) -> Option<Refused> {
+        if let Some(opt) = asks.opts().into_iter().find(|opt| !self.takes(*opt)) {
+            return Some(Refused::Opt(opt));
+        }
+        asks.fault.filter(|f| !self.injects(*f)).map(Refused::Fault)
+    }
+
     /// The faults it takes, as `--inject-fault` spells them ("skip, corrupt").
     pub fn fault_labels(&self) -> String {
         self.faults.iter().map(|f| f.label()).collect::<Vec<_>>().join(", ")
     }
+}
+
+/// What a request asks of its workload beyond the common parameters, as
+/// `labctl run`'s flags and a suite step's fields both say it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Asks {
+    /// A libfabric provider is named.
+    pub provider: bool,
+    /// A byte total (`--total`) is set.
+    pub total: bool,
+    /// Both nodes record a trace.
+    pub trace: bool,
+    /// The connection set-up asked for.
+    pub cm: Option<Cm>,
+    /// send-recv answers every message.
+    pub ping_pong: bool,
+    /// A number of batches is set.
+    pub batches: bool,
+    /// The number of QPs asked for.
+    pub qps: Option<u32>,
+    /// The fault to inject.
+    pub fault: Option<Fault>,
+}
+
+impl Asks {
+    /// The options asked for, in the order they are checked.
+    pub fn opts(&self) -> Vec<Opt> {
+        [
+            (Opt::Provider, self.provider),
+            (Opt::Total, self.total),
+            (Opt::Trace, self.trace),
+            (Opt::CmOob, self.cm == Some(Cm::Oob)),
+            (Opt::PingPong, self.ping_pong),
+            (Opt::Batches, self.batches),
+            (Opt::Qps, self.qps.is_some_and(|q| q > 1)),
+        ]
+        .into_iter()
+        .filter_map(|(opt, asked)| asked.then_some(opt))
+        .collect()
+    }
+}
+
+/// What a workload refuses of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// An option it does not take.
+    Opt(Opt),
+    /// A fault it cannot inject (and so could not catch).
+    Fault(Fault),
 }
 
 /// The workload called `name`.

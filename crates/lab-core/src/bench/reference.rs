@@ -19,7 +19,7 @@ use super::parse::{parse_fi_pingpong, parse_perftest, parse_perftest_server};
 use crate::lab::{Lab, LabError};
 /// How a sample's error begins when perftest refused to report because
 /// its clock sampling was disturbed.
-const PERFTEST_CLOCK_REFUSED: &str = "perftest refused to report: its clock sampling was disturbed";
+pub(super) const PERFTEST_CLOCK_REFUSED: &str = "perftest refused to report: its clock sampling was disturbed";
 
 /// The line in which perftest says its cycles-per-microsecond sampling
 /// was not linear enough to trust (get_clock.c, sample_get_cpu_mhz: "r^2 <
@@ -358,9 +358,22 @@ async fn run_fi_pingpong(
     sample
 }
 
+/// Whether a reference run's failure is perftest's own and transient, so
+/// that the round is run once more: it refused to report because its clock
+/// sampling was disturbed, or one of its work requests completed in error
+/// (`Completion with error`; perftest on rxe under a loaded host, seen as
+/// `Failed status 9` with `-q 8`). Ours is never run again: a failed run of
+/// ours is a failure of the thing measured.
+pub(super) fn reference_failure_is_transient(error: &str) -> bool {
+    error.starts_with(PERFTEST_CLOCK_REFUSED)
+        || (error.starts_with("perftest client exited") || error.starts_with("perftest server exited"))
+            && error.contains("Completion with error")
+}
+
 /// One round of the reference tool on a fresh port (`port` is advanced).
-/// A perftest run that refused to report because its clock sampling was
-/// disturbed is run once more, and the sample says so in `rerun`.
+/// A perftest run that failed in a transient way of its own
+/// ([`reference_failure_is_transient`]) is run once more, and the sample
+/// says so in `rerun`.
 pub(super) async fn run_reference(
     lab: &Lab,
     opts: &BenchOptions,
@@ -371,10 +384,11 @@ pub(super) async fn run_reference(
 ) -> Sample {
     *port = next_port(*port);
     let mut s = run_perftest(lab, opts, spec, devs, *port, round).await;
-    if let Some(first) = s.error.take_if(|e| e.starts_with(PERFTEST_CLOCK_REFUSED)) {
+    if let Some(first) = s.error.take_if(|e| reference_failure_is_transient(e)) {
         *port = next_port(*port);
         s = run_perftest(lab, opts, spec, devs, *port, round).await;
         s.rerun = Some(format!("the first run failed: {first}"));
+        // A second failure is the round's error; the first stays in `rerun`.
     }
     s
 }

@@ -354,3 +354,24 @@ fn test_perftest_refusing_to_report_on_a_disturbed_clock_is_told_from_other_fail
     );
     assert_eq!(perftest_clock_refusal("Couldn't connect to 10.77.0.1:18515\n"), None);
 }
+
+#[test]
+fn test_only_perftests_own_transient_failures_run_the_round_again() {
+    // A reference failure recorded by a bench on the QEMU lab (ib_send_bw -q 8).
+    let completion_error = "perftest client exited 17:\n GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:77:00:01\n\
+        ---------------------------------------------------------------------------------------\n \
+        #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n \
+        Completion with error at client\n Failed status 9: wr_id 4 syndrom 0x0\nscnt=64, ccnt=24\n";
+    assert!(reference_failure_is_transient(completion_error));
+    assert!(reference_failure_is_transient(&format!(
+        "{PERFTEST_CLOCK_REFUSED}: `Correlation coefficient r^2: 0.61 < 0.9`"
+    )));
+    // Not connecting, a timeout or a report that does not parse is not.
+    assert!(!reference_failure_is_transient(
+        "perftest client exited 1:\nCouldn't connect to 10.77.0.1:18515\n"
+    ));
+    assert!(!reference_failure_is_transient("perftest client exited 124:\n"));
+    assert!(!reference_failure_is_transient(
+        "perftest server: ssh: connection closed"
+    ));
+}
