@@ -12,7 +12,7 @@
 //! write-lat polls on both sides (its server echoes by watching memory, as
 //! ib_write_lat's does).
 
-use crate::{Defaults, Family, Fault, Metric, Opt, Shape, Workload};
+use crate::model::{Defaults, Family, Fault, Metric, Opt, Shape, Workload};
 
 const SKIP: &[Fault] = &[Fault::Skip];
 const CORRUPT: &[Fault] = &[Fault::Corrupt];
