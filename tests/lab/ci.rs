@@ -373,6 +373,19 @@ const STEPS_SUITE: &str = r#"steps:
       server: [rc_exchange, -d, "{self.dev}", -g, "{self.gid_index}", -n, "8"]
       client: [rc_exchange, -d, "{self.dev}", -g, "{self.gid_index}", -n, "8", "{server.addr}"]
       ready: listening on port
+  - name: rping over rdma_cm
+    # An rdma_cm server has no TCP socket: `port:` sees its RDMA CM listener.
+    pair:
+      server: rping -s -a {server.addr} -p 7174 -v -C 3
+      client: rping -c -a {server.addr} -p 7174 -v -C 3
+      port: 7174
+  - name: ucmatose ready by its line
+    # ucmatose prints its first line with printf and no flush: the line
+    # reaches `ready:` as it is printed only because labctl line-buffers it.
+    pair:
+      server: ucmatose -b {server.addr}
+      client: ucmatose -s {server.addr}
+      ready: "starting server"
   - name: rc_exchange to a wrong address
     pair:
       server: rc_exchange -d {self.dev} -g {self.gid_index}
@@ -459,6 +472,8 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
         "fails once",
         "fi_pingpong",
         "rc_exchange",
+        "rping over rdma_cm",
+        "ucmatose ready by its line",
         "nothing left running",
         "collect lab.env",
         "optional log",
@@ -467,7 +482,7 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
         let c = case(name)?;
         check(c["status"] == "passed", || format!("{name} did not pass: {c}\n{all}"))?;
     }
-    check(r["passed"] == 10 && r["failed"] == 7 && r["not_run"] == 1, || {
+    check(r["passed"] == 12 && r["failed"] == 7 && r["not_run"] == 1, || {
         format!("counts: {} {} {}\n{all}", r["passed"], r["failed"], r["not_run"])
     })?;
 
@@ -509,6 +524,16 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
     check(output_of(&bw, "client").contains("BW average"), || format!("{bw}"))?;
     let rcx = case("rc_exchange")?;
     check(output_of(&rcx, "server").contains("verified"), || format!("{rcx}"))?;
+    let rping = case("rping over rdma_cm")?;
+    check(output_of(&rping, "server").contains("ping data: rdma-ping-2"), || {
+        format!("{rping}")
+    })?;
+    let cma = case("ucmatose ready by its line")?;
+    check(
+        output_of(&cma, "server").contains("cmatose: starting server")
+            && output_of(&cma, "client").contains("cmatose: starting client"),
+        || format!("{cma}"),
+    )?;
 
     // Each failure names the node, the command, the status and the output.
     let why = |name: &str| -> Result<String, Failed> {
@@ -612,7 +637,7 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
 
     // JUnit: one case per step, failures with their messages, output kept.
     let xml = std::fs::read_to_string(&junit)?;
-    check(xml.contains(r#"tests="18" failures="7" errors="1""#), || {
+    check(xml.contains(r#"tests="20" failures="7" errors="1""#), || {
         format!("counts:\n{xml}")
     })?;
     // Earlier attempts as surefire's flakyFailure (passed later) and

@@ -20,6 +20,7 @@
 mod bad_input;
 mod bulk;
 mod ci;
+mod doctor;
 mod facts;
 mod faults;
 mod files;
@@ -89,6 +90,7 @@ fn main() -> ExitCode {
     lab_trials.extend(files::trials(&lab));
     lab_trials.extend(facts::trials(&lab));
     lab_trials.extend(graph::trials(&lab));
+    lab_trials.extend(doctor::trials(&lab));
     lab_trials.extend(security::trials(&lab));
     lab_trials.extend(verbs_example::trials(&lab));
     lab_trials.extend(workloads::trials(&lab));

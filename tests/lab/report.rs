@@ -303,10 +303,19 @@ fn test_bench_scaling_series_runs_both_tools_at_each_qp_count(lab: &Labctl) -> R
     let args = [
         "bench", "--suite", "full", "--only", "send-bw", "--rounds", "1", "--warmup", "0", "-n", "64", "--json",
     ];
-    let b = lab.run(&args).ok()?.json()?;
+    // perftest's ib_send_bw with many QPs fails on rxe at times with a
+    // completion error at its client (status 9 or 11), even when run again:
+    // then the bench exits 3 (only the reference failed), the pair has no
+    // ratio, and ours must still have run and verified.
+    let run = lab.run(&args);
+    check(run.code == 0 || run.code == 3, || {
+        format!("bench exited {}:\n{}{}", run.code, run.stdout, run.stderr)
+    })?;
+    let b = run.json()?;
     let pairs = b["pairs"].as_array().ok_or_else(|| format!("no pairs: {b}"))?;
     let qps: Vec<u64> = pairs.iter().filter_map(|p| p["spec"]["qps"].as_u64()).collect();
     check(qps == [1, 2, 4, 8], || format!("send-bw pairs at QPs {qps:?}"))?;
+    let mut reference_failed = 0;
     for p in pairs {
         let q = p["spec"]["qps"].as_u64().unwrap_or(0);
         let per_qp = 64 / q;
@@ -320,13 +329,22 @@ fn test_bench_scaling_series_runs_both_tools_at_each_qp_count(lab: &Labctl) -> R
         })?;
         for side in ["reference", "ours"] {
             let samples = p[side]["samples"].as_array().ok_or("no samples")?;
+            let measured = |s: &Value| s["error"].is_null() && s["value"].as_f64() > Some(0.0);
+            // perftest's own failure, run twice (the rerun keeps the first).
+            let perftests_own = |s: &Value| {
+                let said = |k: &str| s[k].as_str().unwrap_or_default().contains("Completion with error");
+                side == "reference" && said("error") && said("rerun")
+            };
             check(
-                samples.len() == 1
-                    && samples
-                        .iter()
-                        .all(|s| s["error"].is_null() && s["value"].as_f64() > Some(0.0)),
+                samples.len() == 1 && samples.iter().all(|s| measured(s) || perftests_own(s)),
                 || format!("q{q} {side}: {samples:?}"),
             )?;
+            if !measured(&samples[0]) {
+                reference_failed += 1;
+                check(p["ratio"].is_null(), || {
+                    format!("q{q}: a ratio without a reference: {}", p["ratio"])
+                })?;
+            }
         }
         check(p["ours"]["samples"][0]["verified"] == true, || {
             format!("q{q}: ours not verified")
@@ -344,6 +362,12 @@ fn test_bench_scaling_series_runs_both_tools_at_each_qp_count(lab: &Labctl) -> R
             },
         )?;
     }
+    check((run.code == 3) == (reference_failed > 0), || {
+        format!("exit {} with {reference_failed} reference failures", run.code)
+    })?;
+    check(b["failures"]["ours_failed"] == 0, || {
+        format!("failures {}", b["failures"])
+    })?;
     // The text form prints the scaling table with one row per QP count.
     let text = lab.run(&["report", "show", b["id"].as_str().ok_or("no id")?]).ok()?;
     let rows = text

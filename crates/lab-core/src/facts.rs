@@ -34,4 +34,4 @@ pub use render::{
 };
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;

@@ -7,7 +7,7 @@
 //! (`lab-results`), saved in the lab's state directory (`lab-state`).
 //!
 //! This crate owns the verbs that act on a lab: `up`, `status`, `exec`,
-//! `cp`, `down` ([`lab`]), `run`, `ci`, `bench`, `bulk`, `impair`, `capture`. It
+//! `cp`, `down` ([`lab`]), `run`, `ci`, `doctor`, `bench`, `bulk`, `impair`, `capture`. It
 //! must not parse labs.yaml itself, speak a provider's API, format records
 //! for people (the binary does), or hold record types (`lab-results` does).
 //!
@@ -26,6 +26,7 @@
 //!   are their help, defaults and help texts from the workload catalogue) and
 //!   what a suite's `workload:` step becomes.
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
+//! - [`doctor`]: `labctl doctor`: each node's fabric and each pair's data path checked.
 //! - [`ci`]: a suite of runs on a lab brought up and torn down for it.
 //! - [`bench`]: perftest and our workloads side by side; `up`/`down` timings.
 //! - [`bulk`]: the same bytes by RDMA WRITE and by TCP.
@@ -39,6 +40,7 @@ pub mod bulk;
 pub mod capture;
 pub mod ci;
 pub mod copy;
+pub mod doctor;
 pub mod exec;
 pub mod facts;
 pub mod graph;

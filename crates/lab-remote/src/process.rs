@@ -15,10 +15,19 @@ use crate::command::RemoteCommand;
 
 /// Runs `"$2" "$3" ...` with the caller's process group noted in `$1`; the
 /// note is removed when the command ends; the exit status is the command's.
+/// Its stdout is line-buffered where coreutils' `stdbuf` is there (its
+/// environment reaches every program the command starts): a C program
+/// writing into the SSH channel's pipe would otherwise hold its output in
+/// a 4 KiB block until it exits, so a `ready` line would arrive only at
+/// exit, and a program that is killed would lose all of it.
 const IN_GROUP: &str = r#"read -r _ _ _ _ pgid _ < /proc/$$/stat || exit 125
 echo "$pgid" > "$1" || exit 125
 note=$1; shift
-"$@"
+if command -v stdbuf >/dev/null 2>&1; then
+  stdbuf -oL -eL "$@"
+else
+  "$@"
+fi
 status=$?
 rm -f -- "$note"
 exit $status"#;
@@ -40,16 +49,23 @@ while kill -0 "-$pgid" 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i + 1));
 kill -KILL "-$pgid" 2>/dev/null
 exit 0"#;
 
-/// Exits 0 as soon as TCP port `$1` listens on the node (IPv4 or IPv6),
-/// 1 once `$2` seconds have passed by the node's clock. Bounded by time, not
-/// by a count of checks: on a slow (emulated) node each check takes longer,
-/// and a count-bounded loop outlived the caller's own deadline, leaving a
-/// `sleep` behind after the step ended. Reads /proc, so it needs neither ss
-/// nor netstat.
+/// Exits 0 as soon as port `$1` listens on the node, 1 once `$2` seconds
+/// have passed by the node's clock. A TCP listener (IPv4 or IPv6, from
+/// /proc/net/tcp*) or an RDMA CM one: an rdma_cm server (rping, ucmatose,
+/// a user's program) listens in the RDMA CM port space and has no socket;
+/// `rdma resource show cm_id` lists it as `state LISTEN` with its
+/// `src-addr ADDR:PORT` (seen by root only for other users' processes).
+/// Bounded by time, not by a count of checks: on a slow (emulated) node
+/// each check takes longer, and a count-bounded loop outlived the caller's
+/// own deadline, leaving a `sleep` behind after the step ended. Reads /proc
+/// for TCP, so it needs neither ss nor netstat.
 const WAIT_LISTENING: &str = r#"hex=$(printf ':%04X' "$1")
 end=$(( $(date +%s) + $2 ))
 while :; do
   if awk -v p="$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null; then
+    exit 0
+  fi
+  if rdma resource show cm_id 2>/dev/null | grep -Eq "state LISTEN .*src-addr [^ ]*:$1( |\$)"; then
     exit 0
   fi
   [ "$(date +%s)" -lt "$end" ] || exit 1
@@ -77,8 +93,8 @@ pub fn stop_group(note: &str) -> RemoteCommand {
     RemoteCommand::script_with(STOP_GROUP, [note])
 }
 
-/// Exits 0 once TCP `port` listens on the node, 1 after `seconds` (at
-/// least 1) by the node's clock.
+/// Exits 0 once `port` listens on the node (TCP, or an RDMA CM listener),
+/// 1 after `seconds` (at least 1) by the node's clock.
 pub fn wait_listening(port: u16, seconds: u64) -> RemoteCommand {
     RemoteCommand::script_with(WAIT_LISTENING, [port.to_string(), seconds.max(1).to_string()])
 }

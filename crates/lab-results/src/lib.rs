@@ -16,6 +16,7 @@
 //! - [`bench`]: the bench record (pairs, samples, statistics, verdicts).
 //! - [`bulk`]: the bulk record, its CSVs and charts.
 //! - [`ci`]: the CI report and its JUnit XML.
+//! - [`doctor`]: the `labctl doctor` report: per-node and per-pair checks.
 //! - [`trace`]: `labctl run --trace`: clock offsets and both sides' events
 //!   as Chrome trace-event JSON (Perfetto).
 //! - [`trace_view`]: a trace file read back as a terminal swimlane
@@ -32,6 +33,7 @@
 pub mod bench;
 pub mod bulk;
 pub mod ci;
+pub mod doctor;
 pub mod html;
 pub mod plot;
 pub mod report;

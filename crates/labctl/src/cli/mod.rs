@@ -7,6 +7,7 @@ mod capture;
 mod ci;
 mod completion;
 mod cp;
+mod doctor;
 mod down;
 mod exec;
 mod global;
@@ -52,6 +53,8 @@ pub enum Command {
     Down(down::DownArgs),
     /// Show the lab: VMs, SSH, agents, RDMA ports.
     Status(status::StatusArgs),
+    /// Is every node's fabric healthy, and does RDMA work between every pair? Checks with evidence and fixes.
+    Doctor(doctor::DoctorArgs),
     /// Draw the lab's topology (nodes, data network, RDMA devices, GIDs, agents) as Mermaid, DOT or SVG.
     Graph(graph::GraphArgs),
     /// Run a command on a node, several or all (in parallel); its exit status is ours.
@@ -92,6 +95,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Up(a) => up::run(&args.global, a).await,
         Command::Down(a) => down::run(&args.global, a).await,
         Command::Status(a) => status::run(&args.global, a).await,
+        Command::Doctor(a) => doctor::run(&args.global, a).await,
         Command::Graph(a) => graph::run(&args.global, a).await,
         Command::Exec(a) => exec::run(&args.global, a).await,
         Command::Cp(a) => cp::run(&args.global, a).await,

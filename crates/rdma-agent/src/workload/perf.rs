@@ -216,7 +216,10 @@ impl Workload for Perf {
             let mut point = if self.latency {
                 self.measure_latency(side, size as usize, skip, &mut problems)?
             } else {
-                let (point, lanes) = self.measure_bandwidth(side, size as usize, skip, &mut problems)?;
+                // Only read-bw's skip happens on the wire (a READ into a
+                // spare buffer); write-bw's is the count below.
+                let read_skip = skip && self.op == PerfOp::Read;
+                let (point, lanes) = self.measure_bandwidth(side, size as usize, read_skip, &mut problems)?;
                 per_lane = lanes;
                 point
             };

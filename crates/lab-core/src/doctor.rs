@@ -1,0 +1,193 @@
+//! `labctl doctor`: is every node's fabric healthy, and does RDMA work
+//! between every pair of nodes? Each node is read in parallel (its agent's
+//! NodeInfo, a read-only probe script as root, a ping to every other node's
+//! data address); then, pair by pair, a one-shot write-read whose bytes
+//! are verified proves the data path end to end (RDMA WRITE one way, READ
+//! back, over RoCE v2's UDP 4791 in both directions on Ethernet).
+//!
+//! It reads and never repairs: every check that does not pass says what to
+//! do. The checks themselves are pure ([`checks`]), tested on recorded
+//! output; this module only gathers.
+
+pub mod checks;
+pub mod probe;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_proto::v1::{NodeInfoRequest, WorkloadParams};
+use futures::future::join_all;
+use lab_model::labs::Fabric;
+use lab_remote::command::RemoteCommand;
+use lab_results::doctor::{Check, DoctorReport, Scope, Verdict, DOCTOR_SCHEMA};
+use lab_state::NodeState;
+
+use self::checks::{node_checks, pair_checks, reach_of, NodeFound, Reach};
+use crate::lab::{Lab, LabError};
+use crate::provision::as_root;
+use crate::run::{run_workload, RunOptions};
+
+/// The workload that proves a pair's data path, and its size: small enough
+/// to take a second on an emulated lab, a page so that it spans packets at
+/// every RoCE MTU below 4096.
+const PAIR_WORKLOAD: &str = "write-read";
+const PAIR_SIZE: u64 = 4096;
+const PAIR_ITERATIONS: u64 = 4;
+const PAIR_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What `doctor` runs.
+#[derive(Debug, Clone, Default)]
+pub struct DoctorOptions {
+    /// Leave out the pairs' RDMA runs (the node checks, reach and MTU only).
+    pub no_run: bool,
+}
+
+impl Lab {
+    /// Diagnoses the lab: node checks, then pair checks. `on_step` is told
+    /// of each step as it starts (for progress).
+    pub async fn doctor(&self, opts: &DoctorOptions, mut on_step: impl FnMut(&str)) -> Result<DoctorReport, LabError> {
+        let started = Instant::now();
+        let state = self.state()?;
+        let fabric = self.spec.fabric;
+        on_step("reading every node");
+        let found = join_all(state.nodes.iter().map(|node| self.examine(node, &state.nodes))).await;
+        let (found, reaches): (Vec<NodeFound>, Vec<Vec<Reach>>) = found.into_iter().unzip();
+        let mut report = DoctorReport {
+            schema: DOCTOR_SCHEMA,
+            lab: self.spec.name.clone(),
+            fabric: fabric.to_string(),
+            checks: found.iter().flat_map(|n| node_checks(fabric, n)).collect(),
+            took_s: 0.0,
+        };
+        for i in 0..found.len() {
+            for j in i + 1..found.len() {
+                let (a, b) = (&found[i], &found[j]);
+                report.checks.extend(pair_checks(a, b, &reaches[i][j], &reaches[j][i]));
+                if fabric == Fabric::None || opts.no_run {
+                    continue;
+                }
+                on_step(&format!("{PAIR_WORKLOAD} {} -> {}", b.name, a.name));
+                let broken = report
+                    .checks
+                    .iter()
+                    .filter(|c| c.verdict == Verdict::Fail)
+                    .map(|c| format!("{} {}", c.scope, c.check))
+                    .collect::<Vec<_>>();
+                report.checks.push(self.pair_run(a, b, &broken).await);
+            }
+        }
+        report.took_s = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// One node's facts, and whether it reaches each node of `all` (itself
+    /// included, as reached).
+    async fn examine(&self, node: &NodeState, all: &[NodeState]) -> (NodeFound, Vec<Reach>) {
+        let unreached = |why: &str| all.iter().map(|_| Reach::Failed(why.to_string())).collect();
+        let mut found = NodeFound {
+            name: node.name.clone(),
+            data_addr: node.data_addr,
+            device: node.rdma_device.clone(),
+            info: Err(String::new()),
+            probe: Err(String::new()),
+        };
+        let state = match self.state() {
+            Ok(s) => s,
+            Err(e) => {
+                found.info = Err(e.to_string());
+                found.probe = Err(e.to_string());
+                return (found, unreached("no state"));
+            }
+        };
+        let session = match self.connect(&state, &node.name).await {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                let e = format!("SSH: {e}");
+                found.info = Err(e.clone());
+                found.probe = Err(e.clone());
+                return (found, unreached(&e));
+            }
+        };
+        found.info = match self.agent(session.clone(), node).await {
+            Ok(mut client) => lab_remote::agent::call(
+                &node.name,
+                "NodeInfo",
+                lab_remote::agent::deadline::NODE_INFO,
+                client.node_info(NodeInfoRequest {}),
+            )
+            .await
+            .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        found.probe = match session.exec(&as_root(node, RemoteCommand::script(probe::SCRIPT))).await {
+            Ok(out) => Ok(probe::parse(&out.stdout_text())),
+            Err(e) => Err(e.to_string()),
+        };
+        let mut reaches = Vec::with_capacity(all.len());
+        for peer in all {
+            if peer.name == node.name {
+                reaches.push(Reach::Replied("itself".into()));
+                continue;
+            }
+            let ping = RemoteCommand::new("ping").args(["-c", "1", "-W", "2", &peer.data_addr.to_string()]);
+            reaches.push(match session.exec(&ping).await {
+                Ok(out) => reach_of(
+                    out.status,
+                    &format!("{}\n{}", out.stdout_text(), String::from_utf8_lossy(&out.stderr)),
+                ),
+                Err(e) => Reach::Failed(e.to_string()),
+            });
+        }
+        session.close().await;
+        (found, reaches)
+    }
+
+    /// The pair's write-read (server `a`, client `b`), its bytes verified.
+    /// `broken` names the checks that already failed: a run that fails
+    /// points at them.
+    async fn pair_run(&self, a: &NodeFound, b: &NodeFound, broken: &[String]) -> Check {
+        let scope = Scope::Pair {
+            a: a.name.clone(),
+            b: b.name.clone(),
+        };
+        let mut params = WorkloadParams::defaults_of(PAIR_WORKLOAD);
+        params.size = PAIR_SIZE;
+        params.iterations = PAIR_ITERATIONS;
+        let opts = RunOptions {
+            params,
+            server: a.name.clone(),
+            client: b.name.clone(),
+            timeout: PAIR_TIMEOUT,
+            counters: false,
+        };
+        let started = Instant::now();
+        let outcome = run_workload(self, &opts, |_| {}).await;
+        let took = started.elapsed().as_secs_f64();
+        let cause = if broken.is_empty() {
+            "run `labctl run write-read --server A --client B -v` for the agents' log".to_string()
+        } else {
+            format!("fix what failed above first: {}", broken.join(", "))
+        };
+        match outcome {
+            Ok(r) if r.verified => Check::ok(
+                &scope,
+                PAIR_WORKLOAD,
+                format!(
+                    "{PAIR_ITERATIONS} x {PAIR_SIZE} B written by {} into {} and read back, verified (run {}, {took:.1} s)",
+                    b.name, a.name, r.id
+                ),
+            ),
+            Ok(r) => Check::not_ok(
+                &scope,
+                PAIR_WORKLOAD,
+                Verdict::Fail,
+                format!(
+                    "the bytes did not verify: server: {}; client: {}",
+                    r.server.verify_detail, r.client.verify_detail
+                ),
+                cause,
+            ),
+            Err(e) => Check::not_ok(&scope, PAIR_WORKLOAD, Verdict::Fail, e.to_string(), cause),
+        }
+    }
+}

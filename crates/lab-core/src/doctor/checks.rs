@@ -1,0 +1,402 @@
+//! The checks: pure functions from what was gathered on the nodes to
+//! verdicts, so each is tested on recorded output without a lab.
+
+use std::net::Ipv4Addr;
+
+use agent_proto::data_path::{self, DataPath, LinkLayer};
+use agent_proto::v1::NodeInfoReply;
+use lab_model::labs::Fabric;
+use lab_results::doctor::{Check, Scope, Verdict};
+use workload_catalogue::limits::DEFAULT_MAX_SIZE;
+
+use super::probe::{Memlock, NodeProbe};
+
+/// What was read on one node.
+#[derive(Debug, Clone)]
+pub struct NodeFound {
+    /// The node's name.
+    pub name: String,
+    /// Its data address.
+    pub data_addr: Ipv4Addr,
+    /// The RDMA device the lab recorded for it, when it did.
+    pub device: Option<String>,
+    /// Its agent's NodeInfo, or why it could not be had.
+    pub info: Result<NodeInfoReply, String>,
+    /// The probe script's facts, or why it did not run.
+    pub probe: Result<NodeProbe, String>,
+}
+
+impl NodeFound {
+    /// Where its data address lives among its RDMA devices.
+    pub fn data_path(&self) -> Option<DataPath> {
+        let info = self.info.as_ref().ok()?;
+        data_path::find(&info.devices, self.data_addr, self.device.as_deref())
+    }
+
+    /// The MTU of the netdev that holds the data address.
+    pub fn netdev_mtu(&self) -> Option<(String, u32)> {
+        let netdev = self.data_path()?.netdev;
+        let mtu = *self.probe.as_ref().ok()?.mtu.get(&netdev)?;
+        Some((netdev, mtu))
+    }
+
+    /// The active MTU of the port that carries the data address.
+    pub fn active_mtu(&self) -> Option<u32> {
+        let path = self.data_path()?;
+        let info = self.info.as_ref().ok()?;
+        let dev = info.devices.iter().find(|d| d.name == path.device)?;
+        Some(dev.ports.iter().find(|p| p.port == path.port)?.active_mtu)
+    }
+}
+
+/// The kernel module of the RDMA driver a fabric needs, when one is known.
+fn driver_module(fabric: Fabric) -> Option<&'static str> {
+    match fabric {
+        Fabric::Rxe => Some("rdma_rxe"),
+        Fabric::Efa => Some("efa"),
+        _ => None,
+    }
+}
+
+/// Every check of one node, in a fixed order.
+pub fn node_checks(fabric: Fabric, node: &NodeFound) -> Vec<Check> {
+    let scope = Scope::Node {
+        node: node.name.clone(),
+    };
+    let mut checks = Vec::new();
+    let info = match &node.info {
+        Ok(info) => {
+            checks.push(Check::ok(
+                &scope,
+                "agent",
+                format!(
+                    "rdma-agent {} on {} (kernel {}, rdma-core {})",
+                    info.agent_version, info.hostname, info.kernel, info.rdma_core_version
+                ),
+            ));
+            Some(info)
+        }
+        Err(e) => {
+            checks.push(Check::not_ok(
+                &scope,
+                "agent",
+                Verdict::Fail,
+                e.clone(),
+                "`labctl status` shows the node and its agent; `labctl up` again redeploys the agent",
+            ));
+            None
+        }
+    };
+    let probe = match &node.probe {
+        Ok(p) => Some(p),
+        Err(e) => {
+            checks.push(Check::not_ok(
+                &scope,
+                "probe",
+                Verdict::Fail,
+                e.clone(),
+                "doctor reads /sys and /proc as root over SSH: check `labctl exec NODE -- sudo -n true`",
+            ));
+            None
+        }
+    };
+    if fabric == Fabric::None {
+        return checks;
+    }
+    if let Some(probe) = probe {
+        checks.push(modules_check(&scope, fabric, probe));
+    }
+    if let Some(info) = info {
+        let Some(path) = node.data_path() else {
+            let seen: Vec<String> = info
+                .devices
+                .iter()
+                .flat_map(|d| {
+                    d.ports.iter().map(move |p| {
+                        let gids: Vec<String> = p
+                            .gids
+                            .iter()
+                            .map(|g| format!("{} {} {}", g.index, g.gid_type, g.gid))
+                            .collect();
+                        format!(
+                            "{} port {} ({}) on {}: GIDs [{}]",
+                            d.name,
+                            p.port,
+                            p.state,
+                            d.netdev,
+                            gids.join("; ")
+                        )
+                    })
+                })
+                .collect();
+            let evidence = if seen.is_empty() {
+                format!("no RDMA device on the node; its data address is {}", node.data_addr)
+            } else {
+                format!(
+                    "no RDMA port holds the data address {}: {}",
+                    node.data_addr,
+                    seen.join(" | ")
+                )
+            };
+            let fix = match fabric {
+                Fabric::Rxe => "the data NIC has no rxe device: `labctl up` again sets it up (by hand, as root: \
+                                `rdma link add rxe0 type rxe netdev <data netdev>`)",
+                _ => "put the data address on the netdev of an RDMA device (`rdma link` lists which netdev each port uses)",
+            };
+            checks.push(Check::not_ok(&scope, "device", Verdict::Fail, evidence, fix));
+            return checks;
+        };
+        checks.push(Check::ok(
+            &scope,
+            "device",
+            format!(
+                "{} port {} on {} carries {}; {}",
+                path.device,
+                path.port,
+                path.netdev,
+                node.data_addr,
+                match path.link_layer {
+                    LinkLayer::Ethernet => format!("RoCE v2 GID index {} ({})", path.gid_index, path.gid),
+                    LinkLayer::InfiniBand => format!("InfiniBand LID {}", path.lid),
+                }
+            ),
+        ));
+        let port = info
+            .devices
+            .iter()
+            .find(|d| d.name == path.device)
+            .and_then(|d| d.ports.iter().find(|p| p.port == path.port));
+        if let Some(port) = port {
+            if port.state == "PORT_ACTIVE" {
+                checks.push(Check::ok(
+                    &scope,
+                    "port",
+                    format!(
+                        "{} port {}: {}, {}",
+                        path.device, path.port, port.state, port.link_layer
+                    ),
+                ));
+            } else {
+                checks.push(Check::not_ok(
+                    &scope,
+                    "port",
+                    Verdict::Fail,
+                    format!("{} port {}: {}", path.device, path.port, port.state),
+                    format!("bring the link up, as root: `ip link set dev {} up`", path.netdev),
+                ));
+            }
+        }
+        if let (Some((netdev, mtu)), Some(active)) = (node.netdev_mtu(), node.active_mtu()) {
+            let evidence = format!(
+                "{netdev} MTU {mtu}, {} port {} active MTU {active}",
+                path.device, path.port
+            );
+            // On InfiniBand the port's MTU is the link's and ib0's the IP
+            // payload IPoIB carries (2044 in datagram mode): no relation to check.
+            if path.link_layer == LinkLayer::Ethernet && active > mtu {
+                checks.push(Check::not_ok(
+                    &scope,
+                    "mtu",
+                    Verdict::Warn,
+                    evidence,
+                    "the port's MTU exceeds its netdev's: full-size packets are dropped; set the netdev's MTU again",
+                ));
+            } else {
+                checks.push(Check::ok(&scope, "mtu", evidence));
+            }
+        }
+        if let Some(probe) = probe {
+            checks.push(rp_filter_check(&scope, &path.netdev, probe));
+        }
+    }
+    if let Some(probe) = probe {
+        checks.push(memlock_check(&scope, probe));
+        checks.push(libfabric_check(&scope, fabric, probe));
+    }
+    checks
+}
+
+fn modules_check(scope: &Scope, fabric: Fabric, probe: &NodeProbe) -> Check {
+    let mut wanted = vec!["ib_uverbs", "rdma_ucm"];
+    wanted.extend(driver_module(fabric));
+    let missing: Vec<&str> = wanted
+        .iter()
+        .copied()
+        .filter(|m| !probe.modules.iter().any(|l| l == m))
+        .collect();
+    let evidence = format!("loaded: {}", probe.modules.join(" "));
+    if missing.is_empty() {
+        Check::ok(scope, "modules", evidence)
+    } else {
+        Check::not_ok(
+            scope,
+            "modules",
+            Verdict::Fail,
+            format!("{evidence}; missing: {}", missing.join(" ")),
+            format!("load them, as root: `modprobe -a {}`", missing.join(" ")),
+        )
+    }
+}
+
+fn rp_filter_check(scope: &Scope, netdev: &str, probe: &NodeProbe) -> Check {
+    // The kernel uses the larger of `all` and the device's value.
+    let all = probe.rp_filter.get("all").copied().unwrap_or(0);
+    let dev = probe.rp_filter.get(netdev).copied().unwrap_or(0);
+    let evidence = format!("rp_filter all {all}, {netdev} {dev}");
+    if all.max(dev) == 1 {
+        Check::not_ok(
+            scope,
+            "rp_filter",
+            Verdict::Warn,
+            evidence,
+            format!(
+                "strict reverse-path filtering drops RoCE packets that arrive on another interface than the route back; \
+                 as root: `sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.{netdev}.rp_filter=2`"
+            ),
+        )
+    } else {
+        Check::ok(scope, "rp_filter", evidence)
+    }
+}
+
+fn memlock_check(scope: &Scope, probe: &NodeProbe) -> Check {
+    if let (true, Some(limit)) = (probe.agent_ipc_lock, probe.agent_memlock) {
+        return Check::ok(
+            scope,
+            "memlock",
+            format!("rdma-agent holds CAP_IPC_LOCK (root): its locked-memory limit ({limit}) does not apply"),
+        );
+    }
+    match probe.agent_memlock {
+        Some(Memlock::Unlimited) => Check::ok(scope, "memlock", "rdma-agent's locked-memory limit: unlimited"),
+        Some(Memlock::Bytes(b)) if b >= DEFAULT_MAX_SIZE => Check::ok(
+            scope,
+            "memlock",
+            format!("rdma-agent's locked-memory limit: {} KiB", b / 1024),
+        ),
+        Some(Memlock::Bytes(b)) => Check::not_ok(
+            scope,
+            "memlock",
+            Verdict::Fail,
+            format!(
+                "rdma-agent's locked-memory limit is {} KiB, below the {} MiB one message may register",
+                b / 1024,
+                DEFAULT_MAX_SIZE >> 20
+            ),
+            "raise it for the agent: LimitMEMLOCK=infinity in its systemd unit (labctl's provisioning sets it), \
+             or `ulimit -l unlimited` where it is started",
+        ),
+        None => Check::not_ok(
+            scope,
+            "memlock",
+            Verdict::Warn,
+            "no rdma-agent process on the node",
+            "`labctl up` again starts the agent",
+        ),
+    }
+}
+
+fn libfabric_check(scope: &Scope, fabric: Fabric, probe: &NodeProbe) -> Check {
+    let wanted = fabric.libfabric_provider();
+    match &probe.fi_providers {
+        None => Check::not_ok(
+            scope,
+            "libfabric",
+            Verdict::Warn,
+            "fi_info is not installed",
+            "fabric-* workloads need libfabric: install libfabric1 and libfabric-bin (Debian) or libfabric (EFA installer)",
+        ),
+        // `fi_info -l` lists a layered provider's parts (verbs, ofi_rxd).
+        Some(providers) if wanted.split(';').all(|part| providers.iter().any(|p| p == part)) => Check::ok(
+            scope,
+            "libfabric",
+            format!("provider {wanted} present (fi_info -l: {})", providers.join(" ")),
+        ),
+        Some(providers) => Check::not_ok(
+            scope,
+            "libfabric",
+            Verdict::Warn,
+            format!("provider {wanted} absent (fi_info -l: {})", providers.join(" ")),
+            format!("fabric-* workloads default to {wanted} on this fabric; install a libfabric built with it, or pass --provider"),
+        ),
+    }
+}
+
+/// Whether a ping from one node reached another, as the orchestration saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// The reply's round trip, as ping printed it (`time=0.512 ms`).
+    Replied(String),
+    /// No reply, or ping could not run: its last line.
+    Failed(String),
+}
+
+/// Every check of one pair: `reach` (both ways), `mtu` (both ends alike).
+/// The pair's RDMA run is checked by the orchestration, which runs it.
+pub fn pair_checks(a: &NodeFound, b: &NodeFound, a_to_b: &Reach, b_to_a: &Reach) -> Vec<Check> {
+    let scope = Scope::Pair {
+        a: a.name.clone(),
+        b: b.name.clone(),
+    };
+    let mut checks = Vec::new();
+    let way = |from: &NodeFound, to: &NodeFound, r: &Reach| match r {
+        Reach::Replied(t) => Ok(format!("{} -> {} ({}): {t}", from.name, to.name, to.data_addr)),
+        Reach::Failed(e) => Err(format!("{} -> {} ({}): {e}", from.name, to.name, to.data_addr)),
+    };
+    match (way(a, b, a_to_b), way(b, a, b_to_a)) {
+        (Ok(x), Ok(y)) => checks.push(Check::ok(&scope, "reach", format!("{x}; {y}"))),
+        (x, y) => checks.push(Check::not_ok(
+            &scope,
+            "reach",
+            Verdict::Fail,
+            [x, y].map(|r| r.unwrap_or_else(|e| e)).join("; "),
+            "the data addresses do not reach each other: check both data NICs are up, in one subnet, \
+             and that no firewall drops ICMP or UDP 4791 (`iptables -S` on each node)",
+        )),
+    }
+    if let (Some((na, ma)), Some((nb, mb))) = (a.netdev_mtu(), b.netdev_mtu()) {
+        let (aa, ab) = (a.active_mtu().unwrap_or(0), b.active_mtu().unwrap_or(0));
+        let evidence = format!(
+            "{}: {na} MTU {ma}, active MTU {aa}; {}: {nb} MTU {mb}, active MTU {ab}",
+            a.name, b.name
+        );
+        if ma == mb && aa == ab {
+            checks.push(Check::ok(&scope, "mtu", evidence));
+        } else {
+            checks.push(Check::not_ok(
+                &scope,
+                "mtu",
+                Verdict::Fail,
+                evidence,
+                format!(
+                    "the two ends differ: packets the larger end sends are dropped, or the connection fails to \
+                     reach RTR; set one MTU on both, as root: `ip link set dev {nb} mtu {ma}` on {}, or \
+                     `ip link set dev {na} mtu {mb}` on {}",
+                    b.name, a.name
+                ),
+            ));
+        }
+    }
+    checks
+}
+
+/// The `reach` of one ping's output and exit status.
+pub fn reach_of(status: i32, output: &str) -> Reach {
+    let last = output
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no output")
+        .trim();
+    if status == 0 {
+        match output.split_whitespace().find(|w| w.starts_with("time=")) {
+            Some(t) => Reach::Replied(format!("{t} ms")),
+            None => Reach::Replied(last.to_string()),
+        }
+    } else {
+        Reach::Failed(format!("ping exited {status}: {last}"))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+use agent_proto::v1::NodeInfoReply;
+
+use super::*;
+use crate::doctor::probe::parse;
+use crate::facts::fixtures::info;
+
+/// The probe script's output on a node of the default QEMU lab, with the
+/// data netdev's MTU and the agent's memlock limit as given, and an agent
+/// without CAP_IPC_LOCK (the lab's runs as root; see the memlock test).
+fn probe_text(eth1_mtu: u32, memlock: &str) -> String {
+    format!(
+        "module ib_core\nmodule ib_uverbs\nmodule rdma_cm\nmodule rdma_ucm\nmodule rdma_rxe\n\
+         mtu eth0 1500\nrp_filter eth0 0\nmtu eth1 {eth1_mtu}\nrp_filter eth1 0\nmtu lo 65536\n\
+         rp_filter lo 0\nrp_filter all 0\nmemlock {memlock} {memlock}\nfi_provider psm2\n\
+         fi_provider verbs\nfi_provider ofi_rxm\nfi_provider ofi_rxd\nfi_provider tcp\n"
+    )
+}
+
+fn node(name: &str, last: u8, info: Result<NodeInfoReply, String>, probe: &str) -> NodeFound {
+    NodeFound {
+        name: name.into(),
+        data_addr: Ipv4Addr::new(10, 77, 0, last),
+        device: Some("rxe0".into()),
+        info,
+        probe: Ok(parse(probe)),
+    }
+}
+
+fn verdicts(checks: &[Check]) -> Vec<(&str, Verdict)> {
+    checks.iter().map(|c| (c.check.as_str(), c.verdict)).collect()
+}
+
+#[test]
+fn test_a_healthy_rxe_node_passes_every_check() {
+    let n = node("server", 1, Ok(info(1, 1, 2)), &probe_text(1500, "unlimited"));
+    let checks = node_checks(Fabric::Rxe, &n);
+    assert_eq!(
+        verdicts(&checks),
+        [
+            ("agent", Verdict::Ok),
+            ("modules", Verdict::Ok),
+            ("device", Verdict::Ok),
+            ("port", Verdict::Ok),
+            ("mtu", Verdict::Ok),
+            ("rp_filter", Verdict::Ok),
+            ("memlock", Verdict::Ok),
+            ("libfabric", Verdict::Ok),
+        ]
+    );
+    let device = &checks[2].evidence;
+    assert!(
+        device.contains("rxe0 port 1 on eth1 carries 10.77.0.1") && device.contains("GID index 1"),
+        "{device}"
+    );
+    assert_eq!(checks[4].evidence, "eth1 MTU 1500, rxe0 port 1 active MTU 1024");
+}
+
+#[test]
+fn test_each_broken_node_fact_fails_its_own_check_with_a_fix() {
+    // No rxe link on the data NIC: the device check fails and says how to add it.
+    let mut bare = info(1, 1, 2);
+    bare.devices.clear();
+    let checks = node_checks(
+        Fabric::Rxe,
+        &node("client", 1, Ok(bare), &probe_text(1500, "unlimited")),
+    );
+    let device = checks.iter().find(|c| c.check == "device").unwrap();
+    assert_eq!(device.verdict, Verdict::Fail);
+    assert!(device.evidence.contains("no RDMA device"), "{}", device.evidence);
+    assert!(device.fix.as_deref().unwrap().contains("rdma link add rxe0 type rxe"));
+    // A port that is down.
+    let mut down = info(1, 1, 2);
+    down.devices[0].ports[0].state = "PORT_DOWN".into();
+    let checks = node_checks(
+        Fabric::Rxe,
+        &node("client", 1, Ok(down), &probe_text(1500, "unlimited")),
+    );
+    let port = checks.iter().find(|c| c.check == "port").unwrap();
+    assert_eq!(port.verdict, Verdict::Fail);
+    assert!(port.fix.as_deref().unwrap().contains("ip link set dev eth1 up"));
+    // A 64 KiB memlock limit, rdma_rxe not loaded, strict rp_filter.
+    let text = probe_text(1500, "65536")
+        .replace("module rdma_rxe\n", "")
+        .replace("rp_filter all 0", "rp_filter all 1");
+    let checks = node_checks(Fabric::Rxe, &node("client", 1, Ok(info(1, 1, 2)), &text));
+    let by = |name: &str| checks.iter().find(|c| c.check == name).unwrap().clone();
+    assert_eq!(by("memlock").verdict, Verdict::Fail);
+    assert!(by("memlock").evidence.contains("64 KiB"), "{}", by("memlock").evidence);
+    assert_eq!(by("modules").verdict, Verdict::Fail);
+    assert!(by("modules").fix.unwrap().contains("modprobe -a rdma_rxe"));
+    assert_eq!(by("rp_filter").verdict, Verdict::Warn);
+    // The lab's own agent: root, an 8 MiB limit that root's CAP_IPC_LOCK lifts.
+    let text = format!("{}agent_capeff 000001ffffffffff\n", probe_text(1500, "8388608"));
+    let checks = node_checks(Fabric::Rxe, &node("client", 1, Ok(info(1, 1, 2)), &text));
+    let memlock = checks.iter().find(|c| c.check == "memlock").unwrap();
+    assert_eq!(memlock.verdict, Verdict::Ok);
+    assert!(memlock.evidence.contains("CAP_IPC_LOCK"), "{}", memlock.evidence);
+    // A libfabric without ofi_rxd: fabric-* workloads' default is missing.
+    let text = probe_text(1500, "unlimited").replace("fi_provider ofi_rxd\n", "");
+    let checks = node_checks(Fabric::Rxe, &node("client", 1, Ok(info(1, 1, 2)), &text));
+    assert!(checks
+        .iter()
+        .any(|c| c.check == "libfabric" && c.verdict == Verdict::Warn));
+    // An agent that does not answer fails its check; the probe's still run.
+    let n = node(
+        "client",
+        1,
+        Err("NodeInfo: connection refused".into()),
+        &probe_text(1500, "unlimited"),
+    );
+    let checks = node_checks(Fabric::Rxe, &n);
+    assert_eq!(checks[0].verdict, Verdict::Fail);
+    assert!(checks.iter().all(|c| c.check != "device"));
+    assert!(checks.iter().any(|c| c.check == "memlock" && c.verdict == Verdict::Ok));
+}
+
+#[test]
+fn test_a_pair_with_different_mtus_fails_and_names_the_end_to_change() {
+    let a = node("server", 1, Ok(info(1, 1, 2)), &probe_text(1500, "unlimited"));
+    let mut small = info(2, 1, 2);
+    small.devices[0].ports[0].active_mtu = 512;
+    let b = node("client", 2, Ok(small), &probe_text(1200, "unlimited"));
+    let up = Reach::Replied("time=0.8 ms".into());
+    let checks = pair_checks(&a, &b, &up, &up);
+    assert_eq!(verdicts(&checks), [("reach", Verdict::Ok), ("mtu", Verdict::Fail)]);
+    let mtu = &checks[1];
+    assert_eq!(
+        mtu.evidence,
+        "server: eth1 MTU 1500, active MTU 1024; client: eth1 MTU 1200, active MTU 512"
+    );
+    let fix = mtu.fix.as_deref().unwrap();
+    assert!(
+        fix.contains("`ip link set dev eth1 mtu 1500` on client, or `ip link set dev eth1 mtu 1200` on server"),
+        "{fix}"
+    );
+    // Alike at both ends, it passes.
+    let b = node("client", 2, Ok(info(2, 1, 2)), &probe_text(1500, "unlimited"));
+    assert_eq!(
+        verdicts(&pair_checks(&a, &b, &up, &up)),
+        [("reach", Verdict::Ok), ("mtu", Verdict::Ok)]
+    );
+}
+
+#[test]
+fn test_reach_reads_pings_output_and_a_lost_reply_fails_the_pair() {
+    // iputils ping's output when the peer answers, and when nothing does.
+    let replied = "PING 10.77.0.2 (10.77.0.2) 56(84) bytes of data.\n\
+        64 bytes from 10.77.0.2: icmp_seq=1 ttl=64 time=1.12 ms\n\n\
+        --- 10.77.0.2 ping statistics ---\n\
+        1 packets transmitted, 1 received, 0% packet loss, time 0ms\n\
+        rtt min/avg/max/mdev = 1.120/1.120/1.120/0.000 ms\n";
+    assert_eq!(reach_of(0, replied), Reach::Replied("time=1.12 ms".into()));
+    let lost = "PING 10.77.0.2 (10.77.0.2) 56(84) bytes of data.\n\n\
+        --- 10.77.0.2 ping statistics ---\n\
+        1 packets transmitted, 0 received, 100% packet loss, time 0ms\n\n";
+    let r = reach_of(1, lost);
+    assert_eq!(
+        r,
+        Reach::Failed("ping exited 1: 1 packets transmitted, 0 received, 100% packet loss, time 0ms".into())
+    );
+    let a = node("server", 1, Ok(info(1, 1, 2)), &probe_text(1500, "unlimited"));
+    let b = node("client", 2, Ok(info(2, 1, 2)), &probe_text(1500, "unlimited"));
+    let checks = pair_checks(&a, &b, &Reach::Replied("time=1 ms".into()), &r);
+    assert_eq!(checks[0].verdict, Verdict::Fail);
+    assert!(
+        checks[0]
+            .evidence
+            .contains("client -> server (10.77.0.1): ping exited 1"),
+        "{}",
+        checks[0].evidence
+    );
+}
+
+#[test]
+fn test_an_infiniband_host_on_an_existing_fabric_is_judged_by_its_ipoib_netdev() {
+    // A real ConnectX host's ports (agent_proto::fixtures): the data address
+    // on ib0, whose MTU (2044, IPoIB in datagram mode) is below the port's
+    // 4096 active MTU, as it always is on InfiniBand: not a fault.
+    let mut reply = info(1, 1, 8);
+    reply.devices = agent_proto::fixtures::ib_and_roce_host();
+    let probe = "module ib_core\nmodule ib_uverbs\nmodule rdma_ucm\nmodule mlx5_ib\n\
+        mtu ib0 2044\nmtu enp97s0f0 1500\nrp_filter all 0\nmemlock unlimited unlimited\nfi_provider verbs\n";
+    let n = NodeFound {
+        name: "server".into(),
+        data_addr: Ipv4Addr::new(10, 20, 0, 11),
+        device: None,
+        info: Ok(reply),
+        probe: Ok(parse(probe)),
+    };
+    let checks = node_checks(Fabric::Existing, &n);
+    let by = |name: &str| checks.iter().find(|c| c.check == name).unwrap().clone();
+    assert_eq!(by("modules").verdict, Verdict::Ok);
+    assert_eq!(by("device").verdict, Verdict::Ok);
+    assert!(by("device")
+        .evidence
+        .contains("mlx5_0 port 1 on ib0 carries 10.20.0.11; InfiniBand LID 3"));
+    assert_eq!(by("port").verdict, Verdict::Ok);
+    assert_eq!(by("mtu").verdict, Verdict::Ok);
+    assert_eq!(by("mtu").evidence, "ib0 MTU 2044, mlx5_0 port 1 active MTU 4096");
+}

@@ -1,0 +1,145 @@
+//! What `doctor` reads on a node besides its agent's NodeInfo: one shell
+//! script, run as root, printing one `key value...` line per fact, and its
+//! parser. The script reads only `/sys`, `/proc` and `fi_info`: it changes
+//! nothing on the node.
+
+use std::collections::BTreeMap;
+
+/// The script. Every line it prints is `key value...`; unknown keys are
+/// ignored by the parser, so a newer script can add facts.
+pub const SCRIPT: &str = r#"
+for m in ib_core ib_uverbs rdma_cm rdma_ucm rdma_rxe siw efa mlx5_ib irdma bnxt_re; do
+    [ -d "/sys/module/$m" ] && echo "module $m"
+done
+for d in /sys/class/net/*; do
+    n=${d##*/}
+    echo "mtu $n $(cat "$d/mtu" 2>/dev/null)"
+    f=/proc/sys/net/ipv4/conf/$n/rp_filter
+    [ -r "$f" ] && echo "rp_filter $n $(cat "$f")"
+done
+echo "rp_filter all $(cat /proc/sys/net/ipv4/conf/all/rp_filter 2>/dev/null)"
+pid=$(pgrep -xo rdma-agent)
+if [ -n "$pid" ]; then
+    sed -n 's/^Max locked memory  *\([^ ]*\)  *\([^ ]*\).*/memlock \1 \2/p' "/proc/$pid/limits"
+    sed -n 's/^CapEff:[[:space:]]*\([0-9a-f]*\)$/agent_capeff \1/p' "/proc/$pid/status"
+else
+    echo "memlock none none"
+fi
+if command -v fi_info >/dev/null 2>&1; then
+    fi_info -l 2>/dev/null | sed -n 's/^\([A-Za-z0-9_;]*\):$/fi_provider \1/p'
+else
+    echo "fi_info missing"
+fi
+"#;
+
+/// CAP_IPC_LOCK's bit in `CapEff` (linux/capability.h): a process that has
+/// it locks memory past RLIMIT_MEMLOCK.
+const CAP_IPC_LOCK: u32 = 14;
+
+/// A memlock limit as `/proc/PID/limits` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memlock {
+    /// `unlimited`.
+    Unlimited,
+    /// Bytes.
+    Bytes(u64),
+}
+
+impl std::fmt::Display for Memlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Memlock::Unlimited => f.write_str("unlimited"),
+            Memlock::Bytes(b) => write!(f, "{} KiB", b / 1024),
+        }
+    }
+}
+
+/// A node's facts as the script printed them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeProbe {
+    /// Kernel modules loaded, of the ones the script asks about.
+    pub modules: Vec<String>,
+    /// Every netdev's MTU.
+    pub mtu: BTreeMap<String, u32>,
+    /// Every netdev's rp_filter, and `all`'s.
+    pub rp_filter: BTreeMap<String, u32>,
+    /// The agent's soft memlock limit; None when no agent process was found.
+    pub agent_memlock: Option<Memlock>,
+    /// The agent holds CAP_IPC_LOCK (as root does), so no memlock limit
+    /// applies to what it registers.
+    pub agent_ipc_lock: bool,
+    /// libfabric's providers (`fi_info -l`); None without fi_info.
+    pub fi_providers: Option<Vec<String>>,
+}
+
+fn memlock(word: &str) -> Option<Memlock> {
+    match word {
+        "unlimited" => Some(Memlock::Unlimited),
+        n => n.parse().ok().map(Memlock::Bytes),
+    }
+}
+
+/// Parses the script's output.
+pub fn parse(text: &str) -> NodeProbe {
+    let mut probe = NodeProbe::default();
+    let mut providers = Vec::new();
+    let mut have_fi_info = true;
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["module", m] => probe.modules.push((*m).to_string()),
+            ["mtu", dev, mtu] => {
+                if let Ok(mtu) = mtu.parse() {
+                    probe.mtu.insert((*dev).to_string(), mtu);
+                }
+            }
+            ["rp_filter", dev, v] => {
+                if let Ok(v) = v.parse() {
+                    probe.rp_filter.insert((*dev).to_string(), v);
+                }
+            }
+            ["memlock", soft, _hard] => probe.agent_memlock = memlock(soft),
+            ["agent_capeff", hex] => {
+                probe.agent_ipc_lock = u64::from_str_radix(hex, 16).is_ok_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
+            }
+            ["fi_provider", p] => providers.push((*p).to_string()),
+            ["fi_info", "missing"] => have_fi_info = false,
+            _ => {}
+        }
+    }
+    probe.fi_providers = have_fi_info.then_some(providers);
+    probe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_the_probe_reads_modules_mtus_rp_filter_memlock_and_providers() {
+        // The script's output on a node of the default QEMU lab (the agent
+        // runs as root: every capability, an 8 MiB limit that does not apply).
+        let text = "module ib_core\nmodule ib_uverbs\nmodule rdma_cm\nmodule rdma_ucm\nmodule rdma_rxe\n\
+            mtu eth0 1500\nrp_filter eth0 0\nmtu eth1 1500\nrp_filter eth1 0\nmtu lo 65536\nrp_filter lo 0\n\
+            rp_filter all 0\nmemlock 8388608 8388608\nagent_capeff 000001ffffffffff\n\
+            fi_provider psm2\nfi_provider verbs\nfi_provider ofi_rxm\nfi_provider ofi_rxd\nfi_provider tcp\n";
+        let p = parse(text);
+        assert_eq!(p.modules, ["ib_core", "ib_uverbs", "rdma_cm", "rdma_ucm", "rdma_rxe"]);
+        assert_eq!(p.mtu["eth1"], 1500);
+        assert_eq!(p.rp_filter["all"], 0);
+        assert_eq!(p.agent_memlock, Some(Memlock::Bytes(8 << 20)));
+        assert!(p.agent_ipc_lock);
+        assert_eq!(
+            p.fi_providers.as_ref().unwrap(),
+            &["psm2", "verbs", "ofi_rxm", "ofi_rxd", "tcp"]
+        );
+        // No agent, no fi_info, a limit in bytes.
+        let p = parse("memlock none none\nfi_info missing\n");
+        assert_eq!(p.agent_memlock, None);
+        assert_eq!(p.fi_providers, None);
+        assert_eq!(
+            parse("memlock 65536 65536\n").agent_memlock,
+            Some(Memlock::Bytes(65536))
+        );
+    }
+}

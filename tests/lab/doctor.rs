@@ -1,0 +1,191 @@
+//! `labctl doctor` on the real lab: every check passes on the healthy lab,
+//! and a misconfiguration made for real on one node (its data NIC's MTU) is
+//! found by the right check, with the evidence and the fix; after the
+//! repair the lab is healthy again.
+
+use libtest_mimic::{Failed, Trial};
+use serde_json::Value;
+
+use crate::util::{check, Labctl};
+
+pub fn trials(lab: &Labctl) -> Vec<Trial> {
+    let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
+        let lab = lab.clone();
+        Trial::test(name, move || f(&lab))
+    };
+    vec![
+        t(
+            "test_doctor_passes_every_check_on_the_healthy_lab",
+            test_doctor_passes_every_check_on_the_healthy_lab,
+        ),
+        t(
+            "test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair",
+            test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair,
+        ),
+    ]
+}
+
+/// The node checks every node of the rxe lab gets, and the pair checks.
+const NODE_CHECKS: [&str; 8] = [
+    "agent",
+    "modules",
+    "device",
+    "port",
+    "mtu",
+    "rp_filter",
+    "memlock",
+    "libfabric",
+];
+const PAIR_CHECKS: [&str; 3] = ["reach", "mtu", "write-read"];
+
+fn doctor(lab: &Labctl, extra: &[&str]) -> Result<(i32, Value), Failed> {
+    let mut args = vec!["doctor", "--json"];
+    args.extend_from_slice(extra);
+    let run = lab.run(&args);
+    let report: Value = serde_json::from_str(&run.stdout)
+        .map_err(|e| format!("doctor --json exited {}: {e}\n{}{}", run.code, run.stdout, run.stderr))?;
+    Ok((run.code, report))
+}
+
+fn find<'a>(report: &'a Value, scope_node: &str, name: &str) -> Option<&'a Value> {
+    report["checks"]
+        .as_array()?
+        .iter()
+        .find(|c| c["check"] == name && (c["node"] == scope_node || (c["scope"] == "pair" && scope_node == "pair")))
+}
+
+fn test_doctor_passes_every_check_on_the_healthy_lab(lab: &Labctl) -> Result<(), Failed> {
+    let (code, r) = doctor(lab, &[])?;
+    let not_ok: Vec<&Value> = r["checks"]
+        .as_array()
+        .ok_or("no checks")?
+        .iter()
+        .filter(|c| c["verdict"] != "ok")
+        .collect();
+    check(code == 0 && r["schema"] == 1 && not_ok.is_empty(), || {
+        format!("exit {code}, checks not ok: {not_ok:#?}")
+    })?;
+    for node in ["server", "client"] {
+        for name in NODE_CHECKS {
+            let c = find(&r, node, name).ok_or_else(|| format!("{node}: no {name} check in {r}"))?;
+            check(!c["evidence"].as_str().unwrap_or_default().is_empty(), || {
+                format!("{node} {name}: no evidence")
+            })?;
+        }
+    }
+    for name in PAIR_CHECKS {
+        let c = find(&r, "pair", name).ok_or_else(|| format!("no pair check {name} in {r}"))?;
+        check(c["a"] == "server" && c["b"] == "client", || format!("pair {c}"))?;
+    }
+    // The pair's run verified its bytes, and the device check names the GID
+    // the workloads use (the lab's RoCE v2 GID of the data address).
+    let run = find(&r, "pair", "write-read").ok_or("no run")?;
+    check(
+        run["evidence"].as_str().unwrap_or_default().contains("verified"),
+        || format!("write-read: {run}"),
+    )?;
+    let device = find(&r, "server", "device").ok_or("no device")?;
+    check(
+        device["evidence"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("RoCE v2 GID index"),
+        || format!("device: {device}"),
+    )?;
+    eprintln!(
+        "doctor on the healthy lab: {:.1} s",
+        r["took_s"].as_f64().unwrap_or(0.0)
+    );
+    // The text form: a row per check and the summary line.
+    let text = lab.run(&["doctor"]).ok()?;
+    check(
+        text.stdout
+            .lines()
+            .any(|l| l.starts_with("server <-> client") && l.contains("write-read"))
+            && text.stdout.lines().any(|l| l.starts_with("healthy: ")),
+        || format!("text report:\n{}", text.stdout),
+    )
+}
+
+/// Puts a node's data NIC back to its MTU, whatever happened to the test.
+struct RestoreMtu<'a> {
+    lab: &'a Labctl,
+    node: &'static str,
+    netdev: String,
+    mtu: String,
+}
+
+impl Drop for RestoreMtu<'_> {
+    fn drop(&mut self) {
+        let run = self.lab.run(&[
+            "exec",
+            self.node,
+            "--",
+            "ip",
+            "link",
+            "set",
+            "dev",
+            &self.netdev,
+            "mtu",
+            &self.mtu,
+        ]);
+        if run.code != 0 {
+            eprintln!("restoring {}'s MTU failed: {}", self.node, run.stderr);
+        }
+    }
+}
+
+fn test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair(lab: &Labctl) -> Result<(), Failed> {
+    // The client's data netdev and its MTU, as doctor reads them.
+    let (_, healthy) = doctor(lab, &["--no-run"])?;
+    let mtu = find(&healthy, "client", "mtu").ok_or("no client mtu check")?;
+    let evidence = mtu["evidence"].as_str().unwrap_or_default();
+    // "eth1 MTU 1500, rxe0 port 1 active MTU 1024"
+    let words: Vec<&str> = evidence.split_whitespace().collect();
+    let (netdev, old) = match words.as_slice() {
+        [netdev, "MTU", old, ..] => (netdev.to_string(), old.trim_end_matches(',').to_string()),
+        _ => return Err(format!("client mtu evidence: {evidence}").into()),
+    };
+    // Break it: 1000 bytes leave room for a 512-byte RoCE MTU only.
+    let guard = RestoreMtu {
+        lab,
+        node: "client",
+        netdev: netdev.clone(),
+        mtu: old.clone(),
+    };
+    lab.run(&[
+        "exec", "client", "--", "ip", "link", "set", "dev", &netdev, "mtu", "1000",
+    ])
+    .ok()?;
+    let (code, broken) = doctor(lab, &[])?;
+    let pair_mtu = find(&broken, "pair", "mtu").ok_or("no pair mtu check")?;
+    let fix = pair_mtu["fix"].as_str().unwrap_or_default();
+    check(
+        code == 1
+            && pair_mtu["verdict"] == "fail"
+            && pair_mtu["evidence"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("client: {netdev} MTU 1000"))
+            && fix.contains(&format!("`ip link set dev {netdev} mtu {old}` on client")),
+        || format!("exit {code}, pair mtu check: {pair_mtu}"),
+    )?;
+    // The node itself is consistent (its port follows its netdev): the
+    // mismatch is between the two ends, and only the pair check says so.
+    let client_mtu = find(&broken, "client", "mtu").ok_or("no client mtu check")?;
+    check(
+        client_mtu["verdict"] == "ok"
+            && client_mtu["evidence"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("active MTU 512"),
+        || format!("client mtu: {client_mtu}"),
+    )?;
+    // Repair, and the lab is healthy again, its pair run verified.
+    drop(guard);
+    let (code, repaired) = doctor(lab, &[])?;
+    let run = find(&repaired, "pair", "write-read").ok_or("no run")?;
+    check(code == 0 && run["verdict"] == "ok", || {
+        format!("after the repair: exit {code}: {repaired}")
+    })
+}
