@@ -369,9 +369,10 @@ pub fn pair_checks(a: &NodeFound, b: &NodeFound, a_to_b: &Reach, b_to_a: &Reach)
                 Verdict::Fail,
                 evidence,
                 format!(
-                    "the two ends differ: packets the larger end sends are dropped, or the connection fails to \
-                     reach RTR; set one MTU on both, as root: `ip link set dev {nb} mtu {ma}` on {}, or \
-                     `ip link set dev {na} mtu {mb}` on {}",
+                    "the two ends differ: rdma_cm and perftest settle on the smaller active MTU, but a program \
+                     that sets its QP's path MTU from its own port alone sends frames larger than the other \
+                     end's MTU, which a NIC may drop; set one MTU on both, as root: \
+                     `ip link set dev {nb} mtu {ma}` on {}, or `ip link set dev {na} mtu {mb}` on {}",
                     b.name, a.name
                 ),
             ));
