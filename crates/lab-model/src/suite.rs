@@ -21,12 +21,11 @@
 //! 0) and `pair:` (a server command and a client command on two nodes).
 //! `workloads:` is the older name of `steps:` and still read.
 //!
-//! This module owns the suite's types, its parsing and its checks against a
+//! This module owns the suite's types, its parsing and (in `check`) its checks against a
 //! lab (names, nodes, endpoints); placeholders are checked by the
 //! orchestration crate, which owns the lab facts, and running a suite is its
 //! job too.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -35,9 +34,8 @@ use schemars::JsonSchema;
 use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use shorthand::{NoLongForm, Shorthand};
-use workload_catalogue::{Asks, Cm, Completion, Fault, Refused};
+use workload_catalogue::{Cm, Completion, Fault};
 
-use crate::copy_location::CopyLocation;
 use crate::problem::Problem;
 use crate::yaml::de::ErrorKind;
 use crate::yaml::tree::{render_path, Pos, Seg};
@@ -759,213 +757,6 @@ impl Suite {
             }
         }
     }
-
-    /// Checks the suite against the lab it will run on (its name and its
-    /// nodes' names): at least one step, each of exactly one kind, unique
-    /// names, nodes that exist, `labctl run` fields only on workload steps,
-    /// `provider` only on fabric-* workloads, copy from this machine to
-    /// nodes and collect the other way, a pair that says when its server is
-    /// ready. `LabSpec::check_suite` calls this with a lab's own names.
-    pub fn check(&self, lab: &str, nodes: &[&str], source_name: &str) -> Result<(), SuiteError> {
-        let mismatch = |index: usize, message: String, fix: String| SuiteError::Mismatch {
-            source_name: source_name.to_string(),
-            index,
-            message,
-            fix,
-        };
-        if self.steps.is_empty() {
-            return Err(mismatch(
-                0,
-                "the suite has no steps".into(),
-                "list at least one step under `steps:`, like `- workload: write-read`".into(),
-            ));
-        }
-        let known = |index: usize, role: &str, node: &str| {
-            if nodes.contains(&node) {
-                Ok(())
-            } else {
-                Err(mismatch(
-                    index,
-                    format!("{role} `{node}` is not a node of lab `{lab}`"),
-                    format!("use one of: {}", nodes.join(", ")),
-                ))
-            }
-        };
-        let mut names = HashSet::new();
-        for (index, step) in self.steps.iter().enumerate() {
-            let kinds = step.kinds();
-            match kinds.as_slice() {
-                [_] => {}
-                [] => {
-                    return Err(mismatch(
-                        index,
-                        "the step says nothing to do".into(),
-                        "give it one of `workload:`, `copy:`, `collect:`, `exec:` or `pair:`".into(),
-                    ))
-                }
-                several => {
-                    return Err(mismatch(
-                        index,
-                        format!("the step is both `{}`", several.join("` and `")),
-                        "split it into one step per kind".into(),
-                    ))
-                }
-            }
-            if step.retries > MAX_RETRIES {
-                return Err(mismatch(
-                    index,
-                    format!("`retries: {}` is more than {MAX_RETRIES}", step.retries),
-                    format!("give at most {MAX_RETRIES}: a step that fails more often than that needs fixing, not rerunning"),
-                ));
-            }
-            let name = step.name();
-            if !names.insert(name.clone()) {
-                return Err(mismatch(
-                    index,
-                    format!("the name `{name}` is used by an earlier step"),
-                    "give each step of the suite its own `name:`".into(),
-                ));
-            }
-            let kind = step.kind().expect("one kind, checked above");
-            if !matches!(kind, StepKind::Workload(_)) {
-                if let Some(field) = step.run_fields().first() {
-                    return Err(mismatch(
-                        index,
-                        format!("`{field}` applies to workload steps, not to `{}`", kind.key()),
-                        format!(
-                            "remove `{field}`{}",
-                            if matches!(kind, StepKind::Pair(_)) && matches!(*field, "server" | "client") {
-                                " here and set the node inside pair, like `server: {node: n1, run: ...}`"
-                            } else {
-                                ""
-                            }
-                        ),
-                    ));
-                }
-            }
-            match kind {
-                StepKind::Workload(workload) => {
-                    let (server, client) = (step.server(), step.client());
-                    known(index, "server", server)?;
-                    known(index, "client", client)?;
-                    if server == client {
-                        return Err(mismatch(
-                            index,
-                            format!("server and client are both `{server}`"),
-                            "a run needs two different nodes".into(),
-                        ));
-                    }
-                    let entry = workload_catalogue::find(workload).expect("checked while parsing");
-                    let asks = Asks {
-                        provider: step.provider.is_some(),
-                        total: step.total.is_some(),
-                        trace: step.trace,
-                        cm: step.cm,
-                        ping_pong: step.ping_pong,
-                        batches: step.batches.is_some(),
-                        qps: step.qps,
-                        fault: step.fault,
-                    };
-                    match entry.refuses(&asks) {
-                        Some(Refused::Opt(opt)) => {
-                            return Err(mismatch(
-                                index,
-                                format!(
-                                    "`{}` applies to {}, not to {workload} ({} workload)",
-                                    opt.key(),
-                                    workload_catalogue::taking(opt),
-                                    entry.family.label()
-                                ),
-                                format!("remove the {} line", opt.key().split(':').next().unwrap_or_default()),
-                            ));
-                        }
-                        Some(Refused::Fault(fault)) => {
-                            return Err(mismatch(
-                                index,
-                                format!("{workload} cannot inject fault {}", fault.label()),
-                                format!("use one it takes: {}", entry.fault_labels()),
-                            ));
-                        }
-                        None => {}
-                    }
-                }
-                StepKind::Copy(copy) => {
-                    for from in &copy.from {
-                        if !CopyLocation::parse(from).is_local() {
-                            return Err(mismatch(
-                                index,
-                                format!("copy.from `{from}` is on a node; copy sends files from this machine"),
-                                "use `collect:` to fetch files from nodes".into(),
-                            ));
-                        }
-                    }
-                    match CopyLocation::parse(&copy.to) {
-                        CopyLocation::Node { node, .. } => known(index, "copy.to's node", &node)?,
-                        CopyLocation::Every { .. } => {}
-                        CopyLocation::Local(_) => {
-                            return Err(mismatch(
-                                index,
-                                format!("copy.to `{}` is not on a node", copy.to),
-                                "write `NODE:PATH`, or `@all:PATH` for every node".into(),
-                            ))
-                        }
-                    }
-                }
-                StepKind::Collect(collect) => {
-                    for from in &collect.from {
-                        match CopyLocation::parse(from) {
-                            CopyLocation::Node { node, .. } => known(index, "collect.from's node", &node)?,
-                            CopyLocation::Every { .. } => {}
-                            CopyLocation::Local(_) => {
-                                return Err(mismatch(
-                                    index,
-                                    format!("collect.from `{from}` is not on a node"),
-                                    "write `NODE:PATH`, or `@all:PATH` for every node".into(),
-                                ))
-                            }
-                        }
-                    }
-                    if let Some(to) = &collect.to {
-                        let path = Path::new(to);
-                        if path.is_absolute() || path.components().any(|c| matches!(c, std::path::Component::ParentDir))
-                        {
-                            return Err(mismatch(
-                                index,
-                                format!("collect.to `{to}` leaves the artifacts directory"),
-                                "give a relative path without `..` (a subdirectory of the artifacts)".into(),
-                            ));
-                        }
-                    }
-                }
-                StepKind::Exec(exec) => {
-                    if let NodeSet::Some(list) = &exec.nodes {
-                        for node in list {
-                            known(index, "exec node", node)?;
-                        }
-                    }
-                }
-                StepKind::Pair(pair) => {
-                    known(index, "pair.server's node", pair.server_node())?;
-                    known(index, "pair.client's node", pair.client_node())?;
-                    if pair.port.is_none() && pair.ready.is_none() {
-                        return Err(mismatch(
-                            index,
-                            "the pair does not say when its server is ready".into(),
-                            "add `port: N` (the TCP port the server listens on) or `ready: REGEX` (a line it prints when ready)".into(),
-                        ));
-                    }
-                    if pair.port == Some(0) {
-                        return Err(mismatch(
-                            index,
-                            "pair.port is 0".into(),
-                            "give the TCP port the server listens on (1-65535)".into(),
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// What to tell about a reading error of a suite, from its kind.
@@ -1008,6 +799,7 @@ fn read_problem(kind: ErrorKind, leaf: Option<&str>) -> (String, String) {
     }
 }
 
+mod check;
 mod shorthand;
 
 #[cfg(test)]
