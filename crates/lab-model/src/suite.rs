@@ -37,9 +37,8 @@ use shorthand::{NoLongForm, Shorthand};
 use workload_catalogue::{Cm, Completion, Fault};
 
 use crate::problem::Problem;
-use crate::yaml::de::ErrorKind;
 use crate::yaml::tree::{render_path, Pos, Seg};
-use crate::yaml::{describe, syntax_problem, want_words, ReadError};
+use crate::yaml::{syntax_problem, ReadError};
 
 /// Seconds one step may run when it does not say: what a run gets.
 pub const DEFAULT_TIMEOUT_S: u64 = workload_catalogue::limits::DEFAULT_TIMEOUT_S;
@@ -746,7 +745,7 @@ impl Suite {
                     Some(Seg::Key(key)) => Some(key.as_str()),
                     _ => None,
                 };
-                let (message, fix) = read_problem(e.kind.clone(), leaf);
+                let (message, fix) = read_problem::read_problem(e.kind.clone(), leaf);
                 let field = render_path(&e.path);
                 let message = if field.is_empty() {
                     message
@@ -759,47 +758,8 @@ impl Suite {
     }
 }
 
-/// What to tell about a reading error of a suite, from its kind.
-/// `leaf` is the key the value is under, if any.
-fn read_problem(kind: ErrorKind, leaf: Option<&str>) -> (String, String) {
-    let shape = "a suite is `steps:` followed by a list of steps like `- workload: write-read` or `- exec: COMMAND` (see docs/cmd/ci.md)";
-    match kind {
-        ErrorKind::Problem(p) => (p.message, p.fix),
-        ErrorKind::UnknownField { field, expected } => {
-            let list = expected.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ");
-            let fix = match crate::problem::did_you_mean(&field, expected) {
-                Some(m) => format!("rename `{field}` to `{m}`"),
-                None => format!("remove `{field}`; the fields here are {list}"),
-            };
-            (format!("unknown field `{field}`; expected one of {list}"), fix)
-        }
-        ErrorKind::MissingField(field) => (format!("`{field}` is missing"), format!("add `{field}:`; {shape}")),
-        ErrorKind::DuplicateKey(key) => (
-            format!("`{key}` is given twice"),
-            format!("keep one `{key}:` line and remove the other"),
-        ),
-        ErrorKind::WrongType { want, found } => {
-            let (must, example) = want_words(&want);
-            let fix = match leaf {
-                Some(key) => format!("write it like `{key}: {example}` (see docs/cmd/ci.md)"),
-                None => shape.into(),
-            };
-            (format!("must be {must}, found {}", describe(&found)), fix)
-        }
-        ErrorKind::UnknownVariant { variant, expected } => {
-            let hint = crate::problem::did_you_mean(&variant, expected)
-                .map(|m| format!("write `{m}`"))
-                .unwrap_or_else(|| format!("use one of: {}", expected.join(", ")));
-            (
-                format!("unknown value `{variant}`; supported: {}", expected.join(", ")),
-                hint,
-            )
-        }
-        ErrorKind::Other(message) => (message, shape.into()),
-    }
-}
-
 mod check;
+mod read_problem;
 mod shorthand;
 
 #[cfg(test)]
