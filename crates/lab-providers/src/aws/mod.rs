@@ -53,9 +53,6 @@ use lab_model::{AwsSpec, Fabric, LabSpec, ResolvedNode, SshAddress};
 use lab_state::progress::{step, Reporter};
 use lab_state::{LabDir, LabState, NodeState};
 
-/// The port rdma-agent listens on inside every node (loopback only).
-pub const AGENT_PORT: u16 = 7470;
-
 /// When EC2 was asked whether a node runs, and what it said.
 type AliveAnswer = (Instant, Result<(), String>);
 
@@ -476,7 +473,7 @@ impl AwsProvider {
                 host_key: Some(keys.host_key(&node.name)?.public.trim().to_string()),
                 pid: None,
                 agent_sha256: None,
-                agent_port: AGENT_PORT,
+                agent_port: crate::node_agent::AGENT_PORT,
                 provisioned: false,
                 host: None,
             });
