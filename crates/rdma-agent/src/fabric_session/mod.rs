@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use agent_proto::v1::{Endpoint, FabricEndpoint, Progress, Role, SideResult};
+use agent_proto::v1::{Endpoint, FabricEndpoint, Role, SideResult};
 use fabric::write::{Client, Server, WriteError, MR_COUNT, MR_SIZE};
 use fabric::FabricError;
 use tokio::sync::oneshot;
@@ -211,7 +211,7 @@ fn client(
     trace: Option<&FabricTrace>,
     deadline: Instant,
     peer: &FabricEndpoint,
-    mut sink: ProgressSink,
+    sink: ProgressSink,
 ) -> Result<SideResult, SessionError> {
     if peer.fabric_addr.is_empty() {
         return Err(SessionError::Invalid(ValidationError::Missing {
@@ -219,15 +219,7 @@ fn client(
         }));
     }
     let started = Instant::now();
-    let mut progress = |phase: &str, bytes: u64, ops: u64, message: String| {
-        sink(Progress {
-            phase: phase.into(),
-            bytes,
-            ops,
-            elapsed_s: started.elapsed().as_secs_f64(),
-            message,
-        })
-    };
+    let mut progress = reporter(sink);
     let mut ep = open(spec, cancel, trace)?;
     progress(
         "connect",
