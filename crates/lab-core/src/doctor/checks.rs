@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 
 use agent_proto::data_path::{self, DataPath, LinkLayer};
-use agent_proto::v1::NodeInfoReply;
+use agent_proto::v1::{NodeInfoReply, RdmaPort};
 use lab_model::labs::Fabric;
 use lab_results::doctor::{Check, Scope, Verdict};
 use workload_catalogue::limits::DEFAULT_MAX_SIZE;
@@ -40,12 +40,17 @@ impl NodeFound {
         Some((netdev, mtu))
     }
 
-    /// The active MTU of the port that carries the data address.
-    pub fn active_mtu(&self) -> Option<u32> {
+    /// The port that carries the data address, as NodeInfo reports it.
+    pub fn data_port(&self) -> Option<&RdmaPort> {
         let path = self.data_path()?;
         let info = self.info.as_ref().ok()?;
         let dev = info.devices.iter().find(|d| d.name == path.device)?;
-        Some(dev.ports.iter().find(|p| p.port == path.port)?.active_mtu)
+        dev.ports.iter().find(|p| p.port == path.port)
+    }
+
+    /// The active MTU of that port.
+    pub fn active_mtu(&self) -> Option<u32> {
+        Some(self.data_port()?.active_mtu)
     }
 }
 
@@ -161,12 +166,7 @@ pub fn node_checks(fabric: Fabric, node: &NodeFound) -> Vec<Check> {
                 }
             ),
         ));
-        let port = info
-            .devices
-            .iter()
-            .find(|d| d.name == path.device)
-            .and_then(|d| d.ports.iter().find(|p| p.port == path.port));
-        if let Some(port) = port {
+        if let Some(port) = node.data_port() {
             if port.state == "PORT_ACTIVE" {
                 checks.push(Check::ok(
                     &scope,
