@@ -20,7 +20,7 @@ use futures::future::join_all;
 use lab_model::labs::Fabric;
 use lab_remote::command::RemoteCommand;
 use lab_results::doctor::{Check, DoctorReport, Scope, Verdict, DOCTOR_SCHEMA};
-use lab_state::NodeState;
+use lab_state::{LabState, NodeState};
 
 use self::checks::{node_checks, pair_checks, reach_of, NodeFound, Reach};
 use crate::lab::{Lab, LabError};
@@ -50,7 +50,7 @@ impl Lab {
         let state = self.state()?;
         let fabric = self.spec.fabric;
         on_step("reading every node");
-        let found = join_all(state.nodes.iter().map(|node| self.examine(node, &state.nodes))).await;
+        let found = join_all(state.nodes.iter().map(|node| self.examine(&state, node))).await;
         let (found, reaches): (Vec<NodeFound>, Vec<Vec<Reach>>) = found.into_iter().unzip();
         let mut report = DoctorReport {
             schema: DOCTOR_SCHEMA,
@@ -80,9 +80,10 @@ impl Lab {
         Ok(report)
     }
 
-    /// One node's facts, and whether it reaches each node of `all` (itself
-    /// included, as reached).
-    async fn examine(&self, node: &NodeState, all: &[NodeState]) -> (NodeFound, Vec<Reach>) {
+    /// One node's facts, and whether it reaches each node of the lab
+    /// (itself included, as reached).
+    async fn examine(&self, state: &LabState, node: &NodeState) -> (NodeFound, Vec<Reach>) {
+        let all = &state.nodes;
         let unreached = |why: &str| all.iter().map(|_| Reach::Failed(why.to_string())).collect();
         let mut found = NodeFound {
             name: node.name.clone(),
@@ -91,15 +92,7 @@ impl Lab {
             info: Err(String::new()),
             probe: Err(String::new()),
         };
-        let state = match self.state() {
-            Ok(s) => s,
-            Err(e) => {
-                found.info = Err(e.to_string());
-                found.probe = Err(e.to_string());
-                return (found, unreached("no state"));
-            }
-        };
-        let session = match self.connect(&state, &node.name).await {
+        let session = match self.connect(state, &node.name).await {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 let e = format!("SSH: {e}");
