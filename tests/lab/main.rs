@@ -4,9 +4,9 @@
 //! 1. bad input and failed `up`s, which need no running lab;
 //! 2. `labctl up` of `tests/labs/e2e.yaml` once, then every test against it
 //!    (the faults that break the lab, such as a killed VM, last);
-//! 3. `labctl down`, checked to leave no process and no file; then a
-//!    scratch lab with `packages:` and `node_ssh:` (`tests/labs/mpi.yaml`),
-//!    up, `mpirun` across it, down; then
+//! 3. `labctl down`, checked to leave no process and no file; then the
+//!    quad lab (`tests/labs/mpi.yaml`: four nodes, `packages:` and
+//!    `node_ssh:`): up, `mpirun` across it, every collective on it, down; then
 //!    `labctl bench --orchestration --nodes 2`, which times `up` and `down`
 //!    of a scratch lab of its own;
 //! 4. `labctl ci` on a lab of its own (`tests/labs/ci.yaml`), which it brings
@@ -20,6 +20,7 @@
 mod bad_input;
 mod bulk;
 mod ci;
+mod collectives;
 mod doctor;
 mod facts;
 mod faults;
@@ -131,8 +132,16 @@ fn main() -> ExitCode {
     // Whatever happened above, nothing of the lab survives the suite.
     lab.run(&["down"]);
 
-    // The packages/node_ssh lab, one lab at a time: after the shared one is gone.
-    total.add(&libtest_mimic::run(&args, packages::trials(&mpi_lab)));
+    // The quad lab, one lab at a time: after the shared one is gone.
+    // packages/node_ssh first (it brings the lab up), then the collectives.
+    let mut quad_trials = packages::trials(&mpi_lab);
+    quad_trials.extend(collectives::trials(&mpi_lab));
+    total.add(&libtest_mimic::run(&args, quad_trials));
+    if !args.list {
+        total.add(&libtest_mimic::run(&args, vec![packages::teardown_trial(&mpi_lab)]));
+        // Whatever the filter let run, nothing of the quad lab survives.
+        mpi_lab.run(&["down"]);
+    }
 
     // `bench --orchestration` boots scratch labs of its own: after the shared one is gone.
     total.add(&libtest_mimic::run(&args, report::orchestration_trials(&lab)));

@@ -26,6 +26,7 @@
 //!   are their help, defaults and help texts from the workload catalogue) and
 //!   what a suite's `workload:` step becomes.
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
+//! - [`collective`]: one collective across the lab's nodes, a rank per node.
 //! - [`doctor`]: `labctl doctor`: each node's fabric and each pair's data path checked.
 //! - [`ci`]: a suite of runs on a lab brought up and torn down for it.
 //! - [`bench`]: perftest and our workloads side by side; `up`/`down` timings.
@@ -39,6 +40,7 @@ pub mod bench;
 pub mod bulk;
 pub mod capture;
 pub mod ci;
+pub mod collective;
 pub mod copy;
 pub mod doctor;
 pub mod exec;

@@ -10,6 +10,7 @@ use agent_proto::v1::{CmMode, CompletionMode, Fault, WorkloadParams};
 use lab_model::suite::{SuiteStep, DEFAULT_TIMEOUT_S};
 use workload_catalogue::{Asks, Cm, Completion, Opt, Refused, CATALOGUE};
 
+use crate::collective::CollectiveOptions;
 use crate::run::RunOptions;
 
 /// A workload run as asked for; `None` (or `false`) leaves the workload's
@@ -26,6 +27,21 @@ pub struct WorkloadRequest {
     /// The active node, which connects and posts the work [default: client].
     #[arg(long, value_name = "NODE")]
     pub client: Option<String>,
+    /// Collectives: the nodes to run on, one rank each in this order, comma separated
+    /// [default: every node of the lab].
+    #[arg(long, value_name = "NODE,...", value_delimiter = ',')]
+    pub nodes: Option<Vec<String>>,
+    /// Collectives: ranks on each node (traffic between ranks of one node goes through
+    /// the device's loopback) [default: 1].
+    #[arg(long, value_name = "K")]
+    pub ranks_per_node: Option<u32>,
+    /// broadcast, incast: the node of the root rank [default: the first rank's].
+    #[arg(long, value_name = "NODE")]
+    pub root: Option<String>,
+    /// Collectives: untimed (but verified) operations before the timed ones, at each size
+    /// [default: 2].
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u32>,
     /// Message size in bytes, or with a unit: 4096, 64KiB, 1MiB [default: the workload's].
     #[arg(short, long, value_parser = lab_model::size::parse_size)]
     pub size: Option<u64>,
@@ -165,6 +181,9 @@ fn fault_help() -> String {
     )
 }
 
+/// Untimed operations a collective runs at each size before the timed ones.
+pub const DEFAULT_WARMUP: u32 = 2;
+
 /// A request whose fields do not fit its workload (bad input).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
@@ -183,6 +202,12 @@ pub enum RequestError {
         workload: String,
         /// The workload's family.
         family: &'static str,
+    },
+    /// `--server`/`--client` given to a collective, whose every node is a rank.
+    #[error("{workload} runs on every node given by --nodes (default: all), one rank each; --server and --client are for pair workloads")]
+    PairOption {
+        /// The workload.
+        workload: String,
     },
     /// A fault the workload cannot inject, so its verdict could not catch it.
     #[error("{workload} cannot inject fault {}; it takes: {takes}", fault.label())]
@@ -208,7 +233,31 @@ impl WorkloadRequest {
             batches: self.batches.is_some(),
             qps: self.qps,
             fault: self.fault,
+            nodes: self.nodes.is_some() || self.ranks_per_node.is_some(),
+            root: self.root.is_some(),
+            warmup: self.warmup.is_some(),
         }
+    }
+
+    /// What [`crate::collective::run_collective`] needs for this request
+    /// (a collective workload's): its parameters as [`Self::run_options`]
+    /// makes them, and the ranks' nodes. `--server`/`--client` are refused:
+    /// every node of a collective is a rank.
+    pub fn collective_options(&self) -> Result<CollectiveOptions, RequestError> {
+        if self.server.is_some() || self.client.is_some() {
+            return Err(RequestError::PairOption {
+                workload: self.workload.clone(),
+            });
+        }
+        let opts = self.run_options()?;
+        Ok(CollectiveOptions {
+            params: opts.params,
+            nodes: self.nodes.clone().unwrap_or_default(),
+            ranks_per_node: self.ranks_per_node.unwrap_or(1),
+            root: self.root.clone(),
+            warmup: self.warmup.unwrap_or(DEFAULT_WARMUP),
+            timeout: opts.timeout,
+        })
     }
 
     /// What [`crate::run::run_workload`] needs for this request: the

@@ -67,6 +67,18 @@ pub enum RunError {
     /// The result could not be saved.
     #[error("saving the run: {0}")]
     Save(String),
+    /// A collective's nodes or root that do not fit the lab (bad input).
+    #[error("{detail}")]
+    BadRanks {
+        /// What does not fit, and what would.
+        detail: String,
+    },
+    /// What each rank of a failed collective said (one line per rank).
+    #[error("{detail}")]
+    Ranks {
+        /// What went wrong, rank by rank.
+        detail: String,
+    },
     /// A traced run failed: the error, and what both sides recorded up to it.
     #[error("{error}")]
     Traced {
@@ -171,6 +183,9 @@ struct Peer {
     client: Client,
     role: &'static str,
     session: Arc<SshSession>,
+    /// This side's session id on its agent: the run's id, told apart by
+    /// role when both sides share one node (and so one agent).
+    session_id: String,
 }
 
 impl Peer {
@@ -219,6 +234,7 @@ async fn open_peer(lab: &Lab, state: &lab_state::LabState, name: &str, role: &'s
         client,
         role,
         session,
+        session_id: String::new(),
     })
 }
 
@@ -288,12 +304,12 @@ async fn sample_clock(peer: &mut Peer, anchor: Instant) -> Result<ClockEstimate,
 /// How long a failed run waits for each agent's failed side to keep its trace.
 const FAILED_TRACE_WAIT_MS: u32 = 3000;
 
-/// The trace `peer` kept of its side of session `session_id` if that side
-/// failed, and why; (empty, None) when it kept none (an agent without
-/// TakeTrace, or a side that failed before it recorded anything).
-async fn failed_trace(peer: &mut Peer, session_id: &str) -> (Trace, Option<String>) {
+/// The trace `peer` kept of its side of the run if that side failed, and
+/// why; (empty, None) when it kept none (an agent without TakeTrace, or a
+/// side that failed before it recorded anything).
+async fn failed_trace(peer: &mut Peer) -> (Trace, Option<String>) {
     let req = TakeTraceRequest {
-        session_id: session_id.to_string(),
+        session_id: peer.session_id.clone(),
         wait_ms: FAILED_TRACE_WAIT_MS,
     };
     let wait = Duration::from_millis(u64::from(FAILED_TRACE_WAIT_MS) + 2000);
@@ -375,6 +391,16 @@ pub async fn run_workload_traced(
     };
 
     let session_id = format!("{:016x}", rand::random::<u64>());
+    // One node as both server and client (the tutorial's Lab A: one host,
+    // two QPs): one agent holds both sides, so each needs an id of its own.
+    let same_node = server.node.name == client.node.name;
+    for peer in [&mut server, &mut client] {
+        peer.session_id = if same_node {
+            format!("{session_id}-{}", peer.role)
+        } else {
+            session_id.clone()
+        };
+    }
     let mut params = opts.params.clone();
     if params.timeout_ms == 0 {
         params.timeout_ms = opts.timeout.as_millis() as u64;
@@ -390,22 +416,14 @@ pub async fn run_workload_traced(
     } else {
         None
     };
-    let result = drive(
-        &mut server,
-        &mut client,
-        &session_id,
-        &params,
-        opts.timeout,
-        &mut on_progress,
-    )
-    .await;
+    let result = drive(&mut server, &mut client, &params, opts.timeout, &mut on_progress).await;
     let (mut server_side, mut client_side) = match result {
         Ok(sides) => sides,
         Err(e) => {
             // Free both sides' resources; each agent also times out on its own.
             for peer in [&mut server, &mut client] {
                 let abort = AbortRequest {
-                    session_id: session_id.clone(),
+                    session_id: peer.session_id.clone(),
                     reason: e.to_string(),
                 };
                 let _ = tokio::time::timeout(Duration::from_secs(5), peer.client.abort(abort)).await;
@@ -413,10 +431,8 @@ pub async fn run_workload_traced(
             let error = explain_link_failure(e, &server.node, &client.node);
             return Err(match clocks {
                 Some((server_clock, client_clock)) => {
-                    let (server_failed, client_failed) = futures::join!(
-                        failed_trace(&mut server, &session_id),
-                        failed_trace(&mut client, &session_id)
-                    );
+                    let (server_failed, client_failed) =
+                        futures::join!(failed_trace(&mut server), failed_trace(&mut client));
                     RunError::Traced {
                         error: Box::new(error),
                         run_id: session_id,
@@ -532,23 +548,22 @@ pub async fn run_workload_traced(
 async fn drive(
     server: &mut Peer,
     client: &mut Peer,
-    session_id: &str,
     params: &WorkloadParams,
     timeout: Duration,
     on_progress: &mut impl FnMut(&Progress),
 ) -> Result<(SideResult, SideResult), RunError> {
-    let prepare = |role: Role, bind: &NodeState| PrepareRequest {
-        session_id: session_id.to_string(),
+    let prepare = |role: Role, peer: &Peer| PrepareRequest {
+        session_id: peer.session_id.clone(),
         params: Some(params.clone()),
         role: role as i32,
-        bind_addr: bind.data_addr.to_string(),
+        bind_addr: peer.node.data_addr.to_string(),
     };
     let prepared = within(
         &server.node.name,
         server.role,
         "Prepare",
         deadline::SETUP,
-        server.client.prepare(prepare(Role::Server, &server.node)),
+        server.client.prepare(prepare(Role::Server, server)),
     )
     .await?;
     let (server_endpoint, fabric_peer) = (prepared.endpoint, prepared.fabric);
@@ -559,7 +574,7 @@ async fn drive(
             client.role,
             "Prepare",
             deadline::SETUP,
-            client.client.prepare(prepare(Role::Client, &client.node)),
+            client.client.prepare(prepare(Role::Client, client)),
         )
         .await?
         .endpoint;
@@ -569,14 +584,14 @@ async fn drive(
             "Connect",
             deadline::SETUP,
             server.client.connect(ConnectRequest {
-                session_id: session_id.to_string(),
+                session_id: server.session_id.clone(),
                 peer: client_endpoint,
             }),
         )
         .await?;
     }
     let run = RunRequest {
-        session_id: session_id.to_string(),
+        session_id: client.session_id.clone(),
         params: Some(params.clone()),
         peer: server_endpoint,
         bind_addr: client.node.data_addr.to_string(),
@@ -612,7 +627,7 @@ async fn drive(
         waited_s: deadline.as_secs(),
     })??;
     let collect = CollectRequest {
-        session_id: session_id.to_string(),
+        session_id: server.session_id.clone(),
         timeout_ms: 15_000,
     };
     let server_result = tokio::time::timeout(Duration::from_secs(30), server.client.collect(collect))

@@ -498,7 +498,9 @@ fn test_failed_up_purges_what_it_launched() {
         let dir = mp.dir.clone();
         std::thread::spawn(move || {
             // Once both launches are logged, `list` shows the lab's instances.
-            for _ in 0..200 {
+            // Up to 20 s: a loaded two-core machine (a lab's VMs running)
+            // has been seen to take over 5 s to get there.
+            for _ in 0..800 {
                 let log = std::fs::read_to_string(dir.join("argv.log")).unwrap_or_default();
                 if log.matches("launch ").count() == 2 {
                     std::fs::copy(fixtures().join("list-lab.json"), dir.join("list.json")).unwrap();

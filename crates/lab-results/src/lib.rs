@@ -16,6 +16,8 @@
 //! - [`bench`]: the bench record (pairs, samples, statistics, verdicts).
 //! - [`bulk`]: the bulk record, its CSVs and charts.
 //! - [`ci`]: the CI report and its JUnit XML.
+//! - [`collective`]: a collective run's record: every rank, and algbw/busbw
+//!   as nccl-tests defines them.
 //! - [`doctor`]: the `labctl doctor` report: per-node and per-pair checks.
 //! - [`trace`]: `labctl run --trace`: clock offsets and both sides' events
 //!   as Chrome trace-event JSON (Perfetto).
@@ -33,6 +35,7 @@
 pub mod bench;
 pub mod bulk;
 pub mod ci;
+pub mod collective;
 pub mod doctor;
 pub mod html;
 pub mod plot;

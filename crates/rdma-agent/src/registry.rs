@@ -10,11 +10,12 @@
 //! the workload). Its tests fail while a workload exists on one side only.
 
 use agent_proto::v1::WorkloadParams;
-use workload_catalogue::Family;
+use workload_catalogue::{Collective, Family};
 
 use crate::fabric_session;
 use crate::tcp_session;
 use crate::validate::{self, Limits, ValidationError};
+use crate::workload::collective::CollectiveWorkload;
 use crate::workload::{
     atomic, bulk, inference_ring, mr_cache, param_server, perf, read, send_recv, write_imm, write_read, Workload,
 };
@@ -110,6 +111,30 @@ static REGISTRY: &[Runner] = &[
     Runner::Verbs(&param_server::ParamServer),
     Runner::Verbs(&inference_ring::InferenceRing),
     Runner::Verbs(&bulk::BulkRdma),
+    Runner::Verbs(&CollectiveWorkload {
+        name: "allreduce",
+        op: Collective::Allreduce,
+    }),
+    Runner::Verbs(&CollectiveWorkload {
+        name: "allgather",
+        op: Collective::Allgather,
+    }),
+    Runner::Verbs(&CollectiveWorkload {
+        name: "reduce-scatter",
+        op: Collective::ReduceScatter,
+    }),
+    Runner::Verbs(&CollectiveWorkload {
+        name: "alltoall",
+        op: Collective::Alltoall,
+    }),
+    Runner::Verbs(&CollectiveWorkload {
+        name: "broadcast",
+        op: Collective::Broadcast,
+    }),
+    Runner::Verbs(&CollectiveWorkload {
+        name: "incast",
+        op: Collective::Incast,
+    }),
     Runner::Fabric(fabric_session::Kind::Write),
     Runner::Fabric(fabric_session::Kind::Bw),
     Runner::Fabric(fabric_session::Kind::Lat),

@@ -32,7 +32,7 @@ impl From<SessionError> for Status {
             SessionError::Setup(_) => Status::failed_precondition(message),
             SessionError::Timeout { .. } => Status::deadline_exceeded(message),
             SessionError::Aborted(_) => Status::aborted(message),
-            SessionError::Completion { .. } => Status::aborted(message),
+            SessionError::Completion { .. } | SessionError::OnQp { .. } => Status::aborted(message),
             SessionError::Cm(_) | SessionError::Link(_) => Status::unavailable(message),
             SessionError::Protocol(_) => Status::internal(message),
         }

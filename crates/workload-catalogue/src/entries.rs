@@ -12,7 +12,7 @@
 //! write-lat polls on both sides (its server echoes by watching memory, as
 //! ib_write_lat's does).
 
-use crate::model::{Defaults, Family, Fault, Metric, Opt, Shape, Workload};
+use crate::model::{Collective, Defaults, Family, Fault, Metric, Opt, Shape, Workload};
 
 const SKIP: &[Fault] = &[Fault::Skip];
 const CORRUPT: &[Fault] = &[Fault::Corrupt];
@@ -56,6 +56,25 @@ const fn verbs(
         faults,
         opts,
         metrics,
+    }
+}
+
+/// Options of a collective; the ones with a root also take `--root`.
+const COLLECTIVE: &[Opt] = &[Opt::Nodes, Opt::Warmup];
+const ROOTED: &[Opt] = &[Opt::Nodes, Opt::Warmup, Opt::Root];
+/// 64 KiB x 20 operations: about a second per collective on four emulated nodes.
+const COLLECTIVE_DEFAULTS: Defaults = Defaults::of(65536, 20).auto();
+
+const fn collective(name: &'static str, op: Collective, doc: &'static str) -> Workload {
+    Workload {
+        name,
+        family: Family::Verbs,
+        shape: Shape::Collective(op),
+        doc,
+        defaults: COLLECTIVE_DEFAULTS,
+        faults: BOTH,
+        opts: if op.has_root() { ROOTED } else { COLLECTIVE },
+        metrics: &[Metric::BusBandwidth],
     }
 }
 
@@ -250,6 +269,36 @@ pub static CATALOGUE: &[Workload] = &[
         CORRUPT,
         &[Opt::CmOob, Opt::Trace, Opt::Total],
         BW,
+    ),
+    collective(
+        "allreduce",
+        Collective::Allreduce,
+        "every rank ends with the sum of all ranks' float32 buffers (ring over RDMA WRITE_WITH_IMM); every element checked",
+    ),
+    collective(
+        "allgather",
+        Collective::Allgather,
+        "every rank ends with every rank's block, in rank order (ring); every element checked",
+    ),
+    collective(
+        "reduce-scatter",
+        Collective::ReduceScatter,
+        "rank r ends with block r of the sum of all ranks' buffers (ring); every element checked",
+    ),
+    collective(
+        "alltoall",
+        Collective::Alltoall,
+        "rank r's block j goes to rank j, all writes at once; every element checked",
+    ),
+    collective(
+        "broadcast",
+        Collective::Broadcast,
+        "the root's buffer is written into every rank; every element checked",
+    ),
+    collective(
+        "incast",
+        Collective::Incast,
+        "every rank but the root writes its buffer into the root at once; per-sender throughput and fairness; every element checked",
     ),
     Workload {
         name: "bulk-tcp",

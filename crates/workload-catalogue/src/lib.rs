@@ -27,7 +27,7 @@ mod entries;
 pub mod limits;
 mod model;
 pub use entries::CATALOGUE;
-pub use model::{Asks, Cm, Completion, Defaults, Family, Fault, Metric, Opt, Refused, Shape, Workload};
+pub use model::{Asks, Cm, Collective, Completion, Defaults, Family, Fault, Metric, Opt, Refused, Shape, Workload};
 
 /// The workload called `name`.
 pub fn find(name: &str) -> Option<&'static Workload> {
@@ -97,7 +97,9 @@ mod tests {
 
     #[test]
     fn test_families_decide_the_options_that_belong_to_them() {
-        for w in CATALOGUE {
+        // A collective's ranks always exchange QPs through the controller
+        // and keep no trace yet: the pair options do not apply to them.
+        for w in CATALOGUE.iter().filter(|w| w.shape == Shape::Pair) {
             assert_eq!(
                 w.takes(Opt::Provider),
                 w.family == Family::Libfabric,
@@ -135,6 +137,28 @@ mod tests {
         assert_eq!(w("write-lat").defaults.completion, Completion::Poll);
         assert_eq!(w("read-lat").defaults.completion, Completion::Auto);
         assert!(w("write-lat").reports(Metric::Latency) && !w("write-lat").reports(Metric::Bandwidth));
-        assert_eq!(CATALOGUE.len(), 21);
+        assert_eq!(CATALOGUE.len(), 27);
+        let collectives: Vec<&str> = CATALOGUE
+            .iter()
+            .filter(|w| w.shape.collective().is_some())
+            .map(|w| w.name)
+            .collect();
+        assert_eq!(
+            collectives,
+            ["allreduce", "allgather", "reduce-scatter", "alltoall", "broadcast", "incast"]
+        );
+        assert_eq!(taking(Opt::Root), "broadcast, incast");
+        assert!(w("allreduce").takes(Opt::Nodes) && !w("write-read").takes(Opt::Nodes));
+    }
+
+    #[test]
+    fn test_bus_factors_are_nccl_tests() {
+        let f = |c: Collective| c.bus_factor(4);
+        assert_eq!(f(Collective::Allreduce), 1.5);
+        assert_eq!(f(Collective::Allgather), 0.75);
+        assert_eq!(f(Collective::ReduceScatter), 0.75);
+        assert_eq!(f(Collective::Alltoall), 0.75);
+        assert_eq!(f(Collective::Broadcast), 1.0);
+        assert_eq!(f(Collective::Incast), 3.0);
     }
 }

@@ -32,6 +32,8 @@ pub enum Shape {
     /// Two nodes: a passive server (registers memory, listens) and an active
     /// client (connects, posts the work).
     Pair,
+    /// Every node of the run is one rank of a collective operation.
+    Collective(Collective),
 }
 
 impl Shape {
@@ -39,7 +41,72 @@ impl Shape {
     pub fn roles(self) -> &'static [&'static str] {
         match self {
             Shape::Pair => &["server", "client"],
+            Shape::Collective(_) => &["rank"],
         }
+    }
+
+    /// The collective, for a collective workload.
+    pub fn collective(self) -> Option<Collective> {
+        match self {
+            Shape::Pair => None,
+            Shape::Collective(c) => Some(c),
+        }
+    }
+}
+
+/// A collective operation over the ranks of a run, with the algorithm the
+/// agents run it by and the bus-bandwidth factor nccl-tests' PERFORMANCE.md
+/// gives it. Elements are float32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collective {
+    /// Every rank ends with the element-wise sum of all ranks' buffers.
+    /// Ring: a reduce-scatter then an allgather, 2(n-1) steps of size/n.
+    Allreduce,
+    /// Every rank ends with every rank's size/n block, in rank order. Ring,
+    /// n-1 steps.
+    Allgather,
+    /// Rank r ends with block r of the element-wise sum. Ring, n-1 steps.
+    ReduceScatter,
+    /// Rank r sends its block j to rank j. Pairwise: all n-1 writes posted
+    /// at once, each rank to every other.
+    Alltoall,
+    /// The root's buffer reaches every rank: the root writes to each directly.
+    Broadcast,
+    /// Every rank but the root writes `size` bytes into the root at once
+    /// (many-to-one); the root measures each sender.
+    Incast,
+}
+
+impl Collective {
+    /// nccl-tests' bus-bandwidth factor for `ranks` ranks: busbw = algbw x
+    /// factor, the figure that, unlike algbw, does not fall as ranks are
+    /// added to a link-bound ring, so it compares against the link's speed.
+    pub fn bus_factor(self, ranks: u32) -> f64 {
+        let n = f64::from(ranks.max(1));
+        match self {
+            Collective::Allreduce => 2.0 * (n - 1.0) / n,
+            Collective::Allgather | Collective::ReduceScatter | Collective::Alltoall => (n - 1.0) / n,
+            Collective::Broadcast => 1.0,
+            // nccl-tests has no incast; the bytes the root takes in per unit
+            // of time are its n-1 senders' sizes.
+            Collective::Incast => n - 1.0,
+        }
+    }
+
+    /// How the agents run it, in a few words (for help and records).
+    pub fn algorithm(self) -> &'static str {
+        match self {
+            Collective::Allreduce => "ring (reduce-scatter + allgather)",
+            Collective::Allgather | Collective::ReduceScatter => "ring",
+            Collective::Alltoall => "pairwise, all writes at once",
+            Collective::Broadcast => "root writes to each rank",
+            Collective::Incast => "every sender writes to the root at once",
+        }
+    }
+
+    /// Whether the operation names a root (`--root`).
+    pub const fn has_root(self) -> bool {
+        matches!(self, Collective::Broadcast | Collective::Incast)
     }
 }
 
@@ -125,6 +192,12 @@ pub enum Opt {
     Trace,
     /// `--cm oob`: the out-of-band QP exchange.
     CmOob,
+    /// `--nodes`: the nodes a collective runs on, one rank each.
+    Nodes,
+    /// `--root`: the rank a broadcast sends from, an incast receives at.
+    Root,
+    /// `--warmup`: untimed operations before the timed ones.
+    Warmup,
 }
 
 impl Opt {
@@ -138,6 +211,9 @@ impl Opt {
             Opt::Total => "--total",
             Opt::Trace => "--trace",
             Opt::CmOob => "--cm oob",
+            Opt::Nodes => "--nodes",
+            Opt::Root => "--root",
+            Opt::Warmup => "--warmup",
         }
     }
 
@@ -151,6 +227,9 @@ impl Opt {
             Opt::Total => "total",
             Opt::Trace => "trace",
             Opt::CmOob => "cm: oob",
+            Opt::Nodes => "nodes",
+            Opt::Root => "root",
+            Opt::Warmup => "warmup",
         }
     }
 }
@@ -165,6 +244,8 @@ pub enum Metric {
     Latency,
     /// Registrations with and without a cache (mr-cache).
     MrCache,
+    /// A collective's time per operation, algbw and busbw (nccl-tests').
+    BusBandwidth,
 }
 
 /// What a run uses when neither the command line nor the suite says.
@@ -284,6 +365,12 @@ pub struct Asks {
     pub qps: Option<u32>,
     /// The fault to inject.
     pub fault: Option<Fault>,
+    /// The nodes to run on are listed (collectives).
+    pub nodes: bool,
+    /// A root rank is named.
+    pub root: bool,
+    /// Warmup operations are asked for.
+    pub warmup: bool,
 }
 
 impl Asks {
@@ -297,6 +384,9 @@ impl Asks {
             (Opt::PingPong, self.ping_pong),
             (Opt::Batches, self.batches),
             (Opt::Qps, self.qps.is_some_and(|q| q > 1)),
+            (Opt::Nodes, self.nodes),
+            (Opt::Root, self.root),
+            (Opt::Warmup, self.warmup),
         ]
         .into_iter()
         .filter_map(|(opt, asked)| asked.then_some(opt))

@@ -100,14 +100,14 @@ impl Suite {
                     let (server, client) = (step.server(), step.client());
                     known(index, "server", server)?;
                     known(index, "client", client)?;
-                    if server == client {
+                    let entry = workload_catalogue::find(workload).expect("checked while parsing");
+                    if entry.shape.collective().is_some() {
                         return Err(mismatch(
                             index,
-                            format!("server and client are both `{server}`"),
-                            "a run needs two different nodes".into(),
+                            format!("`{workload}` is a collective, which runs on several nodes at once"),
+                            "suite steps run pair workloads; run collectives with `labctl run` (or a `run:` step calling it)".into(),
                         ));
                     }
-                    let entry = workload_catalogue::find(workload).expect("checked while parsing");
                     let asks = Asks {
                         provider: step.provider.is_some(),
                         total: step.total.is_some(),
@@ -117,6 +117,7 @@ impl Suite {
                         batches: step.batches.is_some(),
                         qps: step.qps,
                         fault: step.fault,
+                        ..Asks::default()
                     };
                     match entry.refuses(&asks) {
                         Some(Refused::Opt(opt)) => {

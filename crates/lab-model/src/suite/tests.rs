@@ -50,8 +50,10 @@ fn test_suite_must_fit_the_lab() {
         e.contains("client `c9` is not a node") && e.contains("server, client"),
         "{e}"
     );
-    let e = check("workloads:\n  - workload: read\n    client: server\n").unwrap_err();
-    assert!(e.contains("both `server`"), "{e}");
+    // Both sides on one node: one agent holds both (Lab A: one host, two QPs).
+    assert_eq!(check("workloads:\n  - workload: read\n    client: server\n"), Ok(()));
+    let e = check("workloads:\n  - workload: allreduce\n").unwrap_err();
+    assert!(e.contains("`allreduce` is a collective"), "{e}");
     let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
     assert!(
         e.contains("`provider` applies to fabric-write, fabric-bw, fabric-lat, not to read (verbs workload)"),

@@ -188,6 +188,49 @@ fn json_differences(prefix: &str, old: &serde_json::Value, new: &serde_json::Val
     }
 }
 
+/// Two collective runs: what they were asked for, then time and busbw at
+/// each size both ran.
+fn compare_collectives(
+    old: &crate::collective::CollectiveRecord,
+    new: &crate::collective::CollectiveRecord,
+    rows: &mut Rows,
+) -> Vec<ParamDiff> {
+    let mut diffs = Vec::new();
+    let top = |c: &crate::collective::CollectiveRecord| {
+        serde_json::json!({
+            "collective": c.collective,
+            "lab": c.lab,
+            "world": c.world,
+            "nodes": c.ranks.iter().map(|r| r.node.clone()).collect::<Vec<_>>().join(" "),
+        })
+    };
+    json_differences("", &top(old), &top(new), &mut diffs);
+    let params = |c: &crate::collective::CollectiveRecord| serde_json::to_value(&c.params).unwrap_or_default();
+    json_differences("", &params(old), &params(new), &mut diffs);
+    use Better::{Higher, Lower};
+    for a in &old.points {
+        let Some(b) = new.points.iter().find(|b| b.size == a.size) else {
+            continue;
+        };
+        let size = bytes_label(a.size as f64);
+        rows.push(
+            format!("time {size}"),
+            "us",
+            Lower,
+            positive(a.time_us),
+            positive(b.time_us),
+        );
+        rows.push(
+            format!("busbw {size}"),
+            "GB/s",
+            Higher,
+            positive(a.busbw_gb_s),
+            positive(b.busbw_gb_s),
+        );
+    }
+    diffs
+}
+
 fn compare_runs(old: &RunRecord, new: &RunRecord, rows: &mut Rows) -> Vec<ParamDiff> {
     let mut diffs = Vec::new();
     let top = |r: &RunRecord| {
@@ -396,9 +439,11 @@ pub fn compare(old: &Saved, new: &Saved, threshold_pct: f64) -> Result<Compariso
     let what = |s: &Saved| match &s.record {
         Record::Run(r) => r.workload.clone(),
         Record::Bench(b) => format!("{} ({} pairs)", bench_name(b), b.pairs.len()),
+        Record::Collective(c) => format!("{} on {} ranks", c.collective, c.world),
     };
     let param_differences = match (&old.record, &new.record) {
         (Record::Run(a), Record::Run(b)) => compare_runs(a, b, &mut rows),
+        (Record::Collective(a), Record::Collective(b)) => compare_collectives(a, b, &mut rows),
         (Record::Bench(a), Record::Bench(b)) => compare_benches(a, b, &mut rows),
         _ => {
             return Err(ReportError::WrongKind {

@@ -95,6 +95,8 @@ pub enum Record {
     Run(Box<RunRecord>),
     /// `labctl bench`.
     Bench(Box<BenchRecord>),
+    /// `labctl run` of a collective.
+    Collective(Box<crate::collective::CollectiveRecord>),
 }
 
 /// A record and the file it came from.
@@ -115,6 +117,7 @@ impl Saved {
         match &self.record {
             Record::Run(r) => &r.id,
             Record::Bench(b) => &b.id,
+            Record::Collective(c) => &c.id,
         }
     }
 
@@ -123,14 +126,16 @@ impl Saved {
         match &self.record {
             Record::Run(r) => &r.started_at,
             Record::Bench(b) => &b.started_at,
+            Record::Collective(c) => &c.started_at,
         }
     }
 
-    /// "run" or "bench".
+    /// "run", "bench" or "collective".
     pub fn kind(&self) -> &'static str {
         match &self.record {
             Record::Run(_) => "run",
             Record::Bench(_) => "bench",
+            Record::Collective(_) => "collective",
         }
     }
 
@@ -138,9 +143,9 @@ impl Saved {
     pub fn run(&self, what: &str) -> Result<&RunRecord, ReportError> {
         match &self.record {
             Record::Run(r) => Ok(r),
-            Record::Bench(_) => Err(ReportError::WrongKind {
+            Record::Bench(_) | Record::Collective(_) => Err(ReportError::WrongKind {
                 id: self.id().to_string(),
-                is: "bench",
+                is: self.kind(),
                 what: what.to_string(),
             }),
         }
@@ -169,7 +174,12 @@ pub fn parse_record(path: &Path, bytes: &[u8]) -> Result<Saved, String> {
     if let Some(saved_to @ serde_json::Value::Null) = raw.get_mut("saved_to") {
         *saved_to = path.display().to_string().into();
     }
-    let record = if raw.get("pairs").is_some() {
+    // A collective's record names its `collective` (and has no `workload`).
+    let record = if raw.get("collective").is_some_and(|c| c.is_string()) {
+        Record::Collective(Box::new(
+            serde_json::from_value(raw.clone()).map_err(|e| format!("not a collective record ({e})"))?,
+        ))
+    } else if raw.get("pairs").is_some() {
         Record::Bench(Box::new(
             serde_json::from_value(raw.clone()).map_err(|e| format!("not a bench record ({e})"))?,
         ))
@@ -379,6 +389,37 @@ pub fn list_row(s: &Saved) -> ListRow {
                         .join(", "),
                     None => format!("targets met {met}/{}", with_target.len()),
                 },
+                path,
+            }
+        }
+        Record::Collective(c) => {
+            let largest = c.points.last();
+            ListRow {
+                id: c.id.clone(),
+                kind: "collective",
+                started_at: c.started_at.clone(),
+                workload: c.collective.clone(),
+                params: format!(
+                    "{} ranks, {}",
+                    c.world,
+                    if c.params.all_sizes {
+                        format!("sweep 8 B..{}", bytes_label(c.params.size as f64))
+                    } else {
+                        bytes_label(c.params.size as f64)
+                    }
+                ),
+                size: Some(c.params.size),
+                iterations: Some(c.params.iterations),
+                duration_s: (c.params.iterations == 0).then_some(c.params.duration_s),
+                num_qps: None,
+                cm: None,
+                sweep: c.params.all_sizes,
+                verified: c.verified,
+                headline_metric: largest.map(|_| "busbw_gb_s"),
+                headline_value: largest.map(|p| p.busbw_gb_s),
+                headline: largest.map_or("-".into(), |p| {
+                    format!("busbw {:.4} GB/s at {}", p.busbw_gb_s, bytes_label(p.size as f64))
+                }),
                 path,
             }
         }

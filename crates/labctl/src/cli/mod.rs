@@ -18,6 +18,7 @@ mod man;
 mod report;
 mod report_html;
 mod run;
+mod run_collective;
 mod schema;
 mod ssh;
 mod status;
@@ -99,6 +100,12 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Graph(a) => graph::run(&args.global, a).await,
         Command::Exec(a) => exec::run(&args.global, a).await,
         Command::Cp(a) => cp::run(&args.global, a).await,
+        // A collective runs on every node at once; the rest on a pair.
+        Command::Run(a)
+            if workload_catalogue::find(&a.request.workload).is_some_and(|w| w.shape.collective().is_some()) =>
+        {
+            run_collective::run(&args.global, a).await
+        }
         Command::Run(a) => run::run(&args.global, a).await,
         Command::Ssh(a) => ssh::run(&args.global, a),
         Command::Bench(a) => bench::run(&args.global, a).await,
@@ -156,6 +163,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
         Some(LabError::Config(_) | LabError::UnknownNode { .. } | LabError::Placeholder(_)) => 2,
         _ => match e.downcast_ref::<lab_core::run::RunError>() {
             Some(lab_core::run::RunError::Lab(LabError::Config(_) | LabError::UnknownNode { .. })) => 2,
+            Some(lab_core::run::RunError::BadRanks { .. }) => 2,
             _ => 1,
         },
     }

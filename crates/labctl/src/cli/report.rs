@@ -162,6 +162,7 @@ pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitC
                 match &s.record {
                     Record::Run(r) => super::run::print_record(r),
                     Record::Bench(b) => super::bench::print_table(b),
+                    Record::Collective(c) => super::run_collective::print_record(c),
                 }
             }
         }
@@ -203,7 +204,7 @@ pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitC
                     .iter()
                     .filter_map(|s| match &s.record {
                         Record::Run(r) => Some(r.as_ref()),
-                        Record::Bench(_) => None,
+                        Record::Bench(_) | Record::Collective(_) => None,
                     })
                     .collect()
             } else {

@@ -128,21 +128,21 @@ pub async fn run(args: &GlobalArgs, html: &HtmlArgs) -> anyhow::Result<ExitCode>
         .iter()
         .filter_map(|s| match &s.record {
             Record::Run(r) => Some(r.as_ref()),
-            Record::Bench(_) => None,
+            Record::Bench(_) | Record::Collective(_) => None,
         })
         .collect();
     let benches: Vec<&BenchRecord> = chosen
         .iter()
         .filter_map(|s| match &s.record {
             Record::Bench(b) => Some(b.as_ref()),
-            Record::Run(_) => None,
+            Record::Run(_) | Record::Collective(_) => None,
         })
         .collect();
     let history: Vec<&BenchRecord> = saved
         .iter()
         .filter_map(|s| match &s.record {
             Record::Bench(b) => Some(b.as_ref()),
-            Record::Run(_) => None,
+            Record::Run(_) | Record::Collective(_) => None,
         })
         .collect();
     let topology = match lab.topology().await {

@@ -21,8 +21,11 @@ pub struct RunArgs {
     #[command(flatten)]
     pub request: WorkloadRequest,
     /// Print the result as JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Collectives: print one CSV row per size (nccl-tests' columns).
+    #[arg(long)]
+    pub csv: bool,
     /// Record a trace of both nodes (rdma_cm, QP states, MRs, the {addr, rkey} blob, every
     /// post and completion) aligned on one clock, and write it as Chrome trace-event JSON
     /// to FILE (open it in ui.perfetto.dev). Verbs and fabric-* workloads.
@@ -51,6 +54,13 @@ fn open_trace_file(path: &std::path::Path, workload: &str) -> anyhow::Result<(st
 }
 
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
+    if run.csv {
+        return Err(super::global::BadInput(format!(
+            "--csv applies to the collectives; {} prints --json or a table (`labctl report csv` exports runs)",
+            run.request.workload
+        ))
+        .into());
+    }
     let opts = run.request.run_options()?;
     let mut opts = opts;
     // Opened before the run: a path that cannot be written fails now, not after it.

@@ -36,6 +36,15 @@ pub enum SessionError {
         /// Provider's vendor error.
         vendor_err: u32,
     },
+    /// A failed completion on the QP to one of several peers (a
+    /// collective's rank), with the peer named.
+    #[error("{source}, on the QP to {peer}")]
+    OnQp {
+        /// The peer the QP leads to ("rank 2").
+        peer: String,
+        /// The completion's error.
+        source: Box<SessionError>,
+    },
     /// A wait ran past the session's deadline.
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout {

@@ -106,6 +106,9 @@ pub struct Side {
     pub peer: RemoteBuf,
     /// The buffer this side exposes to its peer (server side).
     pub exposed: Option<BufId>,
+    /// Every QP's peer buffer, in QP order (oob; a collective rank's
+    /// peers). Empty with rdma_cm, whose runs have one peer: `peer`.
+    pub peers: Vec<RemoteBuf>,
     /// The workload's other buffers, in the order it added them.
     pub bufs: Vec<BufId>,
     /// The workload's receive requests.
@@ -152,6 +155,7 @@ impl Side {
             role,
             peer: RemoteBuf::default(),
             exposed: None,
+            peers: Vec::new(),
             bufs: Vec::new(),
             recvs: None,
             facts: BTreeMap::new(),

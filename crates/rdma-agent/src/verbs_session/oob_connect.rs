@@ -287,10 +287,18 @@ pub(crate) fn side(
             "run",
             0,
             0,
-            format!(
-                "connected (oob); server buffer {:#x} rkey {:#x}",
-                side.peer.addr, side.peer.rkey
-            ),
+            match side.params.collective {
+                Some(place) => format!(
+                    "rank {} of {}: connected to the other ranks ({} QPs)",
+                    place.rank,
+                    place.world,
+                    side.link.num_qps()
+                ),
+                None => format!(
+                    "connected (oob); server buffer {:#x} rkey {:#x}",
+                    side.peer.addr, side.peer.rkey
+                ),
+            },
         );
     }
     side.start_clock();
@@ -344,6 +352,11 @@ fn connect(side: &mut Side, local: &Local, peer: &Endpoint, local_mtu: u32) -> R
             .setup_rnr_retry(7)
             .setup_max_read_atomic(rd_atomic(&side.link));
         side.link.modify_qp_at(i, &rts, "RTS")?;
+        side.peers.push(RemoteBuf {
+            addr: remote.addr,
+            rkey: remote.rkey,
+            len: remote.length,
+        });
         if i == 0 {
             side.peer = RemoteBuf {
                 addr: remote.addr,

@@ -40,7 +40,7 @@ pub(crate) fn link_config(spec: &SessionSpec, workload: &dyn Workload, device: S
         max_inline: params.inline_size,
         // Servers always get a channel: a passive server sleeps on it.
         completion_channel: params.completion() == CompletionMode::Event || spec.role == Role::Server,
-        num_qps: params.num_qps.max(1),
+        num_qps: workload.num_qps(params),
     }
 }
 

@@ -14,6 +14,7 @@
 
 pub mod atomic;
 pub mod bulk;
+pub mod collective;
 pub mod lanes;
 pub mod perf;
 pub mod read;
@@ -51,6 +52,10 @@ pub trait Workload: Send + Sync {
     /// post its receives.
     fn qp_in_init(&self, _side: &mut Side, _qp: usize) -> Result<(), SessionError> {
         Ok(())
+    }
+    /// QPs of a run (all on one CQ): the run's `num_qps`, at least one.
+    fn num_qps(&self, params: &WorkloadParams) -> u32 {
+        params.num_qps.max(1)
     }
     /// Runs this side to the end and reports.
     fn run(&self, side: &mut Side) -> Result<agent_proto::v1::SideResult, SessionError>;
