@@ -49,9 +49,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         move || test_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout(&l),
     ));
     let l = lab.clone();
-    trials.push(Trial::test("test_quad_two_ranks_per_node_and_bad_rank_choices", move || {
-        test_two_ranks_per_node_and_bad_rank_choices(&l)
-    }));
+    trials.push(Trial::test(
+        "test_quad_two_ranks_per_node_and_bad_rank_choices",
+        move || test_two_ranks_per_node_and_bad_rank_choices(&l),
+    ));
     let l = lab.clone();
     trials.push(Trial::test(
         "test_quad_pair_workloads_run_with_both_sides_on_one_node",
@@ -186,18 +187,22 @@ fn test_every_fault_of_every_collective_names_the_rank_and_the_element(lab: &Lab
     Ok(())
 }
 
+/// labctl with `args`, its output piped, not waited for.
+fn spawn_piped(lab: &Labctl, args: &[&str]) -> std::io::Result<std::process::Child> {
+    lab.command()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+}
+
 fn test_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout(lab: &Labctl) -> Result<(), Failed> {
     ensure_up(lab)?;
     // SIGSTOP one rank's agent mid-run: the others name what they wait for,
     // and the stopped one is named as not answering.
     let long = ["run", "allreduce", "-s", "64KiB", "-n", "100000", "--timeout", "15"];
     let started = Instant::now();
-    let child = lab
-        .command()
-        .args(long)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
+    let child = spawn_piped(lab, &long)?;
     std::thread::sleep(Duration::from_secs(6));
     lab.run(&["exec", "n2", "--", "pkill -STOP -x rdma-agent"]).ok()?;
     let out = child.wait_with_output()?;
@@ -224,12 +229,7 @@ fn test_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout(lab: &Labctl
     // 100 % loss on n3's data link: the writes across it run out of retries,
     // and the failure names the link.
     let started = Instant::now();
-    let child = lab
-        .command()
-        .args(long)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
+    let child = spawn_piped(lab, &long)?;
     std::thread::sleep(Duration::from_secs(6));
     let impaired = lab.run(&["impair", "n3", "--loss", "100%"]);
     let out = child.wait_with_output()?;

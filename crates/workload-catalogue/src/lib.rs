@@ -145,7 +145,14 @@ mod tests {
             .collect();
         assert_eq!(
             collectives,
-            ["allreduce", "allgather", "reduce-scatter", "alltoall", "broadcast", "incast"]
+            [
+                "allreduce",
+                "allgather",
+                "reduce-scatter",
+                "alltoall",
+                "broadcast",
+                "incast"
+            ]
         );
         assert_eq!(taking(Opt::Root), "broadcast, incast");
         assert!(w("allreduce").takes(Opt::Nodes) && !w("write-read").takes(Opt::Nodes));

@@ -360,7 +360,15 @@ fn run_op(
     what: &str,
 ) -> Result<(), SessionError> {
     let n = shape.world;
-    let (right, left) = ((rank + 1) % n, (rank + n - 1) % n);
+    let ring = Ring {
+        left: (rank + n - 1) % n,
+        right: (rank + 1) % n,
+        steps: if shape.op == Collective::Allreduce {
+            2 * (n - 1)
+        } else {
+            n - 1
+        },
+    };
     let out = |range: std::ops::Range<usize>| LocalSlice {
         buf: layout.exposed,
         offset: range.start * ELEMENT,
@@ -385,14 +393,7 @@ fn run_op(
                 let range = shape.chunk(send);
                 let src = if s == 0 { inp(range.clone()) } else { out(range.clone()) };
                 let at = (layout.staging + range.start * ELEMENT) as u64;
-                net.write(side, right, src, at, Imm::data(s))?;
-                net.wait(side, left, Imm::data(s), || {
-                    format!(
-                        "{what}: step {} of {}, chunk {recv} from rank {left}",
-                        s + 1,
-                        2 * (n - 1)
-                    )
-                })?;
+                ring.step(side, net, src, at, s, recv, what)?;
                 let r = bytes(shape.chunk(recv));
                 let (input, exposed) = side.link.buffer_pair_mut(layout.input, layout.exposed);
                 let (output, staging) = exposed.split_at_mut(layout.staging);
@@ -404,20 +405,15 @@ fn run_op(
                     let send = (rank + 1 + n - s) % n;
                     let recv = (rank + n - s) % n;
                     let range = shape.chunk(send);
-                    net.write(
+                    ring.step(
                         side,
-                        right,
+                        net,
                         out(range.clone()),
                         (range.start * ELEMENT) as u64,
-                        Imm::data(step),
+                        step,
+                        recv,
+                        what,
                     )?;
-                    net.wait(side, left, Imm::data(step), || {
-                        format!(
-                            "{what}: step {} of {}, chunk {recv} from rank {left}",
-                            step + 1,
-                            2 * (n - 1)
-                        )
-                    })?;
                 }
             }
         }
@@ -427,16 +423,15 @@ fn run_op(
                 let send = (rank + n - s) % n;
                 let recv = (rank + 2 * n - s - 1) % n;
                 let range = shape.chunk(send);
-                net.write(
+                ring.step(
                     side,
-                    right,
+                    net,
                     out(range.clone()),
                     (range.start * ELEMENT) as u64,
-                    Imm::data(s),
+                    s,
+                    recv,
+                    what,
                 )?;
-                net.wait(side, left, Imm::data(s), || {
-                    format!("{what}: step {} of {}, chunk {recv} from rank {left}", s + 1, n - 1)
-                })?;
             }
         }
         Collective::Alltoall => {
@@ -481,6 +476,35 @@ fn run_op(
         }
     }
     net.drain(side, what)
+}
+
+/// A rank's place in a ring: its neighbours and the operation's steps.
+struct Ring {
+    left: usize,
+    right: usize,
+    steps: usize,
+}
+
+impl Ring {
+    /// One step: write `src` into the right neighbour at `offset`, then
+    /// wait for the left neighbour's write of the same step (chunk `recv`).
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &self,
+        side: &mut Side,
+        net: &mut Net,
+        src: LocalSlice,
+        offset: u64,
+        step: usize,
+        recv: usize,
+        what: &str,
+    ) -> Result<(), SessionError> {
+        net.write(side, self.right, src, offset, Imm::data(step))?;
+        let (left, steps) = (self.left, self.steps);
+        net.wait(side, left, Imm::data(step), || {
+            format!("{what}: step {} of {steps}, chunk {recv} from rank {left}", step + 1)
+        })
+    }
 }
 
 /// The operation's local part: this rank's own elements, from its input
