@@ -263,7 +263,7 @@ pub async fn run_collective(
     let sizes = refs.first().map_or(0, |r| r.collective.len());
     let points = (0..sizes).map(|i| point(op, root, &refs, i)).collect();
     let (verified, verify_detail) = verdict(&refs);
-    let record = CollectiveRecord {
+    let mut record = CollectiveRecord {
         schema: COLLECTIVE_SCHEMA,
         id: run_id,
         lab: lab.spec.name.clone(),
@@ -273,10 +273,7 @@ pub async fn run_collective(
         root: op.has_root().then_some(root),
         params: CollectiveParamsRecord {
             size: if params.all_sizes {
-                match params.max_size {
-                    0 => workload_catalogue::limits::DEFAULT_SWEEP_MAX,
-                    max => max,
-                }
+                workload_catalogue::limits::sweep_max(params.max_size)
             } else {
                 params.size
             },
@@ -315,7 +312,6 @@ pub async fn run_collective(
         duration_s: started.elapsed().as_secs_f64(),
         saved_to: None,
     };
-    let mut record = record;
     let json = serde_json::to_vec_pretty(&record).expect("record serialises");
     let path = lab
         .dir

@@ -10,7 +10,7 @@
 
 use agent_proto::v1::{Fault, WorkloadParams};
 use workload_catalogue::limits::{
-    DEFAULT_MAX_SIZE, DEFAULT_SWEEP_MAX, MAX_BULK_TOTAL, MAX_DURATION_S, MAX_ITERATIONS, MAX_QPS, MAX_TIMEOUT_MS,
+    DEFAULT_MAX_SIZE, MAX_BULK_TOTAL, MAX_DURATION_S, MAX_ITERATIONS, MAX_QPS, MAX_TIMEOUT_MS,
 };
 use workload_catalogue::Opt;
 
@@ -367,9 +367,5 @@ pub fn duration(params: &WorkloadParams) -> std::time::Duration {
 
 /// The largest size of a sweep (max_size, or the default when unset).
 pub fn effective_max_size(params: &WorkloadParams) -> u64 {
-    if params.max_size == 0 {
-        DEFAULT_SWEEP_MAX
-    } else {
-        params.max_size
-    }
+    workload_catalogue::limits::sweep_max(params.max_size)
 }

@@ -9,6 +9,15 @@ pub const DEFAULT_MAX_SIZE: u64 = 64 * 1024 * 1024;
 pub const MAX_ITERATIONS: u64 = 1_000_000_000;
 /// Default largest size of an all-sizes sweep.
 pub const DEFAULT_SWEEP_MAX: u64 = 8 * 1024 * 1024;
+
+/// The largest size of a sweep asked for with `max_size` (0: the default).
+pub const fn sweep_max(max_size: u64) -> u64 {
+    if max_size == 0 {
+        DEFAULT_SWEEP_MAX
+    } else {
+        max_size
+    }
+}
 /// Most QPs one run may ask for.
 pub const MAX_QPS: u32 = 16;
 /// Longest timed run (`duration_s`), one day.
