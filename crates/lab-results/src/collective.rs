@@ -27,6 +27,9 @@ pub struct CollectiveRecord {
     pub collective: String,
     /// How the agents ran it.
     pub algorithm: String,
+    /// What moved the data: "verbs RC", or "libfabric <provider>".
+    #[serde(default)]
+    pub transport: String,
     /// Ranks.
     pub world: u32,
     /// broadcast, incast: the root rank.
