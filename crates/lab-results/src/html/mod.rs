@@ -327,6 +327,9 @@ fn collective_section(c: &CollectiveRecord) -> String {
         c.algorithm.clone(),
         format!("nodes {}", nodes.join(" ")),
     ];
+    if !c.transport.is_empty() {
+        facts.push(format!("over {}", c.transport));
+    }
     if let Some(root) = c.root {
         facts.push(format!("root {}", rank_name(c, root as usize)));
     }
