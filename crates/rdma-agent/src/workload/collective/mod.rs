@@ -56,18 +56,25 @@ pub fn uses_doubling(op: Collective, world: usize, count: usize) -> bool {
     op == Collective::Allreduce && world.is_power_of_two() && count * ELEMENT <= DOUBLING_MAX
 }
 
-/// Bytes of the staging area where peers' partial sums land: one buffer
-/// for the ring, one per step for recursive doubling (a later step's
-/// partner may write before this rank has added the earlier step's).
-fn staging_len(op: Collective, world: usize, count: usize) -> usize {
+/// Bytes of the staging area where peers' partial sums land in one
+/// operation of `count` elements: one buffer for the ring, one per step for
+/// recursive doubling (a later step's partner may write before this rank
+/// has added the earlier step's), none outside the reductions.
+fn staging_used(op: Collective, world: usize, count: usize) -> usize {
     let bytes = count * ELEMENT;
-    match op {
-        Collective::Allreduce if world.is_power_of_two() => {
-            bytes.max(world.trailing_zeros() as usize * bytes.min(DOUBLING_MAX))
-        }
-        Collective::Allreduce | Collective::ReduceScatter => bytes,
-        _ => 0,
+    if uses_doubling(op, world, count) {
+        world.trailing_zeros() as usize * bytes
+    } else if matches!(op, Collective::Allreduce | Collective::ReduceScatter) {
+        bytes
+    } else {
+        0
     }
+}
+
+/// Bytes of the staging area a run up to `count` elements needs: the most
+/// any of its sizes uses (the largest, or the largest that doubles).
+fn staging_len(op: Collective, world: usize, count: usize) -> usize {
+    staging_used(op, world, count).max(staging_used(op, world, count.min(DOUBLING_MAX / ELEMENT)))
 }
 
 /// One collective, run by every rank's agent.
@@ -527,13 +534,7 @@ fn poison(t: &mut dyn Transport, shape: &OpShape, layout: &Layout, rank: usize) 
         _ => bytes,
     };
     buf[..out].fill(0xFF);
-    let staging = if uses_doubling(shape.op, shape.world, shape.count) {
-        shape.world.trailing_zeros() as usize * bytes
-    } else if matches!(shape.op, Collective::Allreduce | Collective::ReduceScatter) {
-        bytes
-    } else {
-        0
-    };
+    let staging = staging_used(shape.op, shape.world, shape.count);
     if staging > 0 {
         buf[layout.staging..layout.staging + staging].fill(0xFF);
     }
@@ -596,10 +597,9 @@ fn run_op(
                 })?;
                 // The write read this rank's output, which the sum now changes.
                 net.drain(t, what)?;
-                let slot = layout.staging + k * len..layout.staging + (k + 1) * len;
                 let (input, exposed) = t.regions_mut();
                 let (output, staging) = exposed.split_at_mut(layout.staging);
-                let arrived = &staging[slot.start - layout.staging..slot.end - layout.staging];
+                let arrived = &staging[k * len..(k + 1) * len];
                 if k == 0 {
                     elements::add_into(&mut output[..len], &input[..len], arrived);
                 } else {
