@@ -17,8 +17,9 @@
 //! frequency check). perftest's "MB/sec" is MiB/s (2^20 bytes, checked from
 //! its message rate), the same unit as our `bw_avg_mib_s`.
 //!
-//! `--suite collectives` ([`collectives`]) compares our collectives with
-//! Open MPI's on every node of the lab instead of pairs with perftest.
+//! `--suite collectives` (the [`collectives`] module, which runs it)
+//! compares our collectives with Open MPI's on every node of the lab
+//! instead of pairs with perftest.
 //!
 //! The libfabric pair runs `fi_pingpong` (libfabric-bin: untagged
 //! `fi_send`/`fi_recv` ping-pong on an RDM endpoint) against `fabric-lat`,
@@ -324,7 +325,9 @@ pub async fn run_bench(
     mut on_event: impl FnMut(BenchEvent<'_>),
 ) -> Result<BenchRecord, BenchError> {
     if opts.suite == Suite::Collectives {
-        return collectives::run_collectives_bench(lab, opts, on_event).await;
+        return Err(BenchError::Setup(
+            "the collectives suite runs through bench::collectives::run_collectives_bench".into(),
+        ));
     }
     // What to run first: a workload that cannot sweep is refused before any node is asked.
     let specs = if opts.suite == Suite::Sweep {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 pub mod collectives;
 pub mod verdict;
 
-pub use collectives::{CeilingRecord, CollectiveFigures, CollectivesRecord};
+pub use collectives::CollectiveFigures;
 
 /// Version of the bench record (`--json` and saved results). 2: warm-up
 /// rounds, the ABBA order, rounds left out per side, the drift check and
@@ -519,4 +519,51 @@ pub fn orchestration_ok(record: &OrchestrationRecord) -> bool {
         .steps
         .iter()
         .all(|s| s.errors.is_empty() && !s.samples.is_empty())
+}
+
+/// What `--suite collectives` ran on and with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CollectivesRecord {
+    /// The nodes in rank order (one rank each, on both sides).
+    pub nodes: Vec<String>,
+    /// Ranks.
+    pub world: u32,
+    /// Untimed operations at the start of every run (both sides), apart
+    /// from the suite's warm-up rounds.
+    pub warmup_ops: u32,
+    /// Seed of the inputs (both sides fill and check the same elements).
+    pub seed: u64,
+    /// `mpirun --version`'s first line.
+    pub mpi_version: String,
+    /// The transport Open MPI was told to use: `tcp` or `ucx`.
+    pub mpi_transport: String,
+    /// It in words, with the interface or device.
+    pub mpi_transport_detail: String,
+    /// The mpirun command line, up to the program's arguments.
+    pub mpirun: String,
+    /// How the program was built and spread to the nodes.
+    pub build: String,
+    /// Seconds the build and the copies took.
+    pub build_s: f64,
+    /// One single-pair write-bw on the lab's data link, run in the same bench.
+    pub ceiling: Option<CeilingRecord>,
+}
+
+/// The link's ceiling: one pair's write-bw, in the collectives' unit too.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CeilingRecord {
+    /// The parameters, as run.
+    pub command: String,
+    /// The run (`value` in MiB/s), or why it failed.
+    pub sample: Sample,
+    /// The same bandwidth in GB/s (10^9 bytes), the unit of busbw.
+    pub gb_s: Option<f64>,
+}
+
+impl CeilingRecord {
+    /// The ceiling from its run; `gb_s` follows from the sample's MiB/s.
+    pub fn new(command: String, sample: Sample) -> CeilingRecord {
+        let gb_s = sample.value.map(|mib_s| mib_s * f64::from(1u32 << 20) / 1e9);
+        CeilingRecord { command, sample, gb_s }
+    }
 }

@@ -415,8 +415,9 @@ async fn run_ours_collective(
     (sample, described)
 }
 
-/// Runs the collectives suite on every node of the lab and saves its record.
-pub(super) async fn run_collectives_bench(
+/// Runs the collectives suite on every node of the lab and saves its
+/// record (`run_bench` runs the pair suites).
+pub async fn run_collectives_bench(
     lab: &Lab,
     opts: &BenchOptions,
     mut on_event: impl FnMut(BenchEvent<'_>),

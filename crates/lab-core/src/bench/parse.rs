@@ -196,8 +196,7 @@ pub fn parse_mpi_collectives(output: &str) -> Result<CollectiveFigures, String> 
     let line = output
         .lines()
         .map(str::trim)
-        .filter(|l| l.starts_with("{\"collective\""))
-        .next_back()
+        .rfind(|l| l.starts_with("{\"collective\""))
         .ok_or_else(|| {
             format!(
                 "no result line ({{\"collective\":...}}) in the output of mpi_collectives:\n{}",

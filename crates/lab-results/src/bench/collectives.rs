@@ -1,13 +1,11 @@
-//! The collectives suite's parts of a bench record: one side's figures of
-//! one round (ours or Open MPI's, computed the same way: nccl-tests' algbw
-//! and busbw from the size, the ranks and the slowest rank's mean time),
-//! and what the suite ran on (ranks, Open MPI's version, build and
-//! transport, the link's ceiling).
+//! One side's figures of one round of the collectives suite (ours or Open
+//! MPI's, computed the same way: nccl-tests' algbw and busbw from the size,
+//! the ranks and the slowest rank's mean time). What the suite ran on is
+//! [`super::CollectivesRecord`].
 
 use serde::{Deserialize, Serialize};
 use workload_catalogue::Collective;
 
-use super::Sample;
 use crate::collective::algbw_gb_s;
 
 /// One round of one side of a collective pair. The sample's `value` is
@@ -56,56 +54,10 @@ impl CollectiveFigures {
     }
 }
 
-/// What `--suite collectives` ran on and with.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct CollectivesRecord {
-    /// The nodes in rank order (one rank each, on both sides).
-    pub nodes: Vec<String>,
-    /// Ranks.
-    pub world: u32,
-    /// Untimed operations at the start of every run (both sides), apart
-    /// from the suite's warm-up rounds.
-    pub warmup_ops: u32,
-    /// Seed of the inputs (both sides fill and check the same elements).
-    pub seed: u64,
-    /// `mpirun --version`'s first line.
-    pub mpi_version: String,
-    /// The transport Open MPI was told to use: `tcp` or `ucx`.
-    pub mpi_transport: String,
-    /// It in words, with the interface or device.
-    pub mpi_transport_detail: String,
-    /// The mpirun command line, up to the program's arguments.
-    pub mpirun: String,
-    /// How the program was built and spread to the nodes.
-    pub build: String,
-    /// Seconds the build and the copies took.
-    pub build_s: f64,
-    /// One single-pair write-bw on the lab's data link, run in the same bench.
-    pub ceiling: Option<CeilingRecord>,
-}
-
-/// The link's ceiling: one pair's write-bw, in the collectives' unit too.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct CeilingRecord {
-    /// The parameters, as run.
-    pub command: String,
-    /// The run (`value` in MiB/s), or why it failed.
-    pub sample: Sample,
-    /// The same bandwidth in GB/s (10^9 bytes), the unit of busbw.
-    pub gb_s: Option<f64>,
-}
-
-impl CeilingRecord {
-    /// The ceiling from its run; `gb_s` follows from the sample's MiB/s.
-    pub fn new(command: String, sample: Sample) -> CeilingRecord {
-        let gb_s = sample.value.map(|mib_s| mib_s * f64::from(1u32 << 20) / 1e9);
-        CeilingRecord { command, sample, gb_s }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::{CeilingRecord, Sample};
 
     #[test]
     fn test_figures_follow_nccl_tests_with_the_catalogue_factor() {

@@ -178,7 +178,7 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
         },
     };
     let quiet = bench.json;
-    let record = run_bench(&lab, &opts, |event| {
+    let on_event = |event: BenchEvent<'_>| {
         if quiet {
             return;
         }
@@ -200,8 +200,11 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
                 (None, None, _) => eprintln!("no value"),
             },
         }
-    })
-    .await?;
+    };
+    let record = match suite {
+        Suite::Collectives => lab_core::bench::collectives::run_collectives_bench(&lab, &opts, on_event).await?,
+        _ => run_bench(&lab, &opts, on_event).await?,
+    };
     if bench.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else {
