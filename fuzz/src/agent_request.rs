@@ -70,6 +70,12 @@ fn accepted(params: &WorkloadParams, runner: Runner) {
         Runner::Tcp => {
             let _ = validate::bulk_total(params);
         }
+        Runner::FabricCollective { op, .. } => {
+            // The rank's one region, as Prepare registers it.
+            let (input, exposed) = rdma_agent::workload::collective::region_lens(op, params);
+            let _ = input.checked_add(exposed).expect("the region's length fits");
+            let _ = fabric_session::provider(params);
+        }
         Runner::Verbs(w) => {
             let _ = (w.send_queue_depth(params), w.recv_queue_depth(params));
             let _ = workload::iterations(params);

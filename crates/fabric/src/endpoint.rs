@@ -40,6 +40,15 @@ pub struct PeerAddr(sys::fi_addr_t);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct OpId(u64);
 
+/// What [`Endpoint::wait_event`] saw.
+#[derive(Debug)]
+pub enum Completed {
+    /// A peer's RMA write with this immediate (masked to `cq_data_size`) landed.
+    RemoteWrite(u64),
+    /// One of this endpoint's operations completed, or failed.
+    Op(OpId, Result<()>),
+}
+
 #[derive(Debug, Clone, Copy)]
 enum OpKind {
     Send {

@@ -43,6 +43,6 @@ pub mod perf;
 /// The fabric-write protocol.
 pub mod write;
 
-pub use endpoint::{Access, Endpoint, MrHandle, OpId, PeerAddr, RemoteMr};
+pub use endpoint::{Access, Completed, Endpoint, MrHandle, OpId, PeerAddr, RemoteMr};
 pub use error::{FabricError, Result};
 pub use info::{providers, Hints, Info};

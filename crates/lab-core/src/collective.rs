@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use agent_proto::v1::{
-    run_event, AbortRequest, CmMode, CollectiveParams, Endpoint, NodeInfoRequest, PrepareRequest, Progress, QpEndpoint,
-    Role, RunRequest, SideResult, WorkloadParams,
+    run_event, AbortRequest, CmMode, CollectiveParams, Endpoint, FabricEndpoint, NodeInfoRequest, PrepareReply,
+    PrepareRequest, Progress, QpEndpoint, Role, RunRequest, SideResult, WorkloadParams,
 };
 use futures::stream::{FuturesUnordered, StreamExt};
 use lab_remote::agent::{deadline, Client};
@@ -25,12 +25,10 @@ use lab_results::collective::{
 };
 use lab_results::run::{cpu, node_record};
 use lab_state::{now_rfc3339, NodeState};
+use workload_catalogue::limits::MAX_RANKS;
 
 use crate::lab::Lab;
 use crate::run::RunError;
-
-/// Most ranks one run may have (the agent's limit too).
-pub const MAX_RANKS: usize = 16;
 
 /// What to run, where.
 #[derive(Debug, Clone)]
@@ -83,7 +81,7 @@ fn plan_ranks(
         .iter()
         .flat_map(|n| std::iter::repeat_n(n.clone(), per_node))
         .collect();
-    if ranks.len() < 2 || ranks.len() > MAX_RANKS {
+    if ranks.len() < 2 || ranks.len() > MAX_RANKS as usize {
         return Err(format!(
             "a collective needs 2 ..= {MAX_RANKS} ranks; {} node(s) x {per_node} rank(s) per node make {}",
             nodes.len(),
@@ -117,6 +115,23 @@ fn peers_of(r: usize, endpoints: &[Endpoint]) -> Result<Vec<QpEndpoint>, String>
         peers.push(qp);
     }
     Ok(peers)
+}
+
+/// The libfabric endpoints rank `r` gets at Run: every other rank's, in
+/// rank order (an RDM endpoint talks to all through one address vector).
+fn fabric_peers_of(r: usize, prepared: &[PrepareReply]) -> Result<Vec<FabricEndpoint>, String> {
+    prepared
+        .iter()
+        .enumerate()
+        .filter(|(q, _)| *q != r)
+        .map(|(q, reply)| {
+            reply
+                .fabric
+                .clone()
+                .filter(|f| f.region.is_some())
+                .ok_or_else(|| format!("rank {q} returned no libfabric endpoint and region"))
+        })
+        .collect()
 }
 
 /// What a rank said when it failed, on one line; a retry-exceeded write
@@ -269,6 +284,10 @@ pub async fn run_collective(
         lab: lab.spec.name.clone(),
         collective: params.workload.clone(),
         algorithm: op.algorithm().to_string(),
+        transport: match results.first().and_then(|r| r.facts.get("provider")) {
+            Some(provider) if !params.provider.is_empty() => format!("libfabric {provider}"),
+            _ => "verbs RC".to_string(),
+        },
         world: world as u32,
         root: op.has_root().then_some(root),
         params: CollectiveParamsRecord {
@@ -343,7 +362,7 @@ async fn drive(
         };
         async move {
             match tokio::time::timeout(deadline::SETUP, client.prepare(request)).await {
-                Ok(Ok(reply)) => Ok(reply.into_inner().endpoint.unwrap_or_default()),
+                Ok(Ok(reply)) => Ok(reply.into_inner()),
                 Ok(Err(status)) => Err(status),
                 Err(_) => Err(tonic::Status::deadline_exceeded(format!(
                     "Prepare did not answer within {} s",
@@ -371,14 +390,29 @@ async fn drive(
     let limit = timeout + Duration::from_secs(15);
     let mut running = FuturesUnordered::new();
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Progress)>();
+    let over_libfabric = endpoints.iter().any(|e| e.fabric.is_some());
     for r in ranks.iter() {
-        let peer = match peers_of(r.rank, &endpoints) {
-            Ok(qps) => Endpoint {
-                address: String::new(),
-                port: 0,
-                qps,
-            },
-            Err(e) => return Err(vec![e]),
+        let (peer, fabric_peers) = if over_libfabric {
+            match fabric_peers_of(r.rank, &endpoints) {
+                Ok(peers) => (Endpoint::default(), peers),
+                Err(e) => return Err(vec![e]),
+            }
+        } else {
+            let qp_endpoints: Vec<Endpoint> = endpoints
+                .iter()
+                .map(|e| e.endpoint.clone().unwrap_or_default())
+                .collect();
+            match peers_of(r.rank, &qp_endpoints) {
+                Ok(qps) => (
+                    Endpoint {
+                        address: String::new(),
+                        port: 0,
+                        qps,
+                    },
+                    Vec::new(),
+                ),
+                Err(e) => return Err(vec![e]),
+            }
         };
         let request = RunRequest {
             session_id: r.session_id.clone(),
@@ -386,6 +420,7 @@ async fn drive(
             peer: Some(peer),
             bind_addr: r.node.data_addr.to_string(),
             fabric_peer: None,
+            fabric_peers,
         };
         let mut client = r.client.clone();
         let rank = r.rank;

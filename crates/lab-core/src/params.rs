@@ -106,6 +106,7 @@ pub struct WorkloadRequest {
     pub use_capability: Option<String>,
     /// fabric-* workloads: the libfabric provider ("tcp;ofi_rxm", "verbs;ofi_rxd", "efa", ...)
     /// [default: from the lab's fabric: rxe: verbs;ofi_rxd, none: tcp;ofi_rxm, efa: efa].
+    /// Collectives: run over libfabric RDM with this provider instead of verbs RC.
     #[arg(long)]
     pub provider: Option<String>,
     /// bulk-rdma, bulk-tcp: bytes to move in --size chunks, e.g. 64MiB [default: 4MiB].
@@ -430,7 +431,7 @@ mod tests {
         };
         assert_eq!(
             provider.run_options().unwrap_err().to_string(),
-            "--provider applies to fabric-write, fabric-bw, fabric-lat, not to write-read (verbs workload)"
+            "--provider applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, alltoall, broadcast, incast, not to write-read (verbs workload)"
         );
         let total = WorkloadRequest {
             workload: "fabric-bw".into(),

@@ -27,6 +27,9 @@ pub struct CollectiveRecord {
     pub collective: String,
     /// How the agents ran it.
     pub algorithm: String,
+    /// What moved the data: "verbs RC", or "libfabric <provider>".
+    #[serde(default)]
+    pub transport: String,
     /// Ranks.
     pub world: u32,
     /// broadcast, incast: the root rank.
@@ -229,36 +232,113 @@ pub fn verdict(ranks: &[&SideResult]) -> (bool, String) {
     )
 }
 
-/// CSV of the points: one row per size, nccl-tests' columns first.
-pub fn to_csv(record: &CollectiveRecord) -> Result<String, csv::Error> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "collective",
-        "world",
-        "size",
-        "count",
-        "iterations",
-        "time_us",
-        "algbw_gb_s",
-        "busbw_gb_s",
-        "wrong",
-        "slowest_rank",
-    ])?;
-    for p in &record.points {
-        w.write_record([
-            record.collective.clone(),
-            record.world.to_string(),
-            p.size.to_string(),
-            p.count.to_string(),
-            p.iterations.to_string(),
-            format!("{:.3}", p.time_us),
-            format!("{:.6}", p.algbw_gb_s),
-            format!("{:.6}", p.busbw_gb_s),
-            p.wrong.to_string(),
-            p.slowest_rank.to_string(),
-        ])?;
+/// Columns of [`points_csv`]: nccl-tests' first, then what ties a row to
+/// its record.
+pub const POINT_COLUMNS: &[&str] = &[
+    "collective",
+    "world",
+    "size",
+    "count",
+    "iterations",
+    "time_us",
+    "algbw_gb_s",
+    "busbw_gb_s",
+    "wrong",
+    "slowest_rank",
+    "checked",
+    "incast_aggregate_mib_s",
+    "incast_jain_fairness",
+    "id",
+    "started_at",
+    "lab",
+    "verified",
+];
+
+/// Writes one row per size of each record. Numbers are the record's values
+/// unrounded; the incast columns are empty for the other collectives.
+pub fn points_csv(records: &[&CollectiveRecord], out: impl std::io::Write) -> Result<(), csv::Error> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(POINT_COLUMNS)?;
+    for r in records {
+        for p in &r.points {
+            let incast = |f: fn(&IncastRecord) -> f64| p.incast.as_ref().map(|i| f(i).to_string()).unwrap_or_default();
+            w.write_record([
+                r.collective.clone(),
+                r.world.to_string(),
+                p.size.to_string(),
+                p.count.to_string(),
+                p.iterations.to_string(),
+                p.time_us.to_string(),
+                p.algbw_gb_s.to_string(),
+                p.busbw_gb_s.to_string(),
+                p.wrong.to_string(),
+                p.slowest_rank.to_string(),
+                p.checked.to_string(),
+                incast(|i| i.aggregate_mib_s),
+                incast(|i| i.jain_fairness),
+                r.id.clone(),
+                r.started_at.clone(),
+                r.lab.clone(),
+                r.verified.to_string(),
+            ])?;
+        }
     }
-    let bytes = w.into_inner().map_err(|e| e.into_error())?;
+    w.flush()?;
+    Ok(())
+}
+
+/// Columns of [`ranks_csv`].
+pub const RANK_COLUMNS: &[&str] = &[
+    "id",
+    "collective",
+    "world",
+    "size",
+    "rank",
+    "node",
+    "time_us",
+    "slowest",
+    "incast_sender_mib_s",
+];
+
+/// Writes one row per size and rank of each record: each rank's own mean
+/// time (the operation's is the slowest's) and, for incast, each sender's
+/// throughput (empty for the root).
+pub fn ranks_csv(records: &[&CollectiveRecord], out: impl std::io::Write) -> Result<(), csv::Error> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(RANK_COLUMNS)?;
+    for r in records {
+        for p in &r.points {
+            for (rank, time_us) in p.rank_time_us.iter().enumerate() {
+                let node = r.ranks.get(rank).map(|k| k.node.clone()).unwrap_or_default();
+                let sender = p
+                    .incast
+                    .as_ref()
+                    .filter(|_| r.root != Some(rank as u32))
+                    .and_then(|i| i.sender_mib_s.get(rank))
+                    .map(f64::to_string)
+                    .unwrap_or_default();
+                w.write_record([
+                    r.id.clone(),
+                    r.collective.clone(),
+                    r.world.to_string(),
+                    p.size.to_string(),
+                    rank.to_string(),
+                    node,
+                    time_us.to_string(),
+                    (rank as u32 == p.slowest_rank).to_string(),
+                    sender,
+                ])?;
+            }
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// [`points_csv`] of one record, as `labctl run COLLECTIVE --csv` prints it.
+pub fn to_csv(record: &CollectiveRecord) -> Result<String, csv::Error> {
+    let mut bytes = Vec::new();
+    points_csv(&[record], &mut bytes)?;
     Ok(String::from_utf8(bytes).expect("CSV of UTF-8 fields"))
 }
 
@@ -324,5 +404,99 @@ mod tests {
         assert!((jain_fairness(&[5.0, 5.0, 5.0]) - 1.0).abs() < 1e-12);
         assert!((jain_fairness(&[9.0, 0.0, 0.0]) - 1.0 / 3.0).abs() < 1e-12);
         assert_eq!(jain_fairness(&[]), 0.0);
+    }
+
+    /// The real records' CSV, read back with a CSV reader.
+    fn read_csv(bytes: &[u8]) -> (Vec<String>, Vec<csv::StringRecord>) {
+        let mut reader = csv::Reader::from_reader(bytes);
+        let header = reader.headers().unwrap().iter().map(String::from).collect();
+        (header, reader.records().map(Result::unwrap).collect())
+    }
+
+    #[test]
+    fn test_points_csv_has_one_row_per_size_with_the_records_values_unrounded() {
+        use crate::fixtures::{collective, ALLREDUCE_SWEEP, INCAST};
+        let (sweep, incast) = (collective(ALLREDUCE_SWEEP), collective(INCAST));
+        let mut out = Vec::new();
+        points_csv(&[&sweep, &incast], &mut out).unwrap();
+        let (header, rows) = read_csv(&out);
+        assert_eq!(header, POINT_COLUMNS);
+        let col = |name: &str| POINT_COLUMNS.iter().position(|c| *c == name).unwrap();
+        // 14 sizes of the sweep (8 B .. 64 KiB), then the incast's one.
+        assert_eq!(rows.len(), 15);
+        let sizes: Vec<&str> = rows[..14].iter().map(|r| &r[col("size")]).collect();
+        assert_eq!(
+            sizes,
+            ["8", "16", "32", "64", "128", "256", "512", "1024", "2048", "4096", "8192", "16384", "32768", "65536"]
+        );
+        for (row, p) in rows.iter().zip(&sweep.points) {
+            let number = |name: &str| row[col(name)].parse::<f64>().unwrap();
+            assert_eq!(&row[col("collective")], "allreduce");
+            assert_eq!(&row[col("world")], "4");
+            assert_eq!(number("time_us"), p.time_us);
+            // 0.0000006168... GB/s at 8 B on an emulated lab: not rounded to 0.
+            assert_eq!(number("algbw_gb_s"), p.algbw_gb_s);
+            assert_eq!(number("busbw_gb_s"), p.busbw_gb_s);
+            assert_eq!(row[col("wrong")].parse::<u64>().unwrap(), p.wrong);
+            assert_eq!(row[col("checked")].parse::<u64>().unwrap(), p.checked);
+            assert_eq!(&row[col("incast_jain_fairness")], "", "not an incast");
+            assert_eq!(
+                (&row[col("id")], &row[col("lab")], &row[col("verified")]),
+                (ALLREDUCE_SWEEP, "quad", "true")
+            );
+        }
+        assert!((rows[0][col("busbw_gb_s")].parse::<f64>().unwrap() - 6.168e-7).abs() < 1e-10);
+        let last = &rows[14];
+        let fairness = incast.points[0].incast.as_ref().unwrap();
+        assert_eq!((&last[col("collective")], &last[col("size")]), ("incast", "262144"));
+        assert_eq!(
+            last[col("incast_jain_fairness")].parse::<f64>().unwrap(),
+            fairness.jain_fairness
+        );
+        assert_eq!(
+            last[col("incast_aggregate_mib_s")].parse::<f64>().unwrap(),
+            fairness.aggregate_mib_s
+        );
+        // `run --csv` is the same writer: nccl-tests' columns first.
+        assert!(to_csv(&sweep)
+            .unwrap()
+            .starts_with("collective,world,size,count,iterations,time_us,algbw_gb_s,busbw_gb_s,wrong,slowest_rank,"));
+    }
+
+    #[test]
+    fn test_ranks_csv_has_each_ranks_time_and_each_senders_throughput() {
+        use crate::fixtures::{collective, ALLREDUCE_SWEEP, INCAST};
+        let (sweep, incast) = (collective(ALLREDUCE_SWEEP), collective(INCAST));
+        let mut out = Vec::new();
+        ranks_csv(&[&incast, &sweep], &mut out).unwrap();
+        let (header, rows) = read_csv(&out);
+        assert_eq!(header, RANK_COLUMNS);
+        // incast: 4 ranks at one size; allreduce: 4 ranks at 14 sizes.
+        assert_eq!(rows.len(), 4 + 4 * 14);
+        let point = &incast.points[0];
+        let senders = &point.incast.as_ref().unwrap().sender_mib_s;
+        for (rank, row) in rows[..4].iter().enumerate() {
+            assert_eq!(&row[4], rank.to_string());
+            assert_eq!(&row[5], format!("n{}", rank + 1));
+            assert_eq!(row[6].parse::<f64>().unwrap(), point.rank_time_us[rank]);
+            assert_eq!(
+                &row[7],
+                if rank as u32 == point.slowest_rank {
+                    "true"
+                } else {
+                    "false"
+                }
+            );
+            if incast.root == Some(rank as u32) {
+                assert_eq!(&row[8], "", "the root sends nothing");
+            } else {
+                assert_eq!(row[8].parse::<f64>().unwrap(), senders[rank]);
+            }
+        }
+        // One slowest rank per size, and no sender column outside incast.
+        for size in rows[4..].chunks(4) {
+            assert_eq!(size.iter().filter(|r| &r[7] == "true").count(), 1);
+            assert!(size.iter().all(|r| &r[1] == "allreduce" && r[8].is_empty()));
+        }
     }
 }

@@ -45,3 +45,6 @@ pub mod sweep_chart;
 pub mod topology;
 pub mod trace;
 pub mod trace_view;
+
+#[cfg(test)]
+pub(crate) mod fixtures;

@@ -13,6 +13,8 @@ use std::net::Ipv6Addr;
 
 use serde::Serialize;
 
+mod fit;
+
 /// Version of `labctl graph --json`.
 pub const TOPOLOGY_SCHEMA: u32 = 1;
 
@@ -257,9 +259,9 @@ pub fn to_dot(t: &Topology) -> String {
     out
 }
 
-/// The DOT of [`to_dot`] laid out and drawn as SVG by layout-rs.
+/// The DOT of [`to_dot`] laid out and drawn as SVG by layout-rs, on a
+/// canvas the size of the drawing.
 pub fn to_svg(t: &Topology) -> Result<String, TopologyError> {
-    use layout::backends::svg::SVGWriter;
     use layout::gv::{DotParser, GraphBuilder};
 
     let dot = to_dot(t);
@@ -268,7 +270,7 @@ pub fn to_svg(t: &Topology) -> Result<String, TopologyError> {
     let mut builder = GraphBuilder::new();
     builder.visit_graph(&graph);
     let mut visual = builder.get();
-    let mut svg = SVGWriter::new();
+    let mut svg = fit::FittedSvg::new();
     visual.do_it(false, false, false, &mut svg);
     Ok(svg.finalize())
 }
@@ -419,6 +421,56 @@ graph "e2e" {
                 .filter(|n| n.text().is_some_and(|t| t.starts_with("node-")))
                 .count();
             assert_eq!(names, count);
+        }
+    }
+
+    #[test]
+    fn test_svg_canvas_fits_the_drawing() {
+        // layout-rs alone made a two-node lab's canvas 993 px tall around
+        // 200 px of drawing. The canvas is now the shapes' extent plus a
+        // few px, for a planned and a live lab of 2 and 4 nodes.
+        let mut four = live();
+        four.nodes.extend(four.nodes.clone());
+        for (i, n) in four.nodes.iter_mut().enumerate() {
+            n.name = format!("n{}", i + 1);
+        }
+        for t in [live(), planned(), four] {
+            let svg = to_svg(&t).unwrap();
+            let doc = roxmltree::Document::parse(&svg).unwrap();
+            let root = doc.root_element();
+            let number = |n: &roxmltree::Node, a: &str| n.attribute(a).unwrap().trim().parse::<f64>().unwrap();
+            let view: Vec<f64> = root
+                .attribute("viewBox")
+                .unwrap()
+                .split(' ')
+                .map(|v| v.parse().unwrap())
+                .collect();
+            assert_eq!((number(&root, "width"), number(&root, "height")), (view[2], view[3]));
+            let (mut x0, mut y0, mut x1, mut y1) = (f64::MAX, f64::MAX, f64::MIN, f64::MIN);
+            for n in doc.descendants() {
+                let (left, top, right, bottom) = match n.tag_name().name() {
+                    "rect" if n.ancestors().all(|a| !a.has_tag_name("clipPath")) => {
+                        let (x, y) = (number(&n, "x"), number(&n, "y"));
+                        (x, y, x + number(&n, "width"), y + number(&n, "height"))
+                    }
+                    "ellipse" => {
+                        let (cx, cy, rx, ry) = (number(&n, "cx"), number(&n, "cy"), number(&n, "rx"), number(&n, "ry"));
+                        (cx - rx, cy - ry, cx + rx, cy + ry)
+                    }
+                    _ => continue,
+                };
+                (x0, y0, x1, y1) = (x0.min(left), y0.min(top), x1.max(right), y1.max(bottom));
+            }
+            let (vx0, vy0, vx1, vy1) = (view[0], view[1], view[0] + view[2], view[1] + view[3]);
+            assert!(
+                vx0 <= x0 && vy0 <= y0 && vx1 >= x1 && vy1 >= y1,
+                "a shape outside {view:?}"
+            );
+            let slack = [x0 - vx0, y0 - vy0, vx1 - x1, vy1 - y1];
+            assert!(
+                slack.iter().all(|s| *s <= 8.0),
+                "canvas {view:?} around shapes ({x0}, {y0})..({x1}, {y1}): {slack:?} px to spare"
+            );
         }
     }
 

@@ -132,6 +132,7 @@ async fn main() -> anyhow::Result<()> {
             peer: server_ep,
             bind_addr: a.client_addr.clone(),
             fabric_peer: None,
+            fabric_peers: Vec::new(),
         })
         .await;
     let mut client_outcome = Err(anyhow::anyhow!("no result"));

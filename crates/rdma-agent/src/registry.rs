@@ -15,7 +15,7 @@ use workload_catalogue::{Collective, Family};
 use crate::fabric_session;
 use crate::tcp_session;
 use crate::validate::{self, Limits, ValidationError};
-use crate::workload::collective::CollectiveWorkload;
+use crate::workload::collective::{self, CollectiveWorkload};
 use crate::workload::{
     atomic, bulk, inference_ring, mr_cache, param_server, perf, read, send_recv, write_imm, write_read, Workload,
 };
@@ -29,6 +29,14 @@ pub enum Runner {
     Fabric(fabric_session::Kind),
     /// bulk-tcp, over a kernel TCP socket.
     Tcp,
+    /// A collective over libfabric RDM: what a collective's request naming
+    /// a provider runs (made by [`check`], not listed in the registry).
+    FabricCollective {
+        /// The registry name ("allreduce").
+        name: &'static str,
+        /// The operation.
+        op: Collective,
+    },
 }
 
 impl Runner {
@@ -38,6 +46,7 @@ impl Runner {
             Runner::Verbs(w) => w.name(),
             Runner::Fabric(kind) => kind.name(),
             Runner::Tcp => tcp_session::NAME,
+            Runner::FabricCollective { name, .. } => name,
         }
     }
 
@@ -45,7 +54,7 @@ impl Runner {
     pub fn family(&self) -> Family {
         match self {
             Runner::Verbs(_) => Family::Verbs,
-            Runner::Fabric(_) => Family::Libfabric,
+            Runner::Fabric(_) | Runner::FabricCollective { .. } => Family::Libfabric,
             Runner::Tcp => Family::Tcp,
         }
     }
@@ -56,6 +65,7 @@ impl Runner {
             Runner::Verbs(w) => w.own_check(),
             Runner::Fabric(kind) => kind.own_check(),
             Runner::Tcp => tcp_session::check_request,
+            Runner::FabricCollective { .. } => collective::check_request,
         }
     }
 }
@@ -163,13 +173,18 @@ pub fn find(name: &str) -> Result<Runner, ValidationError> {
 
 /// Checks a request: its workload is in the catalogue and runs here, and
 /// its parameters pass the shared checks, the entry's and the workload's
-/// own. Returns the runner.
+/// own. Returns the runner: a collective naming a libfabric provider runs
+/// over libfabric, any other over verbs.
 pub fn check(params: &WorkloadParams, limits: &Limits) -> Result<Runner, ValidationError> {
     let runner = find(&params.workload)?;
     let entry = workload_catalogue::find(&params.workload).ok_or_else(|| ValidationError::UnknownWorkload {
         name: params.workload.clone(),
         supported: names().join(", "),
     })?;
+    let runner = match entry.shape.collective() {
+        Some(op) if !params.provider.is_empty() => Runner::FabricCollective { name: entry.name, op },
+        _ => runner,
+    };
     validate::validate(params, entry, runner.own_check(), limits)?;
     Ok(runner)
 }

@@ -117,7 +117,7 @@ fn spawn_session(
     match runner {
         Runner::Verbs(workload) => crate::verbs_session::spawn(spec, workload, run),
         Runner::Tcp => crate::tcp_session::spawn(spec, run),
-        Runner::Fabric(_) => Err(SessionError::Protocol(
+        Runner::Fabric(_) | Runner::FabricCollective { .. } => Err(SessionError::Protocol(
             "a libfabric workload has no verbs or TCP session".into(),
         )),
     }
@@ -149,8 +149,18 @@ impl AgentService {
         check_session_id(&req.session_id)?;
         let (params, runner) = check_params(req.params.as_ref())?;
         let role = Role::try_from(req.role).map_err(|_| SessionError::Setup(format!("unknown role {}", req.role)))?;
-        if let Runner::Fabric(kind) = runner {
-            return self.prepare_fabric(req, params, kind, role).await;
+        match runner {
+            Runner::Fabric(kind) => {
+                return self
+                    .prepare_fabric(req, params, role, |spec| fabric_session::spawn(spec, kind, None))
+                    .await
+            }
+            Runner::FabricCollective { op, .. } => {
+                return self
+                    .prepare_fabric(req, params, role, |spec| fabric_session::collective::spawn(spec, op))
+                    .await
+            }
+            _ => {}
         }
         if role == Role::Client && params.cm() == CmMode::RdmaCm {
             return Err(SessionError::Setup(
@@ -190,13 +200,25 @@ impl AgentService {
         })
     }
 
-    /// Prepare of a libfabric server (see [`fabric_session`]).
+    /// Prepare of a libfabric server or collective rank (see
+    /// [`fabric_session`]): `spawn` starts its thread.
+    #[allow(clippy::type_complexity)]
     async fn prepare_fabric(
         &self,
         req: PrepareRequest,
         params: WorkloadParams,
-        kind: fabric_session::Kind,
         role: Role,
+        spawn: impl FnOnce(
+            SessionSpec,
+        ) -> Result<
+            (
+                SessionHandle,
+                tokio::sync::oneshot::Receiver<
+                    Result<(agent_proto::v1::Endpoint, agent_proto::v1::FabricEndpoint), SessionError>,
+                >,
+            ),
+            SessionError,
+        >,
     ) -> Result<PrepareReply, SessionError> {
         let spec = SessionSpec {
             id: req.session_id.clone(),
@@ -205,7 +227,7 @@ impl AgentService {
             bind_addr: req.bind_addr,
         };
         let timeout = spec.timeout();
-        let (handle, ready) = fabric_session::spawn(spec, kind, None)?;
+        let (handle, ready) = spawn(spec)?;
         self.insert(&req.session_id, handle)?;
         let outcome = tokio::time::timeout(timeout, ready).await;
         match outcome {
@@ -290,7 +312,7 @@ impl AgentService {
             let result = handle.result.take().expect("fresh handle");
             self.insert(&req.session_id, handle)?;
             result
-        } else if spec.params.cm() == CmMode::Oob {
+        } else if spec.params.cm() == CmMode::Oob || matches!(runner, Runner::FabricCollective { .. }) {
             let mut sessions = self.sessions.lock().expect("session table poisoned");
             let handle = sessions.get_mut(&req.session_id).ok_or_else(|| {
                 SessionError::Setup(format!(
@@ -301,9 +323,13 @@ impl AgentService {
             if handle.role != Role::Client {
                 return Err(SessionError::Setup("Run is for client sessions".into()));
             }
+            let command = match runner {
+                Runner::FabricCollective { .. } => Command::RunRanks(req.fabric_peers, sink),
+                _ => Command::Run(peer, sink),
+            };
             handle
                 .commands
-                .send(Command::Run(peer, sink))
+                .send(command)
                 .map_err(|_| SessionError::Setup("session already ended".into()))?;
             handle
                 .result

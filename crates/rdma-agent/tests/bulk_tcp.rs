@@ -49,6 +49,7 @@ async fn transfer(p: WorkloadParams, id: &str) -> (SideResult, SideResult) {
             peer: Some(endpoint),
             bind_addr: "127.0.0.1".into(),
             fabric_peer: None,
+            fabric_peers: Vec::new(),
         })
         .await
         .expect("the client runs")

@@ -64,6 +64,7 @@ async fn run_client(
             peer: Some(Default::default()),
             bind_addr: "127.0.0.1".into(),
             fabric_peer: Some(peer),
+            fabric_peers: Vec::new(),
         })
         .await?
         .into_inner();
@@ -384,6 +385,7 @@ async fn corrupted_bytes_are_reported_with_their_location_through_the_agent() {
     let peer = FabricEndpoint {
         fabric_addr: addr_rx.recv().unwrap(),
         provider: "tcp;ofi_rxm".into(),
+        region: None,
     };
     let (result, _) = run_client(&mut agent, "cw", &params(4096, 8), peer).await.expect("Run");
     let first = fake.join().unwrap();
@@ -455,6 +457,7 @@ async fn a_peer_that_vanishes_ends_bw_and_lat_in_a_timeout() {
     let peer = FabricEndpoint {
         fabric_addr: addr_rx.recv().unwrap(),
         provider: "tcp;ofi_rxm".into(),
+        region: None,
     };
     let mut p = perf("fabric-lat", 64, 100);
     p.timeout_ms = 3000;

@@ -199,6 +199,7 @@ async fn bad_sizes_and_missing_fields_are_invalid_argument() {
             peer: None,
             bind_addr: String::new(),
             fabric_peer: None,
+            fabric_peers: Vec::new(),
         })
         .await
         .unwrap_err();

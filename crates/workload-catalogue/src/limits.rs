@@ -20,6 +20,9 @@ pub const fn sweep_max(max_size: u64) -> u64 {
 }
 /// Most QPs one run may ask for.
 pub const MAX_QPS: u32 = 16;
+/// Most ranks a collective may have (the agents' immediates name a sender
+/// in 4 bits).
+pub const MAX_RANKS: u32 = 16;
 /// Longest timed run (`duration_s`), one day.
 pub const MAX_DURATION_S: f64 = 86_400.0;
 /// Longest session timeout (`timeout_ms`), one week: a session deadline is

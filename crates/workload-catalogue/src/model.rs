@@ -96,7 +96,7 @@ impl Collective {
     /// How the agents run it, in a few words (for help and records).
     pub fn algorithm(self) -> &'static str {
         match self {
-            Collective::Allreduce => "ring (reduce-scatter + allgather)",
+            Collective::Allreduce => "ring (reduce-scatter + allgather); recursive doubling up to 16 KiB on 2^k ranks",
             Collective::Allgather | Collective::ReduceScatter => "ring",
             Collective::Alltoall => "pairwise, all writes at once",
             Collective::Broadcast => "root writes to each rank",

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use fabric_sys as sys;
 
-use super::{mask_to, Endpoint, OpId, OpKind, MSG_SLOT_SIZE};
+use super::{mask_to, Completed, Endpoint, OpId, OpKind, MSG_SLOT_SIZE};
 use crate::error::{check, strerror, FabricError, Result};
 use crate::info::c_str;
 use crate::observe::Event;
@@ -215,6 +215,23 @@ impl Endpoint {
             timeout,
             || "a remote write with immediate data".into(),
             |e| e.remote_writes.pop_front(),
+        )
+    }
+
+    /// Waits for the next event of either kind: a remote write carrying
+    /// immediate data (its data visible), or the completion of one of this
+    /// endpoint's operations with its outcome.
+    pub fn wait_event(&mut self, timeout: Duration) -> Result<Completed> {
+        self.wait(
+            timeout,
+            || "a remote write or a completion".into(),
+            |e| {
+                if let Some(data) = e.remote_writes.pop_front() {
+                    return Some(Completed::RemoteWrite(data));
+                }
+                let id = *e.done.keys().next()?;
+                e.done.remove(&id).map(|outcome| Completed::Op(OpId(id), outcome))
+            },
         )
     }
 

@@ -49,6 +49,24 @@ impl Endpoint {
         Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
     }
 
+    /// The bytes of a region whatever is in flight on it, local or remote,
+    /// for protocols that give each byte one owner at a time (a
+    /// collective: a peer writes a range only between a barrier and the
+    /// immediate that announces it; this endpoint's writes read ranges the
+    /// caller leaves alone until they complete). Nothing is checked, as
+    /// with the verbs layer's buffers: a byte the protocol lets a peer
+    /// write while it is read shows as a wrong value, which its checks
+    /// catch.
+    pub fn shared_bytes_mut(&mut self, h: MrHandle) -> Result<&mut [u8]> {
+        let mr = self.mrs.get(h)?;
+        let (p, len) = (mr.buf.ptr, mr.buf.len);
+        // SAFETY: the buffer is `len` bytes this endpoint owns and keeps
+        // allocated while it lives; `&mut self` makes this the only Rust view
+        // of it. Device and peer accesses are outside Rust's model, as for
+        // every registered buffer; the caller's protocol orders them.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
+    }
+
     /// Bytes `offset .. offset + len` of a local-only region, for restamping
     /// one slot while writes from other slots of the region are in flight.
     /// Fails while a posted write reads any byte of the range.

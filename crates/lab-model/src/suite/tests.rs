@@ -56,7 +56,7 @@ fn test_suite_must_fit_the_lab() {
     assert!(e.contains("`allreduce` is a collective"), "{e}");
     let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
     assert!(
-        e.contains("`provider` applies to fabric-write, fabric-bw, fabric-lat, not to read (verbs workload)"),
+        e.contains("`provider` applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, alltoall, broadcast, incast, not to read (verbs workload)"),
         "{e}"
     );
     assert!(check("workloads:\n  - workload: fabric-write\n    trace: true\n").is_ok());

@@ -1,5 +1,8 @@
 //! `labctl report html`: one self-contained page (charts, topology, the
-//! numbers of runs and benches, a trace timeline) built from saved records.
+//! numbers of runs, collectives and benches, a trace timeline) built from
+//! saved records. Tables show what a record measured and nothing else: a
+//! figure the run did not take (latency of a bandwidth loop, bandwidth of a
+//! latency loop) is left out, not printed as 0.
 //!
 //! Everything the page needs is inline: the charts are the SVG that
 //! [`crate::plot`] draws, the topology is [`crate::topology::to_svg`], the
@@ -14,9 +17,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bench::{BenchRecord, Metric, PairRecord};
+use crate::collective::CollectiveRecord;
 use crate::plot::{
     bar_chart_svg, line_chart_svg, Bar, BarChart, LineChart, PlotError, Series, Stroke, Transport, XScale,
 };
+use crate::report::{amount, collective_charts, has_sweep, positive};
 use crate::run::RunRecord;
 use crate::sweep_chart::series_of;
 use crate::topology::{to_svg, Topology};
@@ -25,18 +30,14 @@ use crate::topology::{to_svg, Topology};
 pub const TIMELINE_JS: &str = include_str!("timeline.js");
 /// The page's style sheet.
 const STYLE_CSS: &str = include_str!("style.css");
-/// Crops the topology's SVG to what is drawn (its bounding box).
-const FIT_TOPOLOGY_JS: &str = "document.querySelectorAll('figure.topology svg').forEach(function (s) { \
-var b = s.getBBox(); if (b.width > 0 && b.height > 0) { \
-s.setAttribute('viewBox', [b.x - 4, b.y - 4, b.width + 8, b.height + 8].join(' ')); \
-s.setAttribute('width', b.width + 8); s.setAttribute('height', b.height + 8); } });";
-
 /// What the page is made of.
 pub struct PageInput<'a> {
     /// The lab's name.
     pub lab: &'a str,
     /// The runs chosen.
     pub runs: Vec<&'a RunRecord>,
+    /// The collective runs chosen.
+    pub collectives: Vec<&'a CollectiveRecord>,
     /// The benches chosen.
     pub benches: Vec<&'a BenchRecord>,
     /// Every bench of the lab, oldest first (the ratios over time).
@@ -52,6 +53,8 @@ pub struct PageInput<'a> {
 pub struct PageContents {
     /// Run ids shown.
     pub runs: Vec<String>,
+    /// Collective run ids shown.
+    pub collectives: Vec<String>,
     /// Bench ids shown.
     pub benches: Vec<String>,
     /// The charts, by their `data-chart` name.
@@ -115,8 +118,6 @@ pub fn render(input: &PageInput) -> Result<(String, PageContents), PlotError> {
         match to_svg(t) {
             Ok(svg) => {
                 body.push_str(&format!("<figure class=\"topology\">{}</figure>\n", inline_svg(&svg)));
-                // layout-rs sizes its canvas larger than the drawing: fit it.
-                body.push_str(&format!("<script>{FIT_TOPOLOGY_JS}</script>\n"));
                 contents.topology = true;
             }
             Err(e) => body.push_str(&format!(
@@ -158,6 +159,22 @@ pub fn render(input: &PageInput) -> Result<(String, PageContents), PlotError> {
                 &format!("run-{}-latency", run.id),
                 bar_chart_svg(&latency_chart(run)),
             )?;
+        }
+        body.push_str("</section>\n");
+    }
+
+    for c in &input.collectives {
+        contents.collectives.push(c.id.clone());
+        body.push_str(&collective_section(c));
+        body.push_str("</section>\n");
+    }
+    // The sweeps side by side, one line per record: busbw compares across
+    // collectives and world sizes (a single size draws no line).
+    let swept: Vec<&CollectiveRecord> = input.collectives.iter().copied().filter(|c| has_sweep(c)).collect();
+    if !swept.is_empty() {
+        body.push_str("<section id=\"collective-sweeps\"><h2>Collectives by size</h2>\n");
+        for (what, c) in collective_charts(&swept) {
+            chart(&mut body, &format!("collectives-{what}"), line_chart_svg(&c))?;
         }
         body.push_str("</section>\n");
     }
@@ -224,48 +241,201 @@ pub fn render(input: &PageInput) -> Result<(String, PageContents), PlotError> {
     Ok((html, contents))
 }
 
-/// A number as a cell: the record's value exactly in `data-value`, rounded in the text.
-fn cell(field: &str, v: f64) -> String {
-    let shown = if v.abs() >= 100.0 {
+/// A number as text: one decimal from 100 up, three from 1, and four
+/// significant digits below 1 (an emulated lab's 0.0000006 GB/s is not 0).
+fn shown(v: f64) -> String {
+    if v.abs() >= 100.0 {
         format!("{v:.1}")
     } else if v.abs() >= 1.0 {
         format!("{v:.3}")
+    } else if v == 0.0 || !v.is_finite() {
+        format!("{v}")
     } else {
-        format!("{v:.6}")
-    };
-    format!("<td data-field=\"{}\" data-value=\"{v}\">{shown}</td>", escape(field))
+        let decimals = 3 - v.abs().log10().floor() as i32;
+        format!("{v:.*}", decimals.max(0) as usize)
+    }
+}
+
+/// A number as a cell: the record's value exactly in `data-value`, rounded in the text.
+fn cell(field: &str, v: f64) -> String {
+    format!(
+        "<td data-field=\"{}\" data-value=\"{v}\">{}</td>",
+        escape(field),
+        shown(v)
+    )
+}
+
+/// A count as a cell, exactly.
+fn count_cell(field: &str, v: u64) -> String {
+    format!("<td data-field=\"{}\" data-value=\"{v}\">{v}</td>", escape(field))
+}
+
+/// The figures a run measured, as (record field, value, unit): bandwidth
+/// and message rate when it moved bytes at a rate (a latency loop records 0),
+/// latency when it took samples (a bandwidth loop takes none).
+fn measured(r: &RunRecord) -> Vec<(&'static str, f64, &'static str)> {
+    let latency = |v: f64| (r.lat_us.samples > 0).then_some(v);
+    [
+        ("bw_avg_mib_s", positive(r.bw_avg_mib_s), "MiB/s"),
+        ("bw_peak_mib_s", positive(r.bw_peak_mib_s), "MiB/s"),
+        ("bw_avg_gbps", positive(r.bw_avg_gbps), "Gb/s"),
+        ("msg_rate_mpps", positive(r.msg_rate_mpps), "Mpps"),
+        ("lat_us.min", latency(r.lat_us.min), "µs"),
+        ("lat_us.typical", latency(r.lat_us.typical), "µs"),
+        ("lat_us.avg", latency(r.lat_us.avg), "µs"),
+        ("lat_us.p99", latency(r.lat_us.p99), "µs"),
+        ("lat_us.p999", latency(r.lat_us.p999), "µs"),
+        ("lat_us.max", latency(r.lat_us.max), "µs"),
+        ("duration_s", positive(r.duration_s), "s"),
+    ]
+    .into_iter()
+    .filter_map(|(field, v, unit)| v.map(|v| (field, v, unit)))
+    .collect()
 }
 
 fn run_section(r: &RunRecord) -> String {
     let mut s = format!(
-        "<section class=\"run\" data-run=\"{id}\"><h2>Run {id}: {workload}</h2>\n<p>started {started}, {size} B × {iters}, verified: <span data-field=\"verified\">{verified}</span></p>\n<table><tr><th>metric</th><th>value</th><th>unit</th></tr>\n",
+        "<section class=\"run\" data-run=\"{id}\"><h2>Run {id}: {workload}</h2>\n<p>started {started}, {amount}, verified: <span data-field=\"verified\">{verified}</span></p>\n<table><tr><th>metric</th><th>value</th><th>unit</th></tr>\n",
         id = escape(&r.id),
         workload = escape(&r.workload),
         started = escape(&r.started_at),
-        size = r.params.size,
-        iters = r.params.iterations,
+        amount = escape(&amount(r)),
         verified = if r.verified { "yes" } else { "NO" },
     );
-    let rows: [(&str, f64, &str); 11] = [
-        ("bw_avg_mib_s", r.bw_avg_mib_s, "MiB/s"),
-        ("bw_peak_mib_s", r.bw_peak_mib_s, "MiB/s"),
-        ("bw_avg_gbps", r.bw_avg_gbps, "Gb/s"),
-        ("msg_rate_mpps", r.msg_rate_mpps, "Mpps"),
-        ("lat_us.min", r.lat_us.min, "µs"),
-        ("lat_us.typical", r.lat_us.typical, "µs"),
-        ("lat_us.avg", r.lat_us.avg, "µs"),
-        ("lat_us.p99", r.lat_us.p99, "µs"),
-        ("lat_us.p999", r.lat_us.p999, "µs"),
-        ("lat_us.max", r.lat_us.max, "µs"),
-        ("duration_s", r.duration_s, "s"),
-    ];
-    // A run without latency samples (write-read, the -bw loops) shows no latency rows of zeros.
-    let no_latency = r.lat_us.samples == 0;
-    for (field, v, unit) in rows {
-        if no_latency && field.starts_with("lat_us.") {
-            continue;
-        }
+    for (field, v, unit) in measured(r) {
         s.push_str(&format!("<tr><td>{field}</td>{}<td>{unit}</td></tr>\n", cell(field, v)));
+    }
+    s.push_str("</table>\n");
+    s
+}
+
+/// A rank as a column heading: `rank 2 (n3)`.
+fn rank_name(c: &CollectiveRecord, rank: usize) -> String {
+    match c.ranks.get(rank) {
+        Some(k) => format!("rank {rank} ({})", k.node),
+        None => format!("rank {rank}"),
+    }
+}
+
+/// A collective run: what it was, nccl-tests' table of its sizes, each
+/// rank's time per size, incast's senders, and each rank's verdict.
+fn collective_section(c: &CollectiveRecord) -> String {
+    let p = &c.params;
+    let nodes: Vec<&str> = c.ranks.iter().map(|k| k.node.as_str()).collect();
+    let mut facts = vec![
+        format!("started {}", c.started_at),
+        c.algorithm.clone(),
+        format!("nodes {}", nodes.join(" ")),
+    ];
+    if !c.transport.is_empty() {
+        facts.push(format!("over {}", c.transport));
+    }
+    if let Some(root) = c.root {
+        facts.push(format!("root {}", rank_name(c, root as usize)));
+    }
+    facts.push(if p.iterations > 0 {
+        format!("{} timed operations per size", p.iterations)
+    } else {
+        format!("{} s per size", p.duration_s)
+    });
+    if let Some(fault) = &p.fault {
+        facts.push(format!("fault injected: {fault}"));
+    }
+    let mut s = format!(
+        "<section class=\"collective\" data-collective=\"{id}\"><h2>Collective {id}: {name} on {world} ranks</h2>\n<p>{facts}; verified: <span data-field=\"verified\">{verified}</span> ({detail})</p>\n",
+        id = escape(&c.id),
+        name = escape(&c.collective),
+        world = c.world,
+        facts = escape(&facts.join(", ")),
+        verified = if c.verified { "yes" } else { "NO" },
+        detail = escape(&c.verify_detail),
+    );
+    s.push_str("<table class=\"points\"><caption>per size, as nccl-tests prints it: the time is the slowest rank's mean</caption>\n<tr><th>size (B)</th><th>count</th><th>iterations</th><th>time (µs)</th><th>algbw (GB/s)</th><th>busbw (GB/s)</th><th>#wrong</th><th>slowest rank</th></tr>\n");
+    for pt in &c.points {
+        s.push_str(&format!(
+            "<tr data-size=\"{}\">{}{}{}{}{}{}{}<td data-field=\"slowest_rank\" data-value=\"{}\">{}</td></tr>\n",
+            pt.size,
+            count_cell("size", pt.size),
+            count_cell("count", pt.count),
+            count_cell("iterations", pt.iterations),
+            cell("time_us", pt.time_us),
+            cell("algbw_gb_s", pt.algbw_gb_s),
+            cell("busbw_gb_s", pt.busbw_gb_s),
+            count_cell("wrong", pt.wrong),
+            pt.slowest_rank,
+            escape(&rank_name(c, pt.slowest_rank as usize)),
+        ));
+    }
+    s.push_str("</table>\n");
+
+    // Each rank's own mean time: the operation's is the slowest one's (in bold).
+    let world = c.points.iter().map(|pt| pt.rank_time_us.len()).max().unwrap_or(0);
+    if world > 0 {
+        s.push_str("<table class=\"rank-times\"><caption>each rank's mean time per operation; the slowest in bold</caption>\n<tr><th>size (B)</th>");
+        for rank in 0..world {
+            s.push_str(&format!("<th>{} µs</th>", escape(&rank_name(c, rank))));
+        }
+        s.push_str("</tr>\n");
+        for pt in &c.points {
+            s.push_str(&format!(
+                "<tr data-size=\"{}\">{}",
+                pt.size,
+                count_cell("size", pt.size)
+            ));
+            for (rank, t) in pt.rank_time_us.iter().enumerate() {
+                let td = cell(&format!("rank_time_us.{rank}"), *t);
+                s.push_str(&if rank as u32 == pt.slowest_rank {
+                    td.replacen("<td ", "<td class=\"slowest\" ", 1)
+                } else {
+                    td
+                });
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</table>\n");
+    }
+
+    // incast: what each sender got into the root, and how fairly.
+    let incast: Vec<_> = c
+        .points
+        .iter()
+        .filter_map(|pt| pt.incast.as_ref().map(|i| (pt.size, i)))
+        .collect();
+    if !incast.is_empty() {
+        let senders: Vec<usize> = (0..world).filter(|q| c.root != Some(*q as u32)).collect();
+        s.push_str("<table class=\"incast\"><caption>incast: each sender's throughput into the root, and Jain's fairness index over the senders (1: equal shares)</caption>\n<tr><th>size (B)</th><th>into the root (MiB/s)</th>");
+        for q in &senders {
+            s.push_str(&format!("<th>{} MiB/s</th>", escape(&rank_name(c, *q))));
+        }
+        s.push_str("<th>Jain's fairness</th></tr>\n");
+        for (size, i) in incast {
+            s.push_str(&format!(
+                "<tr data-size=\"{size}\">{}{}",
+                count_cell("size", size),
+                cell("incast.aggregate_mib_s", i.aggregate_mib_s)
+            ));
+            for q in &senders {
+                match i.sender_mib_s.get(*q) {
+                    Some(v) => s.push_str(&cell(&format!("incast.sender_mib_s.{q}"), *v)),
+                    None => s.push_str("<td></td>"),
+                }
+            }
+            s.push_str(&format!("{}</tr>\n", cell("incast.jain_fairness", i.jain_fairness)));
+        }
+        s.push_str("</table>\n");
+    }
+
+    // Each rank's verdict: a failed run says here which rank saw what.
+    s.push_str("<table class=\"ranks\"><caption>each rank's check of its result</caption>\n<tr><th>rank</th><th>node</th><th>verified</th><th>detail</th></tr>\n");
+    for k in &c.ranks {
+        s.push_str(&format!(
+            "<tr data-rank=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            k.rank,
+            k.rank,
+            escape(&k.node),
+            if k.verified { "yes" } else { "NO" },
+            escape(&k.verify_detail),
+        ));
     }
     s.push_str("</table>\n");
     s

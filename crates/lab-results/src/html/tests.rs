@@ -110,6 +110,7 @@ fn page() -> (String, PageContents) {
     render(&PageInput {
         lab: "lab<&>",
         runs: vec![&r],
+        collectives: Vec::new(),
         benches: vec![&b2],
         history: vec![&b1, &b2],
         topology: None,
@@ -203,6 +204,7 @@ fn a_run_without_latency_samples_has_no_empty_chart() {
     let (html, contents) = render(&PageInput {
         lab: "e2e",
         runs: vec![&r],
+        collectives: Vec::new(),
         benches: Vec::new(),
         history: Vec::new(),
         topology: None,
@@ -211,4 +213,149 @@ fn a_run_without_latency_samples_has_no_empty_chart() {
     .unwrap();
     assert!(contents.charts.is_empty() && contents.trace.is_none());
     assert!(!html.contains("<script"), "no trace, no script");
+}
+
+/// The page of the real records `runs` and `collectives`.
+fn page_of(runs: &[&RunRecord], collectives: &[&CollectiveRecord]) -> (String, PageContents) {
+    render(&PageInput {
+        lab: "quad",
+        runs: runs.to_vec(),
+        collectives: collectives.to_vec(),
+        benches: Vec::new(),
+        history: Vec::new(),
+        topology: None,
+        trace: None,
+    })
+    .unwrap()
+}
+
+/// The HTML of the section whose opening tag has `attr`.
+fn section<'a>(html: &'a str, attr: &str) -> &'a str {
+    let at = html.find(attr).unwrap_or_else(|| panic!("no section with {attr}"));
+    let start = html[..at].rfind("<section").unwrap();
+    &html[start..at + html[at..].find("</section>").unwrap()]
+}
+
+/// The `data-field` names of a piece of HTML, in order.
+fn fields(html: &str) -> Vec<&str> {
+    html.split("data-field=\"")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('"').unwrap()])
+        .collect()
+}
+
+#[test]
+fn a_run_shows_only_what_it_measured() {
+    use crate::fixtures::{run, WRITE_LAT, WRITE_READ};
+    let (write_read, write_lat) = (run(WRITE_READ), run(WRITE_LAT));
+    let (html, _) = page_of(&[&write_read, &write_lat], &[]);
+    // write-read moves bytes and takes no latency samples: no latency rows.
+    let wr = section(&html, &format!("data-run=\"{WRITE_READ}\""));
+    assert_eq!(
+        fields(wr),
+        [
+            "verified",
+            "bw_avg_mib_s",
+            "bw_peak_mib_s",
+            "bw_avg_gbps",
+            "msg_rate_mpps",
+            "duration_s"
+        ]
+    );
+    assert!(wr.contains(&format!(
+        "data-field=\"bw_avg_mib_s\" data-value=\"{}\">1.090<",
+        write_read.bw_avg_mib_s
+    )));
+    // msg rate 0.000279 Mpps: four significant digits, not rounded to zeros.
+    assert!(wr.contains(">0.0002791<"), "{wr}");
+    // write-lat measures latency and records bandwidth as 0: no bandwidth rows.
+    let wl = section(&html, &format!("data-run=\"{WRITE_LAT}\""));
+    assert_eq!(
+        fields(wl),
+        [
+            "verified",
+            "lat_us.min",
+            "lat_us.typical",
+            "lat_us.avg",
+            "lat_us.p99",
+            "lat_us.p999",
+            "lat_us.max",
+            "duration_s"
+        ]
+    );
+    assert!(wl.contains(&format!(
+        "data-field=\"lat_us.typical\" data-value=\"{}\">1240.8<",
+        write_lat.lat_us.typical
+    )));
+    // Nothing on the page reads as a measured zero.
+    assert!(!html.contains("data-value=\"0\""), "a zero printed as a figure");
+    assert!(!html.contains("0.000000<"));
+}
+
+#[test]
+fn a_collective_has_its_points_rank_times_and_a_chart() {
+    use crate::fixtures::{collective, ALLREDUCE_SWEEP, INCAST};
+    let (sweep, incast) = (collective(ALLREDUCE_SWEEP), collective(INCAST));
+    let (html, contents) = page_of(&[], &[&sweep, &incast]);
+    assert_eq!(contents.collectives, [ALLREDUCE_SWEEP, INCAST]);
+    let s = section(&html, &format!("data-collective=\"{ALLREDUCE_SWEEP}\""));
+    assert!(s.contains("allreduce on 4 ranks") && s.contains("ring (reduce-scatter + allgather)"));
+    // nccl-tests' table: one row per size, the record's values in data-value.
+    let points = &s[s.find("class=\"points\"").unwrap()..s.find("class=\"rank-times\"").unwrap()];
+    assert_eq!(points.matches("<tr data-size=").count(), 14);
+    for p in &sweep.points {
+        let row = &points[points.find(&format!("<tr data-size=\"{}\"", p.size)).unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        for (field, v) in [
+            ("time_us", p.time_us),
+            ("algbw_gb_s", p.algbw_gb_s),
+            ("busbw_gb_s", p.busbw_gb_s),
+        ] {
+            assert!(
+                row.contains(&format!("data-field=\"{field}\" data-value=\"{v}\"")),
+                "{field} in {row}"
+            );
+        }
+        assert!(row.contains(&format!("data-field=\"wrong\" data-value=\"{}\"", p.wrong)));
+        assert!(row.contains(&format!("rank {} (n{})", p.slowest_rank, p.slowest_rank + 1)));
+    }
+    // busbw 6.168e-7 GB/s at 8 B is shown, not rounded to 0.
+    assert!(points.contains(">0.0000006168<"), "{points}");
+    // Each rank's time at each size; the slowest marked.
+    let times = &s[s.find("class=\"rank-times\"").unwrap()..s.find("class=\"ranks\"").unwrap()];
+    assert_eq!(times.matches("data-field=\"rank_time_us.").count(), 14 * 4);
+    assert_eq!(times.matches("class=\"slowest\"").count(), 14);
+    assert!(times.contains("rank 3 (n4) µs"));
+    assert!(!s.contains("class=\"incast\""), "no incast table for an allreduce");
+    // incast: each sender's throughput and the fairness, the root left out.
+    let i = section(&html, &format!("data-collective=\"{INCAST}\""));
+    let record = incast.points[0].incast.as_ref().unwrap();
+    assert!(i.contains(&format!(
+        "data-field=\"incast.jain_fairness\" data-value=\"{}\"",
+        record.jain_fairness
+    )));
+    let root = incast.root.unwrap();
+    assert!(!i.contains(&format!("incast.sender_mib_s.{root}\"")));
+    for q in (0..4).filter(|q| *q != root) {
+        let v = record.sender_mib_s[q as usize];
+        assert!(i.contains(&format!("data-field=\"incast.sender_mib_s.{q}\" data-value=\"{v}\"")));
+    }
+    // The sweep is charted; the single size of the incast draws no line.
+    assert_eq!(contents.charts, ["collectives-busbw", "collectives-time"]);
+    let chart = &html[html.find("data-chart=\"collectives-busbw\"").unwrap()..];
+    let chart = &chart[..chart.find("</figure>").unwrap()];
+    assert!(chart.contains("allreduce 5546a271, 4 ranks") && !chart.contains("incast 16b8ccb9"));
+}
+
+#[test]
+fn a_failed_collective_names_the_rank_and_a_single_size_has_no_chart() {
+    use crate::fixtures::{collective, BROADCAST_CORRUPT};
+    let broadcast = collective(BROADCAST_CORRUPT);
+    let (html, contents) = page_of(&[], &[&broadcast]);
+    let s = section(&html, &format!("data-collective=\"{BROADCAST_CORRUPT}\""));
+    assert!(s.contains("data-field=\"verified\">NO<"));
+    assert!(s.contains("fault injected: corrupt") && s.contains("root rank 0 (server)"));
+    assert!(s.contains("rank 0: 22 of 22022 elements wrong; first: operation 1 of size 4004 B, element 1000"));
+    assert!(s.contains("data-field=\"wrong\" data-value=\"44\""));
+    assert!(contents.charts.is_empty());
 }

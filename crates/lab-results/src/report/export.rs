@@ -176,9 +176,42 @@ pub fn sweep_csv(runs: &[&RunRecord], out: impl Write) -> Result<(), csv::Error>
     Ok(())
 }
 
-/// A run's short name on a chart: `write-bw 1a2b3c4d`.
-fn label(r: &RunRecord) -> String {
-    format!("{} {}", r.workload, &r.id[..r.id.len().min(8)])
+/// The first 8 characters of an id, as charts and file names show it.
+pub(super) fn short_id(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// A record's short name on a chart: `write-bw 1a2b3c4d`.
+pub(super) fn label(what: &str, id: &str) -> String {
+    format!("{what} {}", short_id(id))
+}
+
+/// The charts' file stem: `<what>-<id8>` for one record, `sweeps-<id8>-<id8>...` for several.
+pub(super) fn chart_stem(records: &[(&str, &str)]) -> String {
+    match records {
+        [(what, id)] => format!("{what}-{}", short_id(id)),
+        many => format!(
+            "sweeps-{}",
+            many.iter().map(|(_, id)| short_id(id)).collect::<Vec<_>>().join("-")
+        ),
+    }
+}
+
+/// Each line in its transport's colour; a second line of the same
+/// transport dashed, a third solid again (the legend tells them apart).
+pub(super) fn strokes(transports: &[Transport]) -> Vec<Stroke> {
+    transports
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let before = transports[..i].iter().filter(|u| *u == t).count();
+            if before % 2 == 0 {
+                Stroke::Solid
+            } else {
+                Stroke::Dashed
+            }
+        })
+        .collect()
 }
 
 /// Draws bandwidth vs size and latency vs size of the sweeps of `runs` (one
@@ -194,39 +227,26 @@ pub fn plot_sweeps(runs: &[&RunRecord], dir: &Path) -> Result<Vec<PathBuf>, Repo
         }
     }
     std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-    let stem = match runs {
-        [one] => format!("{}-{}", one.workload, &one.id[..one.id.len().min(8)]),
-        many => format!(
-            "sweeps-{}",
-            many.iter()
-                .map(|r| &r.id[..r.id.len().min(8)])
-                .collect::<Vec<_>>()
-                .join("-")
-        ),
-    };
+    let names: Vec<(&str, &str)> = runs.iter().map(|r| (r.workload.as_str(), r.id.as_str())).collect();
+    let stem = chart_stem(&names);
     let of = match runs {
-        [one] => format!(" ({})", label(one)),
+        [one] => format!(" ({})", label(&one.workload, &one.id)),
         _ => String::new(),
     };
-    // Each run in its transport's colour; a second run of the same
-    // transport dashed, a third solid again (the legend tells them apart).
+    let transports: Vec<Transport> = runs.iter().map(|r| Transport::of_workload(&r.workload)).collect();
+    let strokes = strokes(&transports);
     let series = |y: fn(&crate::run::SweepPoint) -> Option<f64>| -> Vec<Series> {
-        let mut seen: Vec<Transport> = Vec::new();
         runs.iter()
-            .map(|r| {
-                let transport = Transport::of_workload(&r.workload);
-                let before = seen.iter().filter(|t| **t == transport).count();
-                seen.push(transport);
-                Series {
-                    label: label(r),
-                    points: r
-                        .sweep
-                        .iter()
-                        .filter_map(|p| y(p).map(|v| (p.size as f64, v)))
-                        .collect(),
-                    transport: Some(transport),
-                    stroke: if before % 2 == 0 { Stroke::Solid } else { Stroke::Dashed },
-                }
+            .zip(transports.iter().zip(&strokes))
+            .map(|(r, (transport, stroke))| Series {
+                label: label(&r.workload, &r.id),
+                points: r
+                    .sweep
+                    .iter()
+                    .filter_map(|p| y(p).map(|v| (p.size as f64, v)))
+                    .collect(),
+                transport: Some(*transport),
+                stroke: *stroke,
             })
             .filter(|s| !s.points.is_empty())
             .collect()

@@ -300,7 +300,8 @@ pub struct ListRow {
     pub path: String,
 }
 
-fn amount(r: &RunRecord) -> String {
+/// How much a run did: `64 KiB x 300`, `sweep 2 B..64 KiB for 2 s`.
+pub(crate) fn amount(r: &RunRecord) -> String {
     let p = &r.params;
     let each = if p.iterations > 0 {
         format!("x {}", p.iterations)
@@ -427,6 +428,6 @@ pub fn list_row(s: &Saved) -> ListRow {
 }
 
 /// A figure that a record holds as 0 when it was not measured: `None` then.
-pub(super) fn positive(v: f64) -> Option<f64> {
+pub(crate) fn positive(v: f64) -> Option<f64> {
     (v > 0.0).then_some(v)
 }

@@ -380,3 +380,61 @@ fn test_plot_needs_a_sweep_and_draws_one_series_per_run() {
     assert!(png.read_info().is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn test_plot_collectives_draws_busbw_and_time_one_line_per_record() {
+    use crate::fixtures::{collective, ALLREDUCE_SWEEP, ALLTOALL_SWEEP, INCAST};
+    let dir = std::env::temp_dir().join(format!(
+        "labctl-report-plot-coll-{}-{}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    let (allreduce, alltoall) = (collective(ALLREDUCE_SWEEP), collective(ALLTOALL_SWEEP));
+    let files = plot_collectives(&[&allreduce, &alltoall], &dir).unwrap();
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "sweeps-5546a271-6599be2f-busbw.png",
+            "sweeps-5546a271-6599be2f-busbw.svg",
+            "sweeps-5546a271-6599be2f-time.png",
+            "sweeps-5546a271-6599be2f-time.svg"
+        ]
+    );
+    let svg = std::fs::read_to_string(&files[1]).unwrap();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let texts: Vec<&str> = doc.descendants().filter_map(|n| n.text()).map(str::trim).collect();
+    for want in [
+        "allreduce 5546a271, 4 ranks",
+        "alltoall 6599be2f, 2 ranks",
+        "8 B",
+        "32 KiB",
+        "busbw",
+    ] {
+        assert!(texts.contains(&want), "{want:?} not among {texts:?}");
+    }
+    assert!(texts.iter().any(|t| t.ends_with(" GB/s")), "{texts:?}");
+    // One line per record, the second dashed: its points are the record's busbw.
+    let [(_, busbw), (_, time)] = collective_charts(&[&allreduce, &alltoall]);
+    assert_eq!(busbw.series.len(), 2);
+    let drawn: Vec<(f64, f64)> = allreduce.points.iter().map(|p| (p.size as f64, p.busbw_gb_s)).collect();
+    assert_eq!(busbw.series[0].points, drawn);
+    assert_eq!(
+        (busbw.series[0].stroke, busbw.series[1].stroke),
+        (crate::plot::Stroke::Solid, crate::plot::Stroke::Dashed)
+    );
+    assert_eq!(
+        time.series[1].points.last(),
+        Some(&(65536.0, alltoall.points[13].time_us))
+    );
+    // A single size is no sweep: refused, saying how to make one.
+    let err = plot_collectives(&[&collective(INCAST)], &dir).unwrap_err().to_string();
+    assert!(
+        err.contains(INCAST) && err.contains("labctl run incast --all-sizes"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

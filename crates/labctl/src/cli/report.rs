@@ -1,6 +1,7 @@
-//! `labctl report`: the lab's saved runs and benches: list them, show one,
-//! compare two (a regression diff), export runs as CSV, plot size sweeps,
-//! and one self-contained HTML page of them (`report html`, report_html.rs).
+//! `labctl report`: the lab's saved runs, collectives and benches: list
+//! them, show one, compare two (a regression diff), export runs and
+//! collectives as CSV, plot size sweeps, and one self-contained HTML page of
+//! them (`report html`, report_html.rs).
 //! Works from the results directory alone; the lab need not be up.
 
 use std::io::Write;
@@ -8,9 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args as ClapArgs, Subcommand};
+use lab_results::collective::{points_csv, ranks_csv, CollectiveRecord};
 use lab_results::report::{
-    compare, list_row, load_dir, plot_sweeps, resolve, runs_csv, sweep_csv, Comparison, Record, ReportError, Verdict,
-    DEFAULT_THRESHOLD_PCT,
+    compare, list_row, load_dir, plot_collectives, plot_sweeps, resolve, runs_csv, sweep_csv, Comparison, Record,
+    ReportError, Saved, Verdict, DEFAULT_THRESHOLD_PCT,
 };
 use lab_results::run::RunRecord;
 use lab_results::sweep_chart::plot_bench_sweep;
@@ -65,26 +67,34 @@ pub enum ReportCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Export runs as CSV: one row per run, or per sweep point with --sweep.
+    /// Export runs as CSV: one row per run, or per sweep point with --sweep;
+    /// collectives: one row per size, or per size and rank with --ranks.
     Csv {
-        /// The runs (default with --all: every saved run).
+        /// The runs, or the collectives (one kind per file).
         #[arg(required_unless_present = "all", conflicts_with = "all")]
         ids: Vec<String>,
-        /// Every saved run.
+        /// Every saved run (with --collectives: every saved collective).
         #[arg(long)]
         all: bool,
-        /// One row per point of each run's size sweep.
+        /// With --all: the collectives instead of the runs.
+        #[arg(long, requires = "all")]
+        collectives: bool,
+        /// Runs: one row per point of each run's size sweep (a collective's rows are always per size).
         #[arg(long)]
         sweep: bool,
+        /// Collectives: one row per size and rank (each rank's time; incast: each sender's throughput).
+        #[arg(long)]
+        ranks: bool,
         /// The CSV file (`-`: standard output).
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
     },
     /// Plot bandwidth and latency vs message size of size sweeps (PNG and SVG);
-    /// several runs overlay as series. A `bench --sweep` record draws ours
-    /// against perftest.
+    /// several runs overlay as series. Collectives: busbw and time vs size.
+    /// A `bench --sweep` record draws ours against perftest.
     Plot {
-        /// Runs made with `labctl run WORKLOAD --all-sizes`, or one `bench --sweep`.
+        /// Runs made with `labctl run WORKLOAD --all-sizes` (or collectives with
+        /// `--all-sizes`, not mixed with runs), or one `bench --sweep`.
         #[arg(required = true)]
         ids: Vec<String>,
         /// Where to write the charts.
@@ -196,37 +206,64 @@ pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitC
         ReportCommand::Csv {
             ids,
             all,
+            collectives,
             sweep,
+            ranks,
             output,
         } => {
-            let runs: Vec<&RunRecord> = if *all {
+            let chosen: Vec<&Saved> = if *all {
+                let left_out = saved
+                    .iter()
+                    .filter(|s| matches!(s.record, Record::Collective(_)))
+                    .count();
+                if !*collectives && left_out > 0 {
+                    eprintln!("note: {left_out} collective run(s) left out; `--all --collectives` exports them");
+                }
                 saved
                     .iter()
-                    .filter_map(|s| match &s.record {
-                        Record::Run(r) => Some(r.as_ref()),
-                        Record::Bench(_) | Record::Collective(_) => None,
+                    .filter(|s| match &s.record {
+                        Record::Run(_) => !*collectives,
+                        Record::Collective(_) => *collectives,
+                        Record::Bench(_) => false,
                     })
                     .collect()
             } else {
-                ids.iter()
-                    .map(|id| find(id)?.run("csv exports runs (a bench's own runs are saved as runs)"))
-                    .collect::<Result<_, ReportError>>()?
+                ids.iter().map(|id| find(id)).collect::<Result<_, ReportError>>()?
             };
             let mut buffer = Vec::new();
-            if *sweep {
-                sweep_csv(&runs, &mut buffer)?;
-            } else {
-                runs_csv(&runs, &mut buffer)?;
-            }
+            let rows = match of_one_kind(&chosen, "csv")? {
+                Chosen::Collectives(records) => {
+                    if *ranks {
+                        ranks_csv(&records, &mut buffer)?;
+                        records
+                            .iter()
+                            .map(|c| c.points.iter().map(|p| p.rank_time_us.len()).sum::<usize>())
+                            .sum()
+                    } else {
+                        points_csv(&records, &mut buffer)?;
+                        records.iter().map(|c| c.points.len()).sum()
+                    }
+                }
+                Chosen::Runs(runs) => {
+                    if *ranks {
+                        return Err(BadInput(
+                            "--ranks applies to collectives; a pair run has one client and one server".into(),
+                        )
+                        .into());
+                    }
+                    if *sweep {
+                        sweep_csv(&runs, &mut buffer)?;
+                        runs.iter().map(|r| r.sweep.len()).sum()
+                    } else {
+                        runs_csv(&runs, &mut buffer)?;
+                        runs.len()
+                    }
+                }
+            };
             if output.as_os_str() == "-" {
                 std::io::stdout().write_all(&buffer)?;
             } else {
                 std::fs::write(output, &buffer).map_err(|e| anyhow::anyhow!("writing {}: {e}", output.display()))?;
-                let rows = if *sweep {
-                    runs.iter().map(|r| r.sweep.len()).sum()
-                } else {
-                    runs.len()
-                };
                 eprintln!("wrote {} ({rows} rows)", output.display());
             }
         }
@@ -240,17 +277,59 @@ pub async fn run(args: &GlobalArgs, report: &ReportArgs) -> anyhow::Result<ExitC
                     return Ok(ExitCode::SUCCESS);
                 }
             }
-            let runs: Vec<&RunRecord> = ids
-                .iter()
-                .map(|id| find(id)?.run("plot draws the size sweeps of runs"))
-                .collect::<Result<_, ReportError>>()?;
-            for path in plot_sweeps(&runs, output)? {
+            let chosen: Vec<&Saved> = ids.iter().map(|id| find(id)).collect::<Result<_, ReportError>>()?;
+            let written = match of_one_kind(&chosen, "plot")? {
+                Chosen::Runs(runs) => plot_sweeps(&runs, output)?,
+                Chosen::Collectives(records) => plot_collectives(&records, output)?,
+            };
+            for path in written {
                 println!("{}", path.display());
             }
         }
         ReportCommand::Html(_) => unreachable!("handled above"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The records of a CSV file or a chart: runs, or collectives (their
+/// figures differ, so one kind at a time).
+enum Chosen<'a> {
+    Runs(Vec<&'a RunRecord>),
+    Collectives(Vec<&'a CollectiveRecord>),
+}
+
+/// `chosen` as runs or as collectives; a bench, or runs and collectives
+/// mixed, is bad input naming the first record of the other kind.
+fn of_one_kind<'a>(chosen: &[&'a Saved], verb: &str) -> Result<Chosen<'a>, ReportError> {
+    let wrong = |s: &Saved| ReportError::WrongKind {
+        id: s.id().to_string(),
+        is: s.kind(),
+        what: match s.record {
+            Record::Bench(_) => format!("{verb} takes runs or collectives (a bench's own runs are saved as runs)"),
+            Record::Run(_) | Record::Collective(_) => {
+                format!("{verb} takes collectives or runs, not both at once (their figures differ)")
+            }
+        },
+    };
+    if chosen.iter().any(|s| matches!(s.record, Record::Collective(_))) {
+        chosen
+            .iter()
+            .map(|s| match &s.record {
+                Record::Collective(c) => Ok(c.as_ref()),
+                Record::Run(_) | Record::Bench(_) => Err(wrong(s)),
+            })
+            .collect::<Result<_, _>>()
+            .map(Chosen::Collectives)
+    } else {
+        chosen
+            .iter()
+            .map(|s| match &s.record {
+                Record::Run(r) => Ok(r.as_ref()),
+                Record::Bench(_) | Record::Collective(_) => Err(wrong(s)),
+            })
+            .collect::<Result<_, _>>()
+            .map(Chosen::Runs)
+    }
 }
 
 fn value(v: Option<f64>) -> String {

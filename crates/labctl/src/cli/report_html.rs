@@ -1,11 +1,12 @@
-//! `labctl report html`: the chosen runs and benches, the lab's topology and
-//! a trace as one self-contained page (`DIR/index.html`). The page is built
+//! `labctl report html`: the chosen runs, collectives and benches, the lab's
+//! topology and a trace as one self-contained page (`DIR/index.html`). The page is built
 //! by lab_results::html; this picks the records and writes the file.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use lab_results::bench::BenchRecord;
+use lab_results::collective::CollectiveRecord;
 use lab_results::html::{render, PageInput};
 use lab_results::report::{resolve, Record, ReportError, Saved};
 use lab_results::run::RunRecord;
@@ -28,7 +29,7 @@ const IDS_SHOWN: usize = 8;
 /// Options of `report html`.
 #[derive(Debug, clap::Args)]
 pub struct HtmlArgs {
-    /// Runs and benches (ids, unique prefixes, `latest`) [default: the latest run and the latest bench].
+    /// Runs, collectives and benches (ids, unique prefixes, `latest`) [default: the latest of each kind].
     pub ids: Vec<String>,
     /// The directory of the page (written as DIR/index.html; created if missing).
     #[arg(short, long, value_name = "DIR", default_value = "labctl-report")]
@@ -112,8 +113,13 @@ pub async fn run(args: &GlobalArgs, html: &HtmlArgs) -> anyhow::Result<ExitCode>
     }
     let chosen: Vec<&Saved> = if html.ids.is_empty() {
         let latest_run = saved.iter().rev().find(|s| matches!(s.record, Record::Run(_)));
+        let latest_collective = saved.iter().rev().find(|s| matches!(s.record, Record::Collective(_)));
         let latest_bench = saved.iter().rev().find(|s| matches!(s.record, Record::Bench(_)));
-        let chosen: Vec<&Saved> = latest_run.into_iter().chain(latest_bench).collect();
+        let chosen: Vec<&Saved> = latest_run
+            .into_iter()
+            .chain(latest_collective)
+            .chain(latest_bench)
+            .collect();
         if chosen.is_empty() && trace.is_none() {
             return Err(ReportError::Empty { dir }.into());
         }
@@ -129,6 +135,13 @@ pub async fn run(args: &GlobalArgs, html: &HtmlArgs) -> anyhow::Result<ExitCode>
         .filter_map(|s| match &s.record {
             Record::Run(r) => Some(r.as_ref()),
             Record::Bench(_) | Record::Collective(_) => None,
+        })
+        .collect();
+    let collectives: Vec<&CollectiveRecord> = chosen
+        .iter()
+        .filter_map(|s| match &s.record {
+            Record::Collective(c) => Some(c.as_ref()),
+            Record::Run(_) | Record::Bench(_) => None,
         })
         .collect();
     let benches: Vec<&BenchRecord> = chosen
@@ -155,6 +168,7 @@ pub async fn run(args: &GlobalArgs, html: &HtmlArgs) -> anyhow::Result<ExitCode>
     let (page, contents) = render(&PageInput {
         lab: &lab.spec.name,
         runs,
+        collectives,
         benches,
         history,
         topology: topology.as_ref(),
@@ -171,10 +185,11 @@ pub async fn run(args: &GlobalArgs, html: &HtmlArgs) -> anyhow::Result<ExitCode>
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
-            "wrote {} ({} KiB): {} run(s), {} bench(es), {} chart(s), topology: {}, trace: {}",
+            "wrote {} ({} KiB): {} run(s), {} collective(s), {} bench(es), {} chart(s), topology: {}, trace: {}",
             path.display(),
             page.len().div_ceil(1024),
             contents.runs.len(),
+            contents.collectives.len(),
             contents.benches.len(),
             contents.charts.len(),
             if contents.topology { "yes" } else { "no" },

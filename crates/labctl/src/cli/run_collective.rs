@@ -48,12 +48,17 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
 pub(crate) fn print_record(r: &CollectiveRecord) {
     let nodes: Vec<&str> = r.ranks.iter().map(|k| k.node.as_str()).collect();
     println!(
-        "{} on {} ranks ({}), {}{}",
+        "{} on {} ranks ({}), {}{}{}",
         r.collective,
         r.world,
         nodes.join(" "),
         r.algorithm,
-        r.root.map(|root| format!(", root rank {root}")).unwrap_or_default()
+        r.root.map(|root| format!(", root rank {root}")).unwrap_or_default(),
+        if r.transport.is_empty() {
+            String::new()
+        } else {
+            format!(", over {}", r.transport)
+        }
     );
     let mut t = Table::new(
         "  ",

@@ -217,26 +217,33 @@ pub(super) fn base_facts(ep: &fabric::Endpoint) -> Vec<(String, String)> {
     facts
 }
 
+/// What Prepare returns for `ep`: the bind address and the fabric endpoint.
+pub(super) fn endpoints(spec: &SessionSpec, ep: &fabric::Endpoint) -> Result<(Endpoint, FabricEndpoint), SessionError> {
+    let address = ep.address()?;
+    tracing::info!(address = %ep.address_string(&address), provider = ep.provider(), "fabric endpoint ready");
+    Ok((
+        Endpoint {
+            address: bind_ip(&spec.bind_addr)?,
+            port: 0,
+            qps: Vec::new(),
+        },
+        FabricEndpoint {
+            fabric_addr: address,
+            provider: ep.provider().to_string(),
+            region: None,
+        },
+    ))
+}
+
 /// Hands the server's fabric endpoint to Prepare: the server now listens.
 pub(super) fn announce(
     spec: &SessionSpec,
     ep: &fabric::Endpoint,
     endpoint_tx: &mut Option<oneshot::Sender<Result<(Endpoint, FabricEndpoint), SessionError>>>,
 ) -> Result<(), SessionError> {
-    let address = ep.address()?;
-    tracing::info!(address = %ep.address_string(&address), provider = ep.provider(), "fabric endpoint ready");
+    let ready = endpoints(spec, ep)?;
     if let Some(tx) = endpoint_tx.take() {
-        let _ = tx.send(Ok((
-            Endpoint {
-                address: bind_ip(&spec.bind_addr)?,
-                port: 0,
-                qps: Vec::new(),
-            },
-            FabricEndpoint {
-                fabric_addr: address,
-                provider: ep.provider().to_string(),
-            },
-        )));
+        let _ = tx.send(Ok(ready));
     }
     Ok(())
 }

@@ -46,6 +46,7 @@ use crate::session::{ProgressSink, SessionError, SessionHandle, SessionSpec};
 use crate::validate::ValidationError;
 
 mod bw;
+pub mod collective;
 mod common;
 mod lat;
 

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_proto::v1::{CmMode, Endpoint, Role, SideResult, WorkloadParams};
+use agent_proto::v1::{CmMode, Endpoint, FabricEndpoint, Role, SideResult, WorkloadParams};
 use tokio::sync::oneshot;
 
 pub use error::SessionError;
@@ -158,6 +158,9 @@ pub enum Command {
     Connect(Endpoint, oneshot::Sender<Result<(), SessionError>>),
     /// Client, oob: the server's endpoint, and where to stream progress.
     Run(Endpoint, ProgressSink),
+    /// A collective's rank over libfabric: every other rank's endpoint and
+    /// region in rank order, and where to stream progress.
+    RunRanks(Vec<FabricEndpoint>, ProgressSink),
 }
 
 /// The service's grip on a running session thread.

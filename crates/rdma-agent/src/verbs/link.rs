@@ -361,17 +361,17 @@ impl Link {
         unsafe { std::slice::from_raw_parts_mut(b.mem.ptr.as_ptr(), b.len) }
     }
 
-    /// Reads buffer `read` while writing buffer `write` (a reduction's
-    /// input and output). Panics when both are the same buffer.
-    pub fn buffer_pair_mut(&mut self, read: BufId, write: BufId) -> (&[u8], &mut [u8]) {
-        assert_ne!(read, write, "one buffer cannot be read and written at once");
-        let (r, w) = (&self.buffers[read.0], &self.buffers[write.0]);
+    /// Two distinct buffers at once (a reduction's input and output).
+    /// Panics when both are the same buffer.
+    pub fn buffer_pair_mut(&mut self, a: BufId, b: BufId) -> (&mut [u8], &mut [u8]) {
+        assert_ne!(a, b, "one buffer cannot be borrowed twice at once");
+        let (r, w) = (&self.buffers[a.0], &self.buffers[b.0]);
         // SAFETY: two distinct allocations of this link (checked above), each
         // valid for its length while the link lives; `&mut self` makes these
         // the only Rust views of them.
         unsafe {
             (
-                std::slice::from_raw_parts(r.mem.ptr.as_ptr(), r.len),
+                std::slice::from_raw_parts_mut(r.mem.ptr.as_ptr(), r.len),
                 std::slice::from_raw_parts_mut(w.mem.ptr.as_ptr(), w.len),
             )
         }

@@ -126,6 +126,15 @@ pub fn add_into(acc: &mut [u8], a: &[u8], b: &[u8]) {
     }
 }
 
+/// `acc[i] += b[i]` over float32 elements.
+pub fn add_assign(acc: &mut [u8], b: &[u8]) {
+    for (o, y) in acc.chunks_exact_mut(ELEMENT).zip(b.chunks_exact(ELEMENT)) {
+        let s =
+            f32::from_ne_bytes((&*o).try_into().expect("4 bytes")) + f32::from_ne_bytes(y.try_into().expect("4 bytes"));
+        o.copy_from_slice(&s.to_ne_bytes());
+    }
+}
+
 /// The first wrong element of a result: where, what was expected, what was there.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Wrong {

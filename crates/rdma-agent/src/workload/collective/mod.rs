@@ -23,24 +23,52 @@
 
 pub mod elements;
 mod net;
+pub mod transport;
 
 use std::time::{Duration, Instant};
 
 use agent_proto::v1::{CollectiveParams, CollectivePoint, Fault, SideResult, WorkloadParams};
-use workload_catalogue::limits::MAX_ITERATIONS;
+use workload_catalogue::limits::{MAX_ITERATIONS, MAX_RANKS};
 use workload_catalogue::Collective;
 
 use self::elements::{check, elements_of, fill_input, OpShape, Wrong, ELEMENT};
 use self::net::{Imm, Net, RECVS_PER_QP, SENDS_PER_QP};
+use self::transport::{Event, Region, Slice, Transport};
 use super::Workload;
 use crate::session::{SessionError, Side};
 use crate::validate::{self, Limits, OwnCheck, ValidationError};
-use crate::verbs::{Access, BufId, LocalSlice};
+use crate::verbs::{Access, BufId, LocalSlice, SendOp, SendWr};
+use crate::wr_id::{OpKind, WrId};
 
-/// Most ranks one run may have.
-pub const MAX_WORLD: u32 = 16;
+pub use self::net::peer_at;
+
 /// The smallest size of a sweep, as nccl-tests' `-b 8`.
 const SWEEP_MIN: u64 = 8;
+/// The largest allreduce (bytes) run by recursive doubling on 2^k ranks:
+/// log2(n) exchanges of the whole buffer instead of the ring's 2 (n - 1)
+/// steps of one chunk each. Below a few KiB a step's latency, not its
+/// bytes, is the cost, which is why MPI libraries switch there too.
+pub const DOUBLING_MAX: usize = 16 << 10;
+
+/// Whether an allreduce of `count` elements on `world` ranks runs by
+/// recursive doubling (else by ring).
+pub fn uses_doubling(op: Collective, world: usize, count: usize) -> bool {
+    op == Collective::Allreduce && world.is_power_of_two() && count * ELEMENT <= DOUBLING_MAX
+}
+
+/// Bytes of the staging area where peers' partial sums land: one buffer
+/// for the ring, one per step for recursive doubling (a later step's
+/// partner may write before this rank has added the earlier step's).
+fn staging_len(op: Collective, world: usize, count: usize) -> usize {
+    let bytes = count * ELEMENT;
+    match op {
+        Collective::Allreduce if world.is_power_of_two() => {
+            bytes.max(world.trailing_zeros() as usize * bytes.min(DOUBLING_MAX))
+        }
+        Collective::Allreduce | Collective::ReduceScatter => bytes,
+        _ => 0,
+    }
+}
 
 /// One collective, run by every rank's agent.
 pub struct CollectiveWorkload {
@@ -51,12 +79,12 @@ pub struct CollectiveWorkload {
 }
 
 /// The rank's place in the run (validated: present, rank and root < world).
-fn place(params: &WorkloadParams) -> CollectiveParams {
+pub fn place(params: &WorkloadParams) -> CollectiveParams {
     params.collective.unwrap_or_default()
 }
 
 /// The operation a request names.
-fn op_of(params: &WorkloadParams) -> Option<Collective> {
+pub fn op_of(params: &WorkloadParams) -> Option<Collective> {
     workload_catalogue::find(&params.workload).and_then(|w| w.shape.collective())
 }
 
@@ -78,11 +106,23 @@ fn sizes(params: &WorkloadParams, op: Collective, world: usize) -> Vec<u64> {
 fn exposed_len(op: Collective, rank: usize, world: usize, root: usize, count: usize) -> usize {
     let bytes = count * ELEMENT;
     match op {
-        Collective::Allreduce | Collective::ReduceScatter => 2 * bytes,
+        Collective::Allreduce | Collective::ReduceScatter => bytes + staging_len(op, world, count),
         Collective::Incast if rank == root => world * bytes,
         Collective::Incast => ELEMENT,
         _ => bytes,
     }
+}
+
+/// The byte lengths of a rank's input and exposed regions for its request
+/// (at the run's largest size).
+pub fn region_lens(op: Collective, params: &WorkloadParams) -> (usize, usize) {
+    let place = place(params);
+    let world = place.world as usize;
+    let count = elements_of(op, max_size(params), world);
+    (
+        count * ELEMENT,
+        exposed_len(op, place.rank as usize, world, place.root as usize, count),
+    )
 }
 
 /// The largest size a run uses.
@@ -94,14 +134,15 @@ fn max_size(params: &WorkloadParams) -> u64 {
     }
 }
 
-fn check_request(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
+/// The request checks every collective has, over verbs or libfabric.
+pub fn check_request(params: &WorkloadParams, limits: &Limits) -> Result<(), ValidationError> {
     let Some(op) = op_of(params) else {
         return Ok(());
     };
     let Some(place) = params.collective.as_ref() else {
         return Err(ValidationError::Missing { field: "collective" });
     };
-    validate::check_range("collective.world", place.world.into(), 2, MAX_WORLD.into(), "2 ..= 16")?;
+    validate::check_range("collective.world", place.world.into(), 2, MAX_RANKS.into(), "2 ..= 16")?;
     if place.rank >= place.world {
         return Err(ValidationError::FieldOutOfRange {
             field: "collective.rank",
@@ -130,9 +171,8 @@ fn check_request(params: &WorkloadParams, limits: &Limits) -> Result<(), Validat
         });
     }
     // The input plus the exposed buffer, at the largest size.
-    let count = elements_of(op, max_size(params), world);
-    let footprint = count * ELEMENT + exposed_len(op, place.rank as usize, world, place.root as usize, count);
-    let factor = (footprint as u64).div_ceil(max_size(params).max(1)).max(1);
+    let (input, exposed) = region_lens(op, params);
+    let factor = ((input + exposed) as u64).div_ceil(max_size(params).max(1)).max(1);
     validate::check_footprint(params, limits, factor, "the input and the buffers peers write into")
 }
 
@@ -158,112 +198,68 @@ impl Workload for CollectiveWorkload {
     }
 
     fn prepare(&self, side: &mut Side) -> Result<(), SessionError> {
-        let place = place(&side.params);
-        let world = place.world as usize;
-        let count = elements_of(self.op, max_size(&side.params), world);
-        let input = side.link.add_buffer(count * ELEMENT, Access::Local)?;
-        let exposed_len = exposed_len(self.op, place.rank as usize, world, place.root as usize, count);
+        let (input_len, exposed_len) = region_lens(self.op, &side.params);
+        let input = side.link.add_buffer(input_len, Access::Local)?;
         let exposed = side.link.add_buffer(exposed_len, Access::Remote)?;
         side.bufs = vec![input];
         side.exposed = Some(exposed);
         // Receives first: a peer may write as soon as its QP and ours are ready.
-        Net::post_receives(side)
+        VerbsRanks::post_receives(side)
     }
 
     fn run(&self, side: &mut Side) -> Result<SideResult, SessionError> {
-        let place = place(&side.params);
-        let (rank, world, root) = (place.rank as usize, place.world as usize, place.root as usize);
-        let input = side.bufs[0];
-        let exposed = side.exposed.expect("prepared");
-        let mut net = Net::new(side, rank, world, input)?;
-        let seed = side.params.seed;
-        let fault = side.params.fault();
-        let mut points = Vec::new();
-        let mut sent_bytes = 0u64;
-        let mut ops = 0u64;
-        let mut first_wrong: Option<(u64, u64, Wrong)> = None;
-        let deadline = timed_until(&side.params);
-        let max_bytes = elements_of(self.op, max_size(&side.params), world) * ELEMENT;
-        for size in sizes(&side.params, self.op, world) {
-            let shape = OpShape {
-                op: self.op,
-                world,
-                root,
-                count: elements_of(self.op, size, world),
-            };
-            let layout = Layout {
-                input,
-                exposed,
-                staging: max_bytes,
-            };
-            prepare_input(side, &shape, &layout, rank, seed, fault);
-            if fault == Fault::Skip && rank == fault_rank(&shape) && ops == 0 {
-                net.skip_next_write();
-            }
-            let mut times = Vec::new();
-            let (mut wrong, mut checked) = (0u64, 0u64);
-            let warmup = u64::from(place.warmup);
-            for k in 0u64.. {
-                poison(side, &shape, &layout, rank);
-                let go = if rank == 0 {
-                    let done = match deadline {
-                        Some(until) => k > warmup && Instant::now() >= until,
-                        None => k >= warmup + side.params.iterations.clamp(1, MAX_ITERATIONS),
-                    };
-                    !done
-                } else {
-                    true
-                };
-                let what = format!("size {size} B, operation {}", k + 1);
-                if !net.barrier(side, go, &what)? {
-                    break;
-                }
-                let started = Instant::now();
-                run_op(side, &mut net, &shape, &layout, rank, &what)?;
-                let took = started.elapsed();
-                let out = side.link.buffer(exposed);
-                let (c, w, first) = check(&shape, seed, rank, out);
-                checked += c;
-                wrong += w;
-                if let (Some(first), None) = (first, &first_wrong) {
-                    first_wrong = Some(((shape.count * ELEMENT) as u64, k + 1, first));
-                }
-                if k >= warmup {
-                    times.push(took);
-                }
-                sent_bytes += net.take_sent_bytes();
-                ops += 1;
-            }
-            let n = times.len().max(1) as f64;
-            let us = |d: &Duration| d.as_secs_f64() * 1e6;
-            let point = CollectivePoint {
-                size: (shape.count * ELEMENT) as u64,
-                iterations: times.len() as u64,
-                time_us: times.iter().map(us).sum::<f64>() / n,
-                min_us: times.iter().map(us).fold(f64::INFINITY, f64::min).min(f64::MAX),
-                max_us: times.iter().map(us).fold(0.0, f64::max),
-                wrong,
-                checked,
-            };
-            side.progress(
-                "run",
-                sent_bytes,
-                ops,
-                format!("{} B: {:.1} us per operation, {wrong} wrong", point.size, point.time_us),
-            );
-            points.push(point);
+        let world = place(&side.params).world as usize;
+        if side.peers.len() != world - 1 || side.recvs.is_none() {
+            return Err(SessionError::Setup(format!(
+                "rank {} of {world} has {} peer buffers, expected {}",
+                place(&side.params).rank,
+                side.peers.len(),
+                world - 1
+            )));
         }
+        let params = side.params.clone();
+        let mut ranks = VerbsRanks {
+            input: side.bufs[0],
+            exposed: side.exposed.expect("prepared"),
+            side: &mut *side,
+        };
+        let outcome = run_ranks(&mut ranks, self.op, &params)?;
         let mut result = side.base_result();
-        result.bytes = sent_bytes;
-        result.ops = ops;
         result.elapsed_s = side.elapsed().as_secs_f64();
         result.cpu = Some(side.cpu());
-        let checked: u64 = points.iter().map(|p| p.checked).sum();
-        let wrong: u64 = points.iter().map(|p| p.wrong).sum();
+        outcome.into_result(&mut result, self.op, &params);
+        Ok(result)
+    }
+}
+
+/// What one rank's run measured and found.
+pub struct Outcome {
+    /// One point per size.
+    pub points: Vec<CollectivePoint>,
+    /// Bytes this rank's writes carried.
+    pub sent_bytes: u64,
+    /// Operations run, warm-up included.
+    pub ops: u64,
+    /// The first wrong element: size, operation and what was wrong.
+    first_wrong: Option<(u64, u64, Wrong)>,
+}
+
+impl Outcome {
+    /// Fills a rank's result: bytes, ops, the verdict, facts and points.
+    pub fn into_result(self, result: &mut SideResult, op: Collective, params: &WorkloadParams) {
+        let place = place(params);
+        let rank = place.rank;
+        result.bytes = self.sent_bytes;
+        result.ops = self.ops;
+        let checked: u64 = self.points.iter().map(|p| p.checked).sum();
+        let wrong: u64 = self.points.iter().map(|p| p.wrong).sum();
         super::verdict(
-            &mut result,
-            match first_wrong {
-                None => Ok(format!("rank {rank}: {checked} elements checked over {ops} operations, all as expected")),
+            result,
+            match self.first_wrong {
+                None => Ok(format!(
+                    "rank {rank}: {checked} elements checked over {} operations, all as expected",
+                    self.ops
+                )),
                 Some((size, op, w)) => Err(format!(
                     "rank {rank}: {wrong} of {checked} elements wrong; first: operation {op} of size {size} B, element {}: expected {}, found {}",
                     w.element, w.expected, w.found
@@ -271,10 +267,208 @@ impl Workload for CollectiveWorkload {
             },
         );
         result.facts.insert("rank".into(), rank.to_string());
-        result.facts.insert("world".into(), world.to_string());
-        result.facts.insert("algorithm".into(), self.op.algorithm().into());
-        result.collective = points;
-        Ok(result)
+        result.facts.insert("world".into(), place.world.to_string());
+        result.facts.insert("algorithm".into(), op.algorithm().into());
+        result.collective = self.points;
+    }
+}
+
+/// Runs a rank's operations over `t`: every size, each operation poisoned,
+/// behind a barrier, timed and checked.
+pub fn run_ranks(t: &mut dyn Transport, op: Collective, params: &WorkloadParams) -> Result<Outcome, SessionError> {
+    let place = place(params);
+    let (rank, world, root) = (place.rank as usize, place.world as usize, place.root as usize);
+    let mut net = Net::new(t, rank, world);
+    let seed = params.seed;
+    let fault = params.fault();
+    let mut points = Vec::new();
+    let mut sent_bytes = 0u64;
+    let mut ops = 0u64;
+    let mut first_wrong: Option<(u64, u64, Wrong)> = None;
+    let deadline = timed_until(params);
+    let layout = Layout {
+        staging: elements_of(op, max_size(params), world) * ELEMENT,
+    };
+    for size in sizes(params, op, world) {
+        let shape = OpShape {
+            op,
+            world,
+            root,
+            count: elements_of(op, size, world),
+        };
+        prepare_input(t, &shape, rank, seed, fault);
+        if fault == Fault::Skip && rank == fault_rank(&shape) && ops == 0 {
+            net.skip_next_write();
+        }
+        let mut times = Vec::new();
+        let (mut wrong, mut checked) = (0u64, 0u64);
+        let warmup = u64::from(place.warmup);
+        for k in 0u64.. {
+            poison(t, &shape, &layout, rank);
+            let go = if rank == 0 {
+                let done = match deadline {
+                    Some(until) => k > warmup && Instant::now() >= until,
+                    None => k >= warmup + params.iterations.clamp(1, MAX_ITERATIONS),
+                };
+                !done
+            } else {
+                true
+            };
+            let what = format!("size {size} B, operation {}", k + 1);
+            if !net.barrier(t, go, &what)? {
+                break;
+            }
+            let started = Instant::now();
+            run_op(t, &mut net, &shape, &layout, rank, &what)?;
+            let took = started.elapsed();
+            let (c, w, first) = check(&shape, seed, rank, t.regions_mut().1);
+            checked += c;
+            wrong += w;
+            if let (Some(first), None) = (first, &first_wrong) {
+                first_wrong = Some(((shape.count * ELEMENT) as u64, k + 1, first));
+            }
+            if k >= warmup {
+                times.push(took);
+            }
+            sent_bytes += net.take_sent_bytes();
+            ops += 1;
+        }
+        let n = times.len().max(1) as f64;
+        let us = |d: &Duration| d.as_secs_f64() * 1e6;
+        let point = CollectivePoint {
+            size: (shape.count * ELEMENT) as u64,
+            iterations: times.len() as u64,
+            time_us: times.iter().map(us).sum::<f64>() / n,
+            min_us: times.iter().map(us).fold(f64::INFINITY, f64::min).min(f64::MAX),
+            max_us: times.iter().map(us).fold(0.0, f64::max),
+            wrong,
+            checked,
+        };
+        t.progress(
+            sent_bytes,
+            ops,
+            format!("{} B: {:.1} us per operation, {wrong} wrong", point.size, point.time_us),
+        );
+        points.push(point);
+    }
+    Ok(Outcome {
+        points,
+        sent_bytes,
+        ops,
+        first_wrong,
+    })
+}
+
+/// A verbs rank: one RC QP per other rank (QP i faces the i-th other rank),
+/// WRITE_WITH_IMM into the peer's exposed buffer, a receive per immediate.
+struct VerbsRanks<'a> {
+    side: &'a mut Side,
+    input: BufId,
+    exposed: BufId,
+}
+
+impl VerbsRanks<'_> {
+    /// Posts the receives of every QP (each QP's receive request carries
+    /// the QP's index as its wr_id, and is posted again as it completes).
+    fn post_receives(side: &mut Side) -> Result<(), SessionError> {
+        let qps = side.link.num_qps();
+        let slices: Vec<LocalSlice> = (0..qps)
+            .map(|_| LocalSlice {
+                buf: side.bufs[0],
+                offset: 0,
+                len: 0,
+            })
+            .collect();
+        let mut chain = side.link.recv_chain(&slices, OpKind::Recv.wr_id(0))?;
+        for qp in 0..qps {
+            for _ in 0..RECVS_PER_QP {
+                side.link.post_recv_one_on(qp, &mut chain, qp)?;
+            }
+        }
+        side.recvs = Some(chain);
+        Ok(())
+    }
+
+    fn rank(&self) -> usize {
+        place(&self.side.params).rank as usize
+    }
+}
+
+impl Transport for VerbsRanks<'_> {
+    fn post_write(&mut self, to: usize, src: Slice, offset: u64, imm: u32) -> Result<(), SessionError> {
+        let local = LocalSlice {
+            buf: match src.region {
+                Region::Input => self.input,
+                Region::Exposed => self.exposed,
+            },
+            offset: src.offset,
+            len: src.len,
+        };
+        let remote = self.side.peers[to];
+        let mut chain = self.side.link.send_chain(&[SendWr {
+            wr_id: OpKind::WriteImm.wr_id(to as u64),
+            op: SendOp::WriteImm {
+                local,
+                remote_addr: remote.addr + offset,
+                rkey: remote.rkey,
+                imm,
+            },
+            signaled: true,
+            inline: false,
+        }])?;
+        self.side.link.post_send_on(to, &mut chain)?;
+        Ok(())
+    }
+
+    fn next_event(&mut self) -> Result<Event, SessionError> {
+        let rank = self.rank();
+        let c = self.side.next_completion("a completion").map_err(|e| match e {
+            SessionError::Completion { wr_id, .. } => SessionError::OnQp {
+                peer: format!("rank {}", net::peer_at(rank, WrId::from(wr_id).seq() as usize)),
+                source: Box::new(e),
+            },
+            other => other,
+        })?;
+        let id = WrId::from(c.wr_id);
+        let qp = id.seq() as usize;
+        if qp >= self.side.link.num_qps() {
+            return Err(SessionError::Protocol(format!(
+                "completion of unknown wr_id {:#x}",
+                c.wr_id
+            )));
+        }
+        if !id.is(OpKind::Recv) {
+            return Ok(Event::Sent { to: qp });
+        }
+        if !c.has_imm {
+            return Err(SessionError::Protocol(format!(
+                "a message without immediate arrived on QP {qp}"
+            )));
+        }
+        let mut chain = self.side.recvs.take().expect("receives posted");
+        let posted = self.side.link.post_recv_one_on(qp, &mut chain, qp);
+        self.side.recvs = Some(chain);
+        posted?;
+        Ok(Event::Arrived {
+            from: Some(qp),
+            imm: c.imm,
+        })
+    }
+
+    fn in_order(&self) -> bool {
+        true
+    }
+
+    fn regions_mut(&mut self) -> (&mut [u8], &mut [u8]) {
+        self.side.link.buffer_pair_mut(self.input, self.exposed)
+    }
+
+    fn note(&mut self, key: &str, value: String) {
+        self.side.facts.insert(key.into(), value);
+    }
+
+    fn progress(&mut self, bytes: u64, ops: u64, message: String) {
+        self.side.progress("run", bytes, ops, message);
     }
 }
 
@@ -283,12 +477,10 @@ fn timed_until(params: &WorkloadParams) -> Option<Instant> {
     (params.iterations == 0 && params.duration_s > 0.0).then(|| Instant::now() + validate::duration(params))
 }
 
-/// Where a rank's data sits: the input buffer, the exposed buffer (output
-/// from 0), and the staging area's offset in it.
+/// Where the staging area starts in a rank's exposed region (its output
+/// is from 0).
 #[derive(Clone, Copy)]
 struct Layout {
-    input: BufId,
-    exposed: BufId,
     staging: usize,
 }
 
@@ -306,41 +498,44 @@ fn fault_rank(shape: &OpShape) -> usize {
 
 /// Fills this rank's input for `shape`; a corrupt run then flips a byte of
 /// one element that reaches a result.
-fn prepare_input(side: &mut Side, shape: &OpShape, layout: &Layout, rank: usize, seed: u64, fault: Fault) {
+fn prepare_input(t: &mut dyn Transport, shape: &OpShape, rank: usize, seed: u64, fault: Fault) {
     let bytes = shape.count * ELEMENT;
-    fill_input(
-        &mut side.link.buffer_mut(layout.input)[..bytes],
-        seed,
-        rank,
-        0..shape.count,
-    );
+    let (input, _) = t.regions_mut();
+    fill_input(&mut input[..bytes], seed, rank, 0..shape.count);
     if fault == Fault::Corrupt && rank == fault_rank(shape) {
         let e = match shape.op {
             Collective::Alltoall => ((rank + 1) % shape.world) * shape.block(),
             _ => shape.count - 1,
         };
-        super::corrupt_byte(
-            side,
-            layout.input,
-            e * ELEMENT + 3,
-            &format!("rank {rank}'s input (element {e})"),
+        let offset = e * ELEMENT + 3;
+        input[offset] ^= 0xFF;
+        t.note(
+            "fault",
+            format!("corrupt: byte {offset} of rank {rank}'s input (element {e}) flipped"),
         );
     }
 }
 
 /// Fills what the operation will write with all-ones bytes (a NaN), so
 /// that an element no write reached cannot pass for a result.
-fn poison(side: &mut Side, shape: &OpShape, layout: &Layout, rank: usize) {
+fn poison(t: &mut dyn Transport, shape: &OpShape, layout: &Layout, rank: usize) {
     let bytes = shape.count * ELEMENT;
-    let buf = side.link.buffer_mut(layout.exposed);
+    let (_, buf) = t.regions_mut();
     let out = match shape.op {
         Collective::Incast if rank == shape.root => shape.world * bytes,
         Collective::Incast => 0,
         _ => bytes,
     };
     buf[..out].fill(0xFF);
-    if matches!(shape.op, Collective::Allreduce | Collective::ReduceScatter) {
-        buf[layout.staging..layout.staging + bytes].fill(0xFF);
+    let staging = if uses_doubling(shape.op, shape.world, shape.count) {
+        shape.world.trailing_zeros() as usize * bytes
+    } else if matches!(shape.op, Collective::Allreduce | Collective::ReduceScatter) {
+        bytes
+    } else {
+        0
+    };
+    if staging > 0 {
+        buf[layout.staging..layout.staging + staging].fill(0xFF);
     }
 }
 
@@ -349,10 +544,19 @@ fn bytes(r: std::ops::Range<usize>) -> std::ops::Range<usize> {
     r.start * ELEMENT..r.end * ELEMENT
 }
 
+/// The slice of `region` holding an element range.
+fn slice(region: Region, range: std::ops::Range<usize>) -> Slice {
+    Slice {
+        region,
+        offset: range.start * ELEMENT,
+        len: range.len() * ELEMENT,
+    }
+}
+
 /// One operation on this rank, until it holds its result and its own
 /// writes are delivered.
 fn run_op(
-    side: &mut Side,
+    t: &mut dyn Transport,
     net: &mut Net,
     shape: &OpShape,
     layout: &Layout,
@@ -369,17 +573,40 @@ fn run_op(
             n - 1
         },
     };
-    let out = |range: std::ops::Range<usize>| LocalSlice {
-        buf: layout.exposed,
-        offset: range.start * ELEMENT,
-        len: range.len() * ELEMENT,
-    };
-    let inp = |range: std::ops::Range<usize>| LocalSlice {
-        buf: layout.input,
-        offset: range.start * ELEMENT,
-        len: range.len() * ELEMENT,
-    };
+    let out = |range| slice(Region::Exposed, range);
+    let inp = |range| slice(Region::Input, range);
     match shape.op {
+        Collective::Allreduce if uses_doubling(shape.op, n, shape.count) => {
+            // Recursive doubling: at step k rank r swaps its partial sum with
+            // rank r xor 2^k (its input at k = 0) into the partner's k-th
+            // staging slot, and adds the partner's; after log2(n) steps
+            // every rank holds the sum of all.
+            let steps = n.trailing_zeros() as usize;
+            let len = shape.count * ELEMENT;
+            for k in 0..steps {
+                let partner = rank ^ (1 << k);
+                let src = if k == 0 {
+                    inp(0..shape.count)
+                } else {
+                    out(0..shape.count)
+                };
+                net.write(t, partner, src, (layout.staging + k * len) as u64, Imm::data(k))?;
+                net.wait(t, partner, Imm::data(k), || {
+                    format!("{what}: step {} of {steps}, the partial sum from rank {partner}", k + 1)
+                })?;
+                // The write read this rank's output, which the sum now changes.
+                net.drain(t, what)?;
+                let slot = layout.staging + k * len..layout.staging + (k + 1) * len;
+                let (input, exposed) = t.regions_mut();
+                let (output, staging) = exposed.split_at_mut(layout.staging);
+                let arrived = &staging[slot.start - layout.staging..slot.end - layout.staging];
+                if k == 0 {
+                    elements::add_into(&mut output[..len], &input[..len], arrived);
+                } else {
+                    elements::add_assign(&mut output[..len], arrived);
+                }
+            }
+        }
         Collective::Allreduce | Collective::ReduceScatter => {
             // Reduce-scatter: at step s rank r sends the chunk it summed last
             // (its own input at s = 0) into the right neighbour's staging
@@ -393,9 +620,9 @@ fn run_op(
                 let range = shape.chunk(send);
                 let src = if s == 0 { inp(range.clone()) } else { out(range.clone()) };
                 let at = (layout.staging + range.start * ELEMENT) as u64;
-                ring.step(side, net, src, at, s, recv, what)?;
+                ring.step(t, net, src, at, s, recv, what)?;
                 let r = bytes(shape.chunk(recv));
-                let (input, exposed) = side.link.buffer_pair_mut(layout.input, layout.exposed);
+                let (input, exposed) = t.regions_mut();
                 let (output, staging) = exposed.split_at_mut(layout.staging);
                 elements::add_into(&mut output[r.clone()], &input[r.clone()], &staging[r]);
             }
@@ -405,54 +632,40 @@ fn run_op(
                     let send = (rank + 1 + n - s) % n;
                     let recv = (rank + n - s) % n;
                     let range = shape.chunk(send);
-                    ring.step(
-                        side,
-                        net,
-                        out(range.clone()),
-                        (range.start * ELEMENT) as u64,
-                        step,
-                        recv,
-                        what,
-                    )?;
+                    let at = (range.start * ELEMENT) as u64;
+                    ring.step(t, net, out(range), at, step, recv, what)?;
                 }
             }
         }
         Collective::Allgather => {
-            copy_local(side, layout, shape.chunk(rank));
+            copy_local(t, shape.chunk(rank));
             for s in 0..n - 1 {
                 let send = (rank + n - s) % n;
                 let recv = (rank + 2 * n - s - 1) % n;
                 let range = shape.chunk(send);
-                ring.step(
-                    side,
-                    net,
-                    out(range.clone()),
-                    (range.start * ELEMENT) as u64,
-                    s,
-                    recv,
-                    what,
-                )?;
+                let at = (range.start * ELEMENT) as u64;
+                ring.step(t, net, out(range), at, s, recv, what)?;
             }
         }
         Collective::Alltoall => {
             let b = shape.block();
-            copy_local(side, layout, rank * b..(rank + 1) * b);
+            copy_local(t, rank * b..(rank + 1) * b);
             for q in (1..n).map(|k| (rank + k) % n) {
                 let to = (rank * b * ELEMENT) as u64;
-                net.write(side, q, inp(q * b..(q + 1) * b), to, Imm::data(0))?;
+                net.write(t, q, inp(q * b..(q + 1) * b), to, Imm::data(0))?;
             }
             for q in (1..n).map(|k| (rank + n - k) % n) {
-                net.wait(side, q, Imm::data(0), || format!("{what}: block {rank} from rank {q}"))?;
+                net.wait(t, q, Imm::data(0), || format!("{what}: block {rank} from rank {q}"))?;
             }
         }
         Collective::Broadcast => {
             if rank == shape.root {
-                copy_local(side, layout, 0..shape.count);
+                copy_local(t, 0..shape.count);
                 for q in (1..n).map(|k| (rank + k) % n) {
-                    net.write(side, q, inp(0..shape.count), 0, Imm::data(0))?;
+                    net.write(t, q, inp(0..shape.count), 0, Imm::data(0))?;
                 }
             } else {
-                net.wait(side, shape.root, Imm::data(0), || {
+                net.wait(t, shape.root, Imm::data(0), || {
                     format!("{what}: the root's buffer from rank {}", shape.root)
                 })?;
             }
@@ -466,16 +679,16 @@ fn run_op(
                     waiting.retain(|q| !net.arrived(*q, Imm::data(0)));
                     if waiting.len() == before {
                         let pending = waiting.clone();
-                        net.pump(side, || format!("{what}: data from ranks {pending:?}"))?;
+                        net.pump(t, || format!("{what}: data from ranks {pending:?}"))?;
                     }
                 }
             } else {
                 let to = (rank * shape.count * ELEMENT) as u64;
-                net.write(side, shape.root, inp(0..shape.count), to, Imm::data(0))?;
+                net.write(t, shape.root, inp(0..shape.count), to, Imm::data(0))?;
             }
         }
     }
-    net.drain(side, what)
+    net.drain(t, what)
 }
 
 /// A rank's place in a ring: its neighbours and the operation's steps.
@@ -491,17 +704,17 @@ impl Ring {
     #[allow(clippy::too_many_arguments)]
     fn step(
         &self,
-        side: &mut Side,
+        t: &mut dyn Transport,
         net: &mut Net,
-        src: LocalSlice,
+        src: Slice,
         offset: u64,
         step: usize,
         recv: usize,
         what: &str,
     ) -> Result<(), SessionError> {
-        net.write(side, self.right, src, offset, Imm::data(step))?;
+        net.write(t, self.right, src, offset, Imm::data(step))?;
         let (left, steps) = (self.left, self.steps);
-        net.wait(side, left, Imm::data(step), || {
+        net.wait(t, left, Imm::data(step), || {
             format!("{what}: step {} of {steps}, chunk {recv} from rank {left}", step + 1)
         })
     }
@@ -509,8 +722,8 @@ impl Ring {
 
 /// The operation's local part: this rank's own elements, from its input
 /// to the same place in its output.
-fn copy_local(side: &mut Side, layout: &Layout, elements: std::ops::Range<usize>) {
-    let (input, exposed) = side.link.buffer_pair_mut(layout.input, layout.exposed);
+fn copy_local(t: &mut dyn Transport, elements: std::ops::Range<usize>) {
+    let (input, exposed) = t.regions_mut();
     let range = bytes(elements);
     exposed[range.clone()].copy_from_slice(&input[range]);
 }
@@ -534,10 +747,28 @@ mod tests {
     }
 
     #[test]
+    fn test_small_allreduces_on_powers_of_two_double_and_the_rest_ring() {
+        assert!(uses_doubling(Collective::Allreduce, 4, 2));
+        assert!(uses_doubling(Collective::Allreduce, 16, DOUBLING_MAX / ELEMENT));
+        assert!(!uses_doubling(Collective::Allreduce, 4, DOUBLING_MAX / ELEMENT + 1));
+        assert!(!uses_doubling(Collective::Allreduce, 3, 2));
+        assert!(!uses_doubling(Collective::ReduceScatter, 4, 2));
+        // The catalogue tells users where the switch is.
+        let told = format!("up to {} KiB", DOUBLING_MAX >> 10);
+        assert!(Collective::Allreduce.algorithm().contains(&told));
+    }
+
+    #[test]
     fn test_an_incast_root_holds_every_rank_and_its_senders_almost_nothing() {
         assert_eq!(exposed_len(Collective::Incast, 0, 4, 0, 10), 160);
         assert_eq!(exposed_len(Collective::Incast, 1, 4, 0, 10), ELEMENT);
-        assert_eq!(exposed_len(Collective::Allreduce, 1, 4, 0, 10), 80);
+        // The reductions' staging: one buffer for the ring, one per step
+        // of recursive doubling (two on four ranks) at its sizes.
+        assert_eq!(exposed_len(Collective::Allreduce, 1, 4, 0, 10), 40 + 2 * 40);
+        assert_eq!(exposed_len(Collective::Allreduce, 1, 3, 0, 10), 40 + 40);
+        assert_eq!(exposed_len(Collective::ReduceScatter, 1, 4, 0, 10), 40 + 40);
+        let big = 1 << 20;
+        assert_eq!(exposed_len(Collective::Allreduce, 1, 4, 0, big), 8 * big);
         assert_eq!(exposed_len(Collective::Broadcast, 1, 4, 0, 10), 40);
     }
 }

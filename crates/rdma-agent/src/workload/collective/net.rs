@@ -1,23 +1,29 @@
-//! A rank's links to the other ranks: one QP each, WRITE_WITH_IMM into
-//! their exposed buffers, the immediates that arrived kept per peer in
-//! arrival order (RC delivers a QP's messages in order, so each peer's are
-//! checked against what the algorithm expects next), and the barrier.
+//! A rank's links to the other ranks over its [`Transport`]: writes with an
+//! immediate into their exposed regions, the immediates that arrived kept
+//! per peer in arrival order, the writes in flight per peer, and the
+//! barrier.
 //!
-//! An immediate is `kind (2 bits) | operation (14 bits) | step (16 bits)`:
-//! a message of another operation or step than the one awaited is a
-//! protocol error, never silently taken for the right one.
+//! An immediate is `kind (2 bits) | sender (4) | operation (14) | step (12)`:
+//! it fits the 4 bytes of CQ data every libfabric provider with remote CQ
+//! data carries (EFA's size), and names its sender for an RDM endpoint,
+//! whose completions do not. On an in-order transport (RC) a message of
+//! another operation or step than the one awaited is a protocol error,
+//! never silently taken for the right one; on RDM, where one peer's writes
+//! may complete out of order, the awaited one is looked for among those
+//! that arrived.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::session::{SessionError, Side};
-use crate::verbs::{BufId, LocalSlice, SendOp, SendWr};
-use crate::wr_id::{OpKind, WrId};
+use workload_catalogue::limits::MAX_RANKS;
 
-/// Receives kept posted on each QP; an operation's arrivals on one QP
+use super::transport::{Event, Region, Slice, Transport};
+use crate::session::SessionError;
+
+/// Receives kept posted on each verbs QP; an operation's arrivals on one QP
 /// (2 (n-1) ring steps and the barrier's message) stay well below it.
 pub const RECVS_PER_QP: u32 = 64;
-/// Sends in flight on one QP at most.
+/// Writes in flight to one peer at most.
 pub const SENDS_PER_QP: u32 = 16;
 
 /// What an immediate announces.
@@ -33,12 +39,19 @@ enum Kind {
     Stop = 3,
 }
 
-/// An immediate without its operation number (the [`Net`] adds it).
+/// An immediate without its sender and operation number (the [`Net`] adds them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Imm {
     kind: Kind,
     step: u16,
 }
+
+const SENDER_BITS: u32 = 4;
+const OP_BITS: u32 = 14;
+const STEP_BITS: u32 = 12;
+// Every rank fits the sender field, every ring step the step field.
+const _: () = assert!(MAX_RANKS as u64 <= 1 << SENDER_BITS);
+const _: () = assert!(2 * (MAX_RANKS as u64) <= 1 << STEP_BITS);
 
 impl Imm {
     /// Data of step `step` of the current operation.
@@ -53,9 +66,18 @@ impl Imm {
         Imm { kind, step: 0 }
     }
 
-    fn encode(self, op: u32) -> u32 {
-        ((self.kind as u32) << 30) | ((op & 0x3FFF) << 16) | u32::from(self.step)
+    fn encode(self, sender: usize, op: u32) -> u32 {
+        let op = op & ((1 << OP_BITS) - 1);
+        ((self.kind as u32) << 30)
+            | ((sender as u32) << (OP_BITS + STEP_BITS))
+            | (op << STEP_BITS)
+            | u32::from(self.step)
     }
+}
+
+/// The rank that sent immediate `imm`.
+pub fn sender_of(imm: u32) -> usize {
+    ((imm >> (OP_BITS + STEP_BITS)) & ((1 << SENDER_BITS) - 1)) as usize
 }
 
 /// Says what an immediate is, for errors.
@@ -66,18 +88,22 @@ fn describe(imm: u32) -> String {
         2 => "barrier release",
         _ => "stop",
     };
-    format!("{kind} of operation {} step {}", (imm >> 16) & 0x3FFF, imm & 0xFFFF)
+    format!(
+        "{kind} of operation {} step {} from rank {}",
+        (imm >> STEP_BITS) & ((1 << OP_BITS) - 1),
+        imm & ((1 << STEP_BITS) - 1),
+        sender_of(imm)
+    )
 }
 
-/// This rank's QPs to the others and what arrived on them.
+/// This rank's links to the others and what arrived on them.
 pub struct Net {
     rank: usize,
     world: usize,
-    /// The local buffer zero-length messages name (never read).
-    anchor: BufId,
-    /// Immediates that arrived, per QP, oldest first.
+    in_order: bool,
+    /// Immediates that arrived, per peer index, oldest first.
     arrived: Vec<VecDeque<u32>>,
-    /// Signaled writes not yet completed, per QP.
+    /// Writes not yet completed, per peer index.
     in_flight: Vec<u32>,
     /// The operation number the immediates carry.
     op: u32,
@@ -86,8 +112,8 @@ pub struct Net {
     sent_bytes: u64,
 }
 
-/// The QP of `peer` on `rank`'s side: the other ranks in rank order.
-fn qp_of(rank: usize, peer: usize) -> usize {
+/// The index of `peer` among `rank`'s others: the other ranks in rank order.
+pub fn index_of(rank: usize, peer: usize) -> usize {
     if peer < rank {
         peer
     } else {
@@ -95,47 +121,28 @@ fn qp_of(rank: usize, peer: usize) -> usize {
     }
 }
 
-impl Net {
-    /// Posts the receives of every QP (each QP's receive request carries
-    /// the QP's index as its wr_id, and is posted again as it completes).
-    pub fn post_receives(side: &mut Side) -> Result<(), SessionError> {
-        let qps = side.link.num_qps();
-        let slices: Vec<LocalSlice> = (0..qps)
-            .map(|_| LocalSlice {
-                buf: side.bufs[0],
-                offset: 0,
-                len: 0,
-            })
-            .collect();
-        let mut chain = side.link.recv_chain(&slices, OpKind::Recv.wr_id(0))?;
-        for qp in 0..qps {
-            for _ in 0..RECVS_PER_QP {
-                side.link.post_recv_one_on(qp, &mut chain, qp)?;
-            }
-        }
-        side.recvs = Some(chain);
-        Ok(())
+/// The rank at index `i` among `rank`'s others.
+pub fn peer_at(rank: usize, i: usize) -> usize {
+    if i < rank {
+        i
+    } else {
+        i + 1
     }
+}
 
-    /// The links of `rank` among `world` ranks, once every QP is connected.
-    pub fn new(side: &Side, rank: usize, world: usize, anchor: BufId) -> Result<Net, SessionError> {
-        if side.peers.len() != world - 1 || side.recvs.is_none() {
-            return Err(SessionError::Setup(format!(
-                "rank {rank} of {world} has {} peer buffers, expected {}",
-                side.peers.len(),
-                world - 1
-            )));
-        }
-        Ok(Net {
+impl Net {
+    /// The links of `rank` among `world` ranks.
+    pub fn new(t: &dyn Transport, rank: usize, world: usize) -> Net {
+        Net {
             rank,
             world,
-            anchor,
+            in_order: t.in_order(),
             arrived: vec![VecDeque::new(); world - 1],
             in_flight: vec![0; world - 1],
             op: 0,
             skip_next: false,
             sent_bytes: 0,
-        })
+        }
     }
 
     /// Makes the next data write carry no bytes: its immediate arrives, its
@@ -149,200 +156,196 @@ impl Net {
         std::mem::take(&mut self.sent_bytes)
     }
 
-    /// WRITE_WITH_IMM of `local` into `peer`'s exposed buffer at `offset`.
+    /// Writes `src` into `peer`'s exposed region at `offset`, with `imm`.
     pub fn write(
         &mut self,
-        side: &mut Side,
+        t: &mut dyn Transport,
         peer: usize,
-        mut local: LocalSlice,
+        mut src: Slice,
         offset: u64,
         imm: Imm,
     ) -> Result<(), SessionError> {
-        let qp = qp_of(self.rank, peer);
-        while self.in_flight[qp] + 1 >= SENDS_PER_QP {
-            self.pump(side, || format!("room in the send queue to rank {peer}"))?;
+        let i = index_of(self.rank, peer);
+        while self.in_flight[i] + 1 >= SENDS_PER_QP {
+            self.pump(t, || format!("room in the send queue to rank {peer}"))?;
         }
-        if imm.kind == Kind::Data && self.skip_next && local.len > 0 {
+        if imm.kind == Kind::Data && self.skip_next && src.len > 0 {
             self.skip_next = false;
-            super::super::note_skip(
-                side,
+            t.note(
+                "fault",
                 format!(
-                    "rank {}'s write of {} B to rank {peer} (operation {}) carried no data",
+                    "skip: rank {}'s write of {} B to rank {peer} (operation {}) carried no data",
                     self.rank,
-                    local.len,
+                    src.len,
                     self.op + 1
                 ),
             );
-            local.len = 0;
+            src.len = 0;
         }
-        let remote = side.peers[qp];
-        let mut chain = side.link.send_chain(&[SendWr {
-            wr_id: OpKind::WriteImm.wr_id(qp as u64),
-            op: SendOp::WriteImm {
-                local,
-                remote_addr: remote.addr + offset,
-                rkey: remote.rkey,
-                imm: imm.encode(self.op),
-            },
-            signaled: true,
-            inline: false,
-        }])?;
-        side.link.post_send_on(qp, &mut chain)?;
-        self.in_flight[qp] += 1;
-        self.sent_bytes += local.len as u64;
+        t.post_write(i, src, offset, imm.encode(self.rank, self.op))?;
+        self.in_flight[i] += 1;
+        self.sent_bytes += src.len as u64;
         Ok(())
     }
 
-    /// Takes one completion: an arrival (kept, its receive posted again) or
-    /// a write's completion. A timeout or abort says what this rank was
-    /// waiting for (`what`, formatted only then) and for how long.
-    pub fn pump(&mut self, side: &mut Side, what: impl FnOnce() -> String) -> Result<(), SessionError> {
-        self.pump_since(side, what, Instant::now())
+    /// Takes one event: an arrival (kept) or a write's completion. A
+    /// timeout or abort says what this rank was waiting for (`what`,
+    /// formatted only then) and for how long.
+    pub fn pump(&mut self, t: &mut dyn Transport, what: impl FnOnce() -> String) -> Result<(), SessionError> {
+        self.pump_since(t, what, Instant::now())
     }
 
     /// As [`Net::pump`], for a wait that began at `since`.
     fn pump_since(
         &mut self,
-        side: &mut Side,
+        t: &mut dyn Transport,
         what: impl FnOnce() -> String,
         since: Instant,
     ) -> Result<(), SessionError> {
-        let c = side.next_completion("a completion").map_err(|e| {
+        let event = t.next_event().map_err(|e| {
             let waited = format!("{} (for {:.1} s)", what(), since.elapsed().as_secs_f64());
             match e {
                 SessionError::Timeout { after, .. } => SessionError::Timeout { what: waited, after },
                 SessionError::Aborted(_) => SessionError::Aborted(format!("while waiting for {waited}")),
-                SessionError::Completion { wr_id, .. } => {
-                    let qp = WrId::from(wr_id).seq() as usize;
-                    let peer = if qp < self.rank { qp } else { qp + 1 };
-                    SessionError::OnQp {
-                        peer: format!("rank {peer}"),
-                        source: Box::new(e),
-                    }
-                }
                 other => other,
             }
         })?;
-        let id = WrId::from(c.wr_id);
-        let qp = id.seq() as usize;
-        if qp >= self.world - 1 {
-            return Err(SessionError::Protocol(format!(
-                "completion of unknown wr_id {:#x}",
-                c.wr_id
-            )));
-        }
-        if id.is(OpKind::Recv) {
-            if !c.has_imm {
-                return Err(SessionError::Protocol(format!(
-                    "a message without immediate arrived on QP {qp}"
-                )));
+        match event {
+            Event::Arrived { from, imm } => {
+                let sender = sender_of(imm);
+                let i = match from {
+                    Some(i) => i,
+                    None if sender != self.rank && sender < self.world => index_of(self.rank, sender),
+                    None => {
+                        return Err(SessionError::Protocol(format!(
+                            "rank {} received {}, which names no peer",
+                            self.rank,
+                            describe(imm)
+                        )))
+                    }
+                };
+                if i >= self.world - 1 {
+                    return Err(SessionError::Protocol(format!("an arrival from unknown peer {i}")));
+                }
+                self.arrived[i].push_back(imm);
             }
-            self.arrived[qp].push_back(c.imm);
-            let mut chain = side.recvs.take().expect("receives posted");
-            let posted = side.link.post_recv_one_on(qp, &mut chain, qp);
-            side.recvs = Some(chain);
-            posted?;
-        } else {
-            self.in_flight[qp] = self.in_flight[qp].saturating_sub(1);
+            Event::Sent { to } => {
+                if let Some(n) = self.in_flight.get_mut(to) {
+                    *n = n.saturating_sub(1);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Takes the first arrival from peer index `i` that `accept` takes:
+    /// on an in-order transport only the oldest is looked at (anything else
+    /// there is an error); otherwise every one that arrived.
+    fn take(&mut self, i: usize, accept: impl Fn(u32) -> bool) -> Result<Option<u32>, u32> {
+        let queue = &mut self.arrived[i];
+        if self.in_order {
+            return match queue.front() {
+                None => Ok(None),
+                Some(&got) if accept(got) => Ok(queue.pop_front()),
+                Some(&got) => Err(got),
+            };
+        }
+        Ok(queue
+            .iter()
+            .position(|got| accept(*got))
+            .and_then(|at| queue.remove(at)))
     }
 
     /// Whether `imm` of the current operation has arrived from `peer`
     /// (taking it); another message first is a protocol error, reported by
     /// the next [`Net::wait`]. Does not wait.
     pub fn arrived(&mut self, peer: usize, imm: Imm) -> bool {
-        let qp = qp_of(self.rank, peer);
-        let want = imm.encode(self.op);
-        if self.arrived[qp].front() == Some(&want) {
-            self.arrived[qp].pop_front();
-            return true;
-        }
-        false
+        let want = imm.encode(peer, self.op);
+        matches!(self.take(index_of(self.rank, peer), |got| got == want), Ok(Some(_)))
     }
 
     /// Waits for `imm` of the current operation from `peer`; `what` says,
     /// for a timeout, what this rank is waiting for.
     pub fn wait(
         &mut self,
-        side: &mut Side,
+        t: &mut dyn Transport,
         peer: usize,
         imm: Imm,
         what: impl Fn() -> String,
     ) -> Result<(), SessionError> {
-        let qp = qp_of(self.rank, peer);
-        let want = imm.encode(self.op);
+        let want = imm.encode(peer, self.op);
+        let i = index_of(self.rank, peer);
         let since = Instant::now();
         loop {
-            if let Some(got) = self.arrived[qp].pop_front() {
-                if got == want {
-                    return Ok(());
+            match self.take(i, |got| got == want) {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) => {}
+                Err(got) => {
+                    return Err(SessionError::Protocol(format!(
+                        "rank {} expected {}, got {}",
+                        self.rank,
+                        describe(want),
+                        describe(got)
+                    )))
                 }
-                return Err(SessionError::Protocol(format!(
-                    "rank {} expected {} from rank {peer}, got {}",
-                    self.rank,
-                    describe(want),
-                    describe(got)
-                )));
             }
-            // The time told is the whole wait's, not the last completion's.
-            self.pump_since(side, &what, since)?;
+            // The time told is the whole wait's, not the last event's.
+            self.pump_since(t, &what, since)?;
         }
     }
 
     /// Waits until every write of this rank has completed (its data delivered).
-    pub fn drain(&mut self, side: &mut Side, what: &str) -> Result<(), SessionError> {
-        while let Some(qp) = self.in_flight.iter().position(|n| *n > 0) {
-            let peer = if qp < self.rank { qp } else { qp + 1 };
-            self.pump(side, || format!("{what}: its write to rank {peer} to complete"))?;
+    pub fn drain(&mut self, t: &mut dyn Transport, what: &str) -> Result<(), SessionError> {
+        while let Some(i) = self.in_flight.iter().position(|n| *n > 0) {
+            let peer = peer_at(self.rank, i);
+            self.pump(t, || format!("{what}: its write to rank {peer} to complete"))?;
         }
         Ok(())
     }
 
-    /// A zero-length message to `peer`.
-    fn signal(&mut self, side: &mut Side, peer: usize, kind: Kind) -> Result<(), SessionError> {
-        let local = LocalSlice {
-            buf: self.anchor,
+    /// A message without data to `peer`.
+    fn signal(&mut self, t: &mut dyn Transport, peer: usize, kind: Kind) -> Result<(), SessionError> {
+        let empty = Slice {
+            region: Region::Input,
             offset: 0,
             len: 0,
         };
-        self.write(side, peer, local, 0, Imm::control(kind))
+        self.write(t, peer, empty, 0, Imm::control(kind))
     }
 
     /// The barrier before an operation: every rank tells rank 0 it is
     /// there, and rank 0, once all are, tells every rank to go (`go`) or
     /// that the run is over. Returns whether to run the operation; the
     /// operation number moves on either way.
-    pub fn barrier(&mut self, side: &mut Side, go: bool, what: &str) -> Result<bool, SessionError> {
+    pub fn barrier(&mut self, t: &mut dyn Transport, go: bool, what: &str) -> Result<bool, SessionError> {
         let decided = if self.rank == 0 {
             for peer in 1..self.world {
-                self.wait(side, peer, Imm::control(Kind::Arrive), || {
+                self.wait(t, peer, Imm::control(Kind::Arrive), || {
                     format!("{what}: rank {peer} to reach the barrier")
                 })?;
             }
             let kind = if go { Kind::Go } else { Kind::Stop };
             for peer in 1..self.world {
-                self.signal(side, peer, kind)?;
+                self.signal(t, peer, kind)?;
             }
             go
         } else {
-            self.signal(side, 0, Kind::Arrive)?;
+            self.signal(t, 0, Kind::Arrive)?;
             let (go, stop) = (
-                Imm::control(Kind::Go).encode(self.op),
-                Imm::control(Kind::Stop).encode(self.op),
+                Imm::control(Kind::Go).encode(0, self.op),
+                Imm::control(Kind::Stop).encode(0, self.op),
             );
             loop {
-                match self.arrived[0].pop_front() {
-                    Some(got) if got == go => break true,
-                    Some(got) if got == stop => break false,
-                    Some(got) => {
+                match self.take(0, |got| got == go || got == stop) {
+                    Ok(Some(got)) => break got == go,
+                    Ok(None) => self.pump(t, || format!("{what}: rank 0 to release the barrier"))?,
+                    Err(got) => {
                         return Err(SessionError::Protocol(format!(
                             "rank {} expected the barrier's release from rank 0, got {}",
                             self.rank,
                             describe(got)
                         )))
                     }
-                    None => self.pump(side, || format!("{what}: rank 0 to release the barrier"))?,
                 }
             }
         };
@@ -358,22 +361,106 @@ mod tests {
     use super::*;
 
     #[test]
-    fn test_each_rank_numbers_its_peers_qps_in_rank_order() {
+    fn test_each_rank_numbers_its_peers_in_rank_order() {
         assert_eq!(
-            (0..4).filter(|p| *p != 2).map(|p| qp_of(2, p)).collect::<Vec<_>>(),
+            (0..4).filter(|p| *p != 2).map(|p| index_of(2, p)).collect::<Vec<_>>(),
             [0, 1, 2]
         );
-        assert_eq!(qp_of(0, 3), 2);
+        assert_eq!(index_of(0, 3), 2);
+        for i in 0..3 {
+            assert_eq!(index_of(2, peer_at(2, i)), i);
+        }
     }
 
     #[test]
-    fn test_immediates_tell_kind_operation_and_step_apart() {
-        let a = Imm::data(3).encode(7);
-        assert_ne!(a, Imm::data(3).encode(8));
-        assert_ne!(a, Imm::data(4).encode(7));
-        assert_ne!(Imm::control(Kind::Go).encode(7), Imm::control(Kind::Stop).encode(7));
-        assert_eq!(describe(a), "data of operation 7 step 3");
-        // The operation number wraps within its 14 bits, never into the kind.
-        assert_eq!(Imm::data(0).encode(0x4000) >> 30, 0);
+    fn test_immediates_tell_kind_sender_operation_and_step_apart() {
+        let a = Imm::data(3).encode(5, 7);
+        assert_ne!(a, Imm::data(3).encode(5, 8));
+        assert_ne!(a, Imm::data(4).encode(5, 7));
+        assert_ne!(a, Imm::data(3).encode(6, 7));
+        assert_ne!(
+            Imm::control(Kind::Go).encode(0, 7),
+            Imm::control(Kind::Stop).encode(0, 7)
+        );
+        assert_eq!(describe(a), "data of operation 7 step 3 from rank 5");
+        assert_eq!(sender_of(a), 5);
+        assert_eq!(sender_of(Imm::data(30).encode(15, 0x3FFF)), 15);
+        // The operation number wraps within its bits, never into the sender or kind.
+        let wrapped = Imm::data(0).encode(1, 0x4000);
+        assert_eq!((wrapped >> 30, sender_of(wrapped)), (0, 1));
+    }
+
+    /// A transport that only records; arrivals are fed by the test.
+    struct Loop {
+        in_order: bool,
+        events: VecDeque<Event>,
+        posted: Vec<(usize, u32)>,
+    }
+
+    impl Transport for Loop {
+        fn post_write(&mut self, to: usize, _: Slice, _: u64, imm: u32) -> Result<(), SessionError> {
+            self.posted.push((to, imm));
+            self.events.push_back(Event::Sent { to });
+            Ok(())
+        }
+        fn next_event(&mut self) -> Result<Event, SessionError> {
+            self.events.pop_front().ok_or(SessionError::Timeout {
+                what: String::new(),
+                after: std::time::Duration::ZERO,
+            })
+        }
+        fn in_order(&self) -> bool {
+            self.in_order
+        }
+        fn regions_mut(&mut self) -> (&mut [u8], &mut [u8]) {
+            unreachable!()
+        }
+        fn note(&mut self, _: &str, _: String) {}
+        fn progress(&mut self, _: u64, _: u64, _: String) {}
+    }
+
+    #[test]
+    fn test_out_of_order_arrivals_are_found_only_where_order_is_not_promised() {
+        for in_order in [true, false] {
+            // Rank 1 of 3 awaits step 0 from rank 0; step 1 landed first.
+            let mut t = Loop {
+                in_order,
+                events: [1, 0]
+                    .map(|step| Event::Arrived {
+                        from: None,
+                        imm: Imm::data(step).encode(0, 0),
+                    })
+                    .into(),
+                posted: Vec::new(),
+            };
+            let mut net = Net::new(&t, 1, 3);
+            let got = net.wait(&mut t, 0, Imm::data(0), String::new);
+            if in_order {
+                let err = got.unwrap_err().to_string();
+                assert!(
+                    err.contains("expected data of operation 0 step 0 from rank 0, got data of operation 0 step 1"),
+                    "{err}"
+                );
+            } else {
+                got.unwrap();
+                net.wait(&mut t, 0, Imm::data(1), String::new).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn test_an_arrival_naming_no_peer_is_refused() {
+        let mut t = Loop {
+            in_order: false,
+            events: [Event::Arrived {
+                from: None,
+                imm: Imm::data(0).encode(1, 0),
+            }]
+            .into(),
+            posted: Vec::new(),
+        };
+        let mut net = Net::new(&t, 1, 3);
+        let err = net.wait(&mut t, 0, Imm::data(0), String::new).unwrap_err().to_string();
+        assert!(err.contains("names no peer"), "{err}");
     }
 }
