@@ -6,7 +6,8 @@
 //!    (the faults that break the lab, such as a killed VM, last);
 //! 3. `labctl down`, checked to leave no process and no file; then the
 //!    quad lab (`tests/labs/mpi.yaml`: four nodes, `packages:` and
-//!    `node_ssh:`): up, `mpirun` across it, every collective on it, down; then
+//!    `node_ssh:`): up, `mpirun` across it, every collective on it,
+//!    `bench --suite collectives` against Open MPI, down; then
 //!    `labctl bench --orchestration --nodes 2`, which times `up` and `down`
 //!    of a scratch lab of its own;
 //! 4. `labctl ci` on a lab of its own (`tests/labs/ci.yaml`), which it brings
@@ -18,6 +19,7 @@
 //! `<target>/lab-artifacts/`.
 
 mod bad_input;
+mod bench_collectives;
 mod bulk;
 mod ci;
 mod collectives;
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
     lab_trials.extend(bulk::trials(&lab));
     lab_trials.extend(impair::trials(&lab));
     lab_trials.extend(report::trials(&lab));
+    lab_trials.extend(bench_collectives::refusal_trials(&lab));
     lab_trials.extend(ssh_existing::trials(&lab));
     lab_trials.extend(faults::trials(&lab));
     lab_trials.extend(trace::trials(&lab));
@@ -136,6 +139,7 @@ fn main() -> ExitCode {
     // packages/node_ssh first (it brings the lab up), then the collectives.
     let mut quad_trials = packages::trials(&mpi_lab);
     quad_trials.extend(collectives::trials(&mpi_lab));
+    quad_trials.extend(bench_collectives::quad_trials(&mpi_lab));
     total.add(&libtest_mimic::run(&args, quad_trials));
     if !args.list {
         total.add(&libtest_mimic::run(&args, vec![packages::teardown_trial(&mpi_lab)]));

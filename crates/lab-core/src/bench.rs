@@ -17,6 +17,10 @@
 //! frequency check). perftest's "MB/sec" is MiB/s (2^20 bytes, checked from
 //! its message rate), the same unit as our `bw_avg_mib_s`.
 //!
+//! `--suite collectives` (the [`collectives`] module, which runs it)
+//! compares our collectives with Open MPI's on every node of the lab
+//! instead of pairs with perftest.
+//!
 //! The libfabric pair runs `fi_pingpong` (libfabric-bin: untagged
 //! `fi_send`/`fi_recv` ping-pong on an RDM endpoint) against `fabric-lat`,
 //! which does the same, on the same provider (`tcp;ofi_rxm` on the data NIC,
@@ -40,14 +44,15 @@ use crate::run::{default_params, run_workload, RunOptions};
 use lab_remote::command::RemoteCommand;
 use lab_state::{now_rfc3339, LabState};
 
+pub mod collectives;
 mod options;
 pub mod orchestration;
 mod parse;
 mod reference;
 mod schedule;
 
-pub use options::{BenchError, BenchOptions};
-pub use parse::{parse_fi_pingpong, parse_perftest, parse_perftest_server};
+pub use options::{BenchError, BenchOptions, MpiTransport};
+pub use parse::{parse_fi_pingpong, parse_mpi_collectives, parse_perftest, parse_perftest_server};
 pub use reference::perftest_clock_refusal;
 use reference::{first_port, gib, node_data_path, reference_command, run_reference};
 pub use schedule::{schedule, Side, Slot};
@@ -214,6 +219,11 @@ pub enum BenchEvent<'a> {
         /// A warm-up round.
         warmup: bool,
     },
+    /// A step of the suite's own, outside the rounds (a build, the ceiling).
+    Step {
+        /// What it is.
+        what: &'a str,
+    },
     /// A run ended.
     Done {
         /// The tool.
@@ -280,12 +290,14 @@ fn with_completion_modes(described: String, r: &RunRecord) -> String {
 }
 
 fn fill_ours(sample: &mut Sample, spec: &PairSpec, r: &RunRecord) {
-    sample.value = Some(match spec.metric {
-        Metric::BwAvgMibS => r.bw_avg_mib_s,
-        Metric::MsgRateMpps => r.msg_rate_mpps,
-        Metric::LatTypicalUs => r.lat_us.typical,
-        Metric::LatAvgUs => r.lat_us.avg,
-    });
+    sample.value = match spec.metric {
+        Metric::BwAvgMibS => Some(r.bw_avg_mib_s),
+        Metric::MsgRateMpps => Some(r.msg_rate_mpps),
+        Metric::LatTypicalUs => Some(r.lat_us.typical),
+        Metric::LatAvgUs => Some(r.lat_us.avg),
+        // A pair's run has no bus bandwidth (collectives run elsewhere).
+        Metric::BusbwGbS => None,
+    };
     if spec.metric == Metric::BwAvgMibS {
         sample.peak_mib_s = Some(r.bw_peak_mib_s);
     }
@@ -312,6 +324,11 @@ pub async fn run_bench(
     opts: &BenchOptions,
     mut on_event: impl FnMut(BenchEvent<'_>),
 ) -> Result<BenchRecord, BenchError> {
+    if opts.suite == Suite::Collectives {
+        return Err(BenchError::Setup(
+            "the collectives suite runs through bench::collectives::run_collectives_bench".into(),
+        ));
+    }
     // What to run first: a workload that cannot sweep is refused before any node is asked.
     let specs = if opts.suite == Suite::Sweep {
         let workloads = if opts.only.is_empty() {
@@ -411,6 +428,7 @@ pub async fn run_bench(
         pairs,
         agent_rss,
         orchestration: None,
+        collectives: None,
         saved_to: None,
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
@@ -419,12 +437,7 @@ pub async fn run_bench(
 
 /// Saves `record` among the lab's results as `<time>-bench-<suite>-<id>.json`.
 fn save(lab: &Lab, record: &BenchRecord) -> Result<PathBuf, BenchError> {
-    let suite = match record.suite {
-        Suite::Quick => "quick",
-        Suite::Full => "full",
-        Suite::Orchestration => "orchestration",
-        Suite::Sweep => "sweep",
-    };
+    let suite = record.suite.label();
     let json = serde_json::to_vec_pretty(record).expect("record serialises");
     lab.dir
         .save_result(&record.started_at, &format!("bench-{suite}-{}", record.id), &json)

@@ -1,6 +1,7 @@
-//! Bench records: `labctl bench`'s pairs (perftest against our workloads),
-//! their samples and statistics, idle agent memory and orchestration
-//! timings, as printed by `--json` and saved under the lab's results.
+//! Bench records: `labctl bench`'s pairs (perftest against our workloads,
+//! Open MPI against our collectives), their samples and statistics, idle
+//! agent memory and orchestration timings, as printed by `--json` and
+//! saved under the lab's results.
 //!
 //! This module owns the record's shape; [`verdict`] the figures and
 //! verdicts read off it (which rounds count, the ratio, the drift check,
@@ -9,7 +10,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod collectives;
 pub mod verdict;
+
+pub use collectives::CollectiveFigures;
 
 /// Version of the bench record (`--json` and saved results). 2: warm-up
 /// rounds, the ABBA order, rounds left out per side, the drift check and
@@ -30,6 +34,22 @@ pub enum Suite {
     /// One pair per message size of each chosen workload (`--sweep`), for
     /// the bandwidth and latency vs size charts.
     Sweep,
+    /// Our collectives against Open MPI's on every node of the lab, per
+    /// collective and size, with a single pair's write-bw as the link's ceiling.
+    Collectives,
+}
+
+impl Suite {
+    /// The suite's name as `--suite`, record files and listings spell it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Suite::Quick => "quick",
+            Suite::Full => "full",
+            Suite::Orchestration => "orchestration",
+            Suite::Sweep => "sweep",
+            Suite::Collectives => "collectives",
+        }
+    }
 }
 
 /// What a pair's headline number is.
@@ -44,6 +64,9 @@ pub enum Metric {
     LatTypicalUs,
     /// Mean latency, µs (`fi_pingpong`'s "usec/xfer", a mean half round trip). Lower is better.
     LatAvgUs,
+    /// A collective's bus bandwidth, GB/s (10^9 bytes), as nccl-tests
+    /// defines it ([`crate::collective`]). Higher is better.
+    BusbwGbS,
 }
 
 impl Metric {
@@ -53,6 +76,7 @@ impl Metric {
             Metric::BwAvgMibS => "MiB/s",
             Metric::MsgRateMpps => "Mpps",
             Metric::LatTypicalUs | Metric::LatAvgUs => "us",
+            Metric::BusbwGbS => "GB/s",
         }
     }
 
@@ -101,11 +125,12 @@ fn abab() -> String {
 
 impl PairSpec {
     /// The pair's name in tables and comparisons: the workload, with its
-    /// QP count when it runs several ("write-bw q4"), so the pairs of a
-    /// scaling series stay apart.
+    /// size in a sweep and for a collective ("allreduce 1MiB": the
+    /// collectives suite runs each at several sizes), and its QP count when
+    /// it runs several ("write-bw q4"), so the pairs of a series stay apart.
     pub fn label(&self) -> String {
         let mut label = self.workload.clone();
-        if self.sweep_point {
+        if self.sweep_point || self.metric == Metric::BusbwGbS {
             label = format!(
                 "{label} {}",
                 crate::plot::bytes_label(self.size as f64).replace(' ', "")
@@ -187,6 +212,10 @@ pub struct Sample {
     /// from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<u32>,
+    /// A collective (both sides): the time per operation, algbw and what
+    /// was checked; `value` is its busbw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective: Option<CollectiveFigures>,
 }
 
 /// min, median, max of the samples that succeeded.
@@ -203,6 +232,11 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// No sample gave a value.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
     /// Stats of the values present.
     pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Stats {
         let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
@@ -241,6 +275,9 @@ pub struct SideStats {
     /// Rounds that ran but are not in the statistics, by why.
     #[serde(default)]
     pub left_out: LeftOut,
+    /// Collectives: the time per operation, µs, over the counted rounds.
+    #[serde(default, skip_serializing_if = "Stats::is_empty")]
+    pub time_us: Stats,
     /// Every sample, in the order run (warm-ups first).
     pub samples: Vec<Sample>,
 }
@@ -265,6 +302,10 @@ pub struct PairRecord {
     pub meets_target: Option<bool>,
     /// Median CPU per GiB (both sides) of ours / the reference's.
     pub cpu_ratio: Option<f64>,
+    /// Collectives: the median time per operation of ours / the
+    /// reference's (the latency ratio: lower is better).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ratio: Option<f64>,
     /// Whether the measured rounds trend with time instead of scattering.
     #[serde(default)]
     pub drift: Drift,
@@ -291,13 +332,14 @@ pub struct BenchRecord {
     /// it, where the reference always ran first.
     #[serde(default = "abab")]
     pub order: String,
-    /// The passive node and its data address.
+    /// The passive node (collectives: of the ceiling's write-bw).
     pub server: String,
-    /// The active node.
+    /// The active node (collectives: of the ceiling's write-bw).
     pub client: String,
-    /// `ib_write_bw --version` on the client.
+    /// `ib_write_bw --version` on the client; empty when no perftest ran
+    /// (collectives).
     pub perftest_version: String,
-    /// RDMA device and GID index used by perftest on (server, client).
+    /// RDMA device and GID index of the data address on (server, client).
     pub perftest_device: [(String, u32); 2],
     /// Start time, RFC 3339.
     pub started_at: String,
@@ -315,6 +357,10 @@ pub struct BenchRecord {
     /// `--orchestration`: `up` and `down` timings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orchestration: Option<OrchestrationRecord>,
+    /// `--suite collectives`: the ranks, Open MPI's build and transport,
+    /// and the link's ceiling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collectives: Option<CollectivesRecord>,
     /// Where it was saved.
     pub saved_to: Option<String>,
 }
@@ -473,4 +519,51 @@ pub fn orchestration_ok(record: &OrchestrationRecord) -> bool {
         .steps
         .iter()
         .all(|s| s.errors.is_empty() && !s.samples.is_empty())
+}
+
+/// What `--suite collectives` ran on and with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CollectivesRecord {
+    /// The nodes in rank order (one rank each, on both sides).
+    pub nodes: Vec<String>,
+    /// Ranks.
+    pub world: u32,
+    /// Untimed operations at the start of every run (both sides), apart
+    /// from the suite's warm-up rounds.
+    pub warmup_ops: u32,
+    /// Seed of the inputs (both sides fill and check the same elements).
+    pub seed: u64,
+    /// `mpirun --version`'s first line.
+    pub mpi_version: String,
+    /// The transport Open MPI was told to use: `tcp` or `ucx`.
+    pub mpi_transport: String,
+    /// It in words, with the interface or device.
+    pub mpi_transport_detail: String,
+    /// The mpirun command line, up to the program's arguments.
+    pub mpirun: String,
+    /// How the program was built and spread to the nodes.
+    pub build: String,
+    /// Seconds the build and the copies took.
+    pub build_s: f64,
+    /// One single-pair write-bw on the lab's data link, run in the same bench.
+    pub ceiling: Option<CeilingRecord>,
+}
+
+/// The link's ceiling: one pair's write-bw, in the collectives' unit too.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CeilingRecord {
+    /// The parameters, as run.
+    pub command: String,
+    /// The run (`value` in MiB/s), or why it failed.
+    pub sample: Sample,
+    /// The same bandwidth in GB/s (10^9 bytes), the unit of busbw.
+    pub gb_s: Option<f64>,
+}
+
+impl CeilingRecord {
+    /// The ceiling from its run; `gb_s` follows from the sample's MiB/s.
+    pub fn new(command: String, sample: Sample) -> CeilingRecord {
+        let gb_s = sample.value.map(|mib_s| mib_s * f64::from(1u32 << 20) / 1e9);
+        CeilingRecord { command, sample, gb_s }
+    }
 }

@@ -148,6 +148,16 @@ pub fn jain_fairness(xs: &[f64]) -> f64 {
     sum * sum / (xs.len() as f64 * squares)
 }
 
+/// nccl-tests' algbw: `size` bytes over one operation's time, GB/s (0
+/// for no time).
+pub fn algbw_gb_s(size: u64, time_us: f64) -> f64 {
+    if time_us > 0.0 {
+        size as f64 / (time_us * 1e-6) / 1e9
+    } else {
+        0.0
+    }
+}
+
 /// The operation's figures at the `index`-th size, from every rank's
 /// (in rank order).
 pub fn point(op: Collective, root: u32, ranks: &[&SideResult], index: usize) -> PointRecord {
@@ -160,11 +170,7 @@ pub fn point(op: Collective, root: u32, ranks: &[&SideResult], index: usize) -> 
         .enumerate()
         .map(|(i, p)| (i as u32, p.time_us))
         .fold((0, 0.0), |best, (i, t)| if t > best.1 { (i, t) } else { best });
-    let algbw_gb_s = if time_us > 0.0 {
-        first.size as f64 / (time_us * 1e-6) / 1e9
-    } else {
-        0.0
-    };
+    let algbw_gb_s = algbw_gb_s(first.size, time_us);
     let incast = (op == Collective::Incast).then(|| {
         // Each sender's own time ends when its write is delivered: its size
         // over that time is its throughput, whatever order they started in.

@@ -104,6 +104,7 @@ mod tests {
             cpu_client_s_per_gib: Stats::default(),
             cpu_total_s_per_gib: Stats::default(),
             left_out: Default::default(),
+            time_us: Default::default(),
             samples: Vec::new(),
         }
     }
@@ -129,6 +130,7 @@ mod tests {
             ratio: None,
             meets_target: None,
             cpu_ratio: None,
+            time_ratio: None,
             drift: Default::default(),
         }
     }
@@ -152,6 +154,7 @@ mod tests {
             agent_rss: Vec::new(),
             failures: Default::default(),
             orchestration: None,
+            collectives: None,
             saved_to: None,
         }
     }

@@ -27,8 +27,33 @@ pub struct BenchOptions {
     pub timeout: Duration,
     /// Only these workloads (empty: the whole suite; a sweep's default pair).
     pub only: Vec<String>,
-    /// `Suite::Sweep`: the message sizes.
+    /// `Suite::Sweep`: the message sizes; `Suite::Collectives`: the
+    /// operations' sizes (empty: its defaults).
     pub sweep_sizes: Vec<u64>,
+    /// `Suite::Collectives`: what Open MPI's side moves its bytes over.
+    pub mpi_transport: MpiTransport,
+}
+
+/// The transport Open MPI's side of the collectives suite is told to use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MpiTransport {
+    /// The ob1 PML with the tcp BTL on the data link's interface: runs
+    /// anywhere, and the only one that ran on rxe under QEMU (UCX's UD
+    /// setup timed out; Debian's openib BTL has no rdmacm CPC).
+    #[default]
+    Tcp,
+    /// The ucx PML on the data path's RDMA device.
+    Ucx,
+}
+
+impl MpiTransport {
+    /// The transport as records and `--mpi-transport` spell it.
+    pub fn label(self) -> &'static str {
+        match self {
+            MpiTransport::Tcp => "tcp",
+            MpiTransport::Ucx => "ucx",
+        }
+    }
 }
 
 /// Errors of a bench as a whole (single samples fail into the record).

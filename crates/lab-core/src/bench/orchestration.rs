@@ -315,6 +315,7 @@ pub async fn run_orchestration(
             steps,
             phases: phase_timings,
         }),
+        collectives: None,
         saved_to: None,
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());

@@ -1,9 +1,10 @@
 //! What the reference tools print, read back: a perftest side's result
 //! table, header facts and CPU times (the shell's `times` appended by the
-//! bench), and `fi_pingpong`'s result row. Pure text in, [`PerftestResult`]
-//! out; nothing here touches a lab.
+//! bench), `fi_pingpong`'s result row, and the JSON line of Open MPI's
+//! collectives program (`provisioning/bench/mpi_collectives.c`). Pure text
+//! in, records out; nothing here touches a lab.
 
-use lab_results::bench::PerftestResult;
+use lab_results::bench::{CollectiveFigures, PerftestResult};
 use lab_state::text::last_lines;
 
 fn numbers(line: &str) -> Option<Vec<f64>> {
@@ -174,4 +175,45 @@ pub fn parse_fi_pingpong(output: &str) -> Result<PerftestResult, String> {
         r.cpu_system_s = Some(s);
     }
     Ok(r)
+}
+
+/// The line `mpi_collectives` prints on rank 0 (see its header comment).
+#[derive(serde::Deserialize)]
+struct MpiCollectivesLine {
+    collective: String,
+    world: u32,
+    size: u64,
+    iterations: u64,
+    time_us: f64,
+    wrong: u64,
+    checked: u64,
+}
+
+/// Reads the output of `mpi_collectives` (mpirun's own lines around it are
+/// skipped): its figures, busbw from the catalogue's bus factor of the
+/// collective it names, and what it checked.
+pub fn parse_mpi_collectives(output: &str) -> Result<CollectiveFigures, String> {
+    let line = output
+        .lines()
+        .map(str::trim)
+        .rfind(|l| l.starts_with("{\"collective\""))
+        .ok_or_else(|| {
+            format!(
+                "no result line ({{\"collective\":...}}) in the output of mpi_collectives:\n{}",
+                last_lines(output, 12)
+            )
+        })?;
+    let r: MpiCollectivesLine =
+        serde_json::from_str(line).map_err(|e| format!("mpi_collectives printed {line:?}: {e}"))?;
+    let op = workload_catalogue::find(&r.collective)
+        .and_then(|w| w.shape.collective())
+        .ok_or_else(|| format!("mpi_collectives printed an unknown collective `{}`", r.collective))?;
+    if r.iterations == 0 || r.time_us <= 0.0 {
+        return Err(format!("mpi_collectives timed nothing: {line}"));
+    }
+    Ok(CollectiveFigures {
+        checked: r.checked,
+        wrong: r.wrong,
+        ..CollectiveFigures::of(op, r.world, r.size, r.iterations, r.time_us)
+    })
 }

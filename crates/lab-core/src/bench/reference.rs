@@ -241,6 +241,8 @@ async fn run_perftest(
         Metric::MsgRateMpps => c.msg_rate_mpps,
         Metric::LatTypicalUs => c.lat_typical_us,
         Metric::LatAvgUs => c.lat_avg_us,
+        // perftest runs no collective.
+        Metric::BusbwGbS => None,
     };
     sample.peak_mib_s = c.bw_peak_mib_s;
     let moved = gib((c.bytes * c.iterations) as f64);

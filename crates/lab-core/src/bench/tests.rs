@@ -375,3 +375,101 @@ fn test_only_perftests_own_transient_failures_run_the_round_again() {
         "perftest server: ssh: connection closed"
     ));
 }
+
+// Real output of provisioning/bench/mpi_collectives.c on the quad lab (four
+// TCG nodes, Open MPI 4.1.4 over TCP on eth1), as mpirun printed it.
+const MPI_ALLREDUCE_8: &str = include_str!("fixtures/mpi_collectives.allreduce-8.txt");
+const MPI_ALLTOALL_1M: &str = include_str!("fixtures/mpi_collectives.alltoall-1m.txt");
+
+#[test]
+fn test_parses_mpi_collectives_and_computes_busbw_with_the_catalogue_factor() {
+    let a = parse_mpi_collectives(MPI_ALLREDUCE_8).unwrap();
+    assert_eq!((a.world, a.size, a.iterations), (4, 8, 20));
+    assert_eq!(a.time_us, 23132.607);
+    // 2 float32 elements x 4 ranks x 22 operations (warm-ups are checked too).
+    assert_eq!((a.checked, a.wrong), (176, 0));
+    assert!(a.verified());
+    let algbw = 8.0 / 23132.607e-6 / 1e9;
+    assert!((a.algbw_gb_s - algbw).abs() < 1e-18);
+    assert!((a.busbw_gb_s - algbw * 1.5).abs() < 1e-18, "allreduce on 4: 2(n-1)/n");
+
+    let t = parse_mpi_collectives(MPI_ALLTOALL_1M).unwrap();
+    assert_eq!((t.world, t.size, t.iterations, t.checked), (4, 1 << 20, 5, 7_340_032));
+    let algbw = 1048576.0 / 452479.940e-6 / 1e9;
+    assert!((t.busbw_gb_s - algbw * 0.75).abs() < 1e-15, "alltoall on 4: (n-1)/n");
+
+    // mpirun's own lines around the result are skipped.
+    let noisy = format!("Warning: Permanently added '10.77.0.2'\n{MPI_ALLREDUCE_8}\n");
+    assert_eq!(parse_mpi_collectives(&noisy).unwrap(), a);
+    // A wrong element is read, not hidden.
+    let wrong = MPI_ALLREDUCE_8.replace("\"wrong\":0", "\"wrong\":3");
+    let w = parse_mpi_collectives(&wrong).unwrap();
+    assert_eq!(w.wrong, 3);
+    assert!(!w.verified());
+    // No result line, an unknown collective, nothing timed.
+    let e = parse_mpi_collectives("mpirun: command not found\n").unwrap_err();
+    assert!(e.contains("no result line") && e.contains("command not found"), "{e}");
+    let e = parse_mpi_collectives(&MPI_ALLREDUCE_8.replace("allreduce", "incastish")).unwrap_err();
+    assert!(e.contains("unknown collective `incastish`"), "{e}");
+    assert!(parse_mpi_collectives(&MPI_ALLREDUCE_8.replace("23132.607", "0.000")).is_err());
+}
+
+/// A side's round of a collective from `time_us` per operation.
+fn collective_round(round: u32, op: workload_catalogue::Collective, size: u64, time_us: f64) -> Sample {
+    let figures = lab_results::bench::CollectiveFigures {
+        checked: 10,
+        ..lab_results::bench::CollectiveFigures::of(op, 4, size, 5, time_us)
+    };
+    Sample {
+        round,
+        value: Some(figures.busbw_gb_s),
+        verified: Some(true),
+        collective: Some(figures),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn test_collective_pair_ratios_come_from_both_sides_medians() {
+    use workload_catalogue::Collective::Allreduce;
+    let spec = collectives::collective_pairs(&["allreduce".into()], &[1 << 20], 4).unwrap()[0].clone();
+    // Open MPI: 400, 500, 600 ms per op; ours 250, 260, 1000 (one slow round).
+    let theirs: Vec<Sample> = [400e3, 500e3, 600e3]
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| collective_round(i as u32, Allreduce, 1 << 20, t))
+        .collect();
+    let ours: Vec<Sample> = [250e3, 1000e3, 260e3]
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| collective_round(i as u32, Allreduce, 1 << 20, t))
+        .collect();
+    let pair = PairRecord::new(
+        spec,
+        SideStats::of("MPI_Allreduce", String::new(), theirs),
+        SideStats::of("allreduce", String::new(), ours),
+    );
+    assert_eq!(pair.unit, "GB/s");
+    assert_eq!(pair.better, "higher");
+    assert_eq!(
+        (pair.ours.time_us.median, pair.reference.time_us.median),
+        (Some(260e3), Some(500e3))
+    );
+    // busbw medians: the median time's busbw on each side, so the ratio is 500/260.
+    assert!((pair.ratio.unwrap() - 500.0 / 260.0).abs() < 1e-12);
+    assert!((pair.time_ratio.unwrap() - 260.0 / 500.0).abs() < 1e-12);
+    assert_eq!(pair.meets_target, Some(true));
+    // A round of Open MPI that did not verify is left out, and is theirs.
+    let mut bad = collective_round(0, Allreduce, 1 << 20, 1.0);
+    bad.verified = Some(false);
+    bad.error = Some("Open MPI's result did not verify: 1 of 10 elements wrong".into());
+    let pair = PairRecord::new(
+        pair.spec.clone(),
+        SideStats::of("MPI_Allreduce", String::new(), vec![bad]),
+        pair.ours.clone(),
+    );
+    assert_eq!((pair.reference.stats.n, pair.reference.left_out.unverified), (0, 1));
+    assert_eq!((pair.ratio, pair.time_ratio), (None, None));
+    let f = Failures::of(&[pair]);
+    assert_eq!((f.reference_failed, f.ours()), (1, 0));
+}

@@ -5,10 +5,12 @@
 //!
 //! The rules:
 //! - A round counts when it is not a warm-up, it produced a figure, and (for
-//!   ours) its bytes verified. Everything else is left out of the
+//!   ours, and Open MPI's collectives, which check their results too) its
+//!   bytes verified. Everything else is left out of the
 //!   statistics and counted in [`LeftOut`].
 //! - The ratio is ours / the reference's median over counted rounds; a side
-//!   with no counted round gives no ratio.
+//!   with no counted round gives no ratio. A collective's pair also has a
+//!   time ratio: ours / the reference's median time per operation.
 //! - Drift: Spearman's rank correlation between when a counted round ran
 //!   and its figure, both tools together, each divided by its own median
 //!   (so the two tools' levels do not look like a trend). The rounds trend
@@ -54,6 +56,7 @@ impl SideStats {
             stats: Stats::of(counted().map(|s| s.value)),
             cpu_client_s_per_gib: Stats::of(counted().map(|s| s.cpu_client_s_per_gib)),
             cpu_total_s_per_gib: Stats::of(counted().map(|s| s.cpu_total_s_per_gib)),
+            time_us: Stats::of(counted().map(|s| s.collective.as_ref().map(|c| c.time_us))),
             left_out: LeftOut {
                 warmup: samples.iter().filter(|s| s.warmup).count(),
                 failed: measured().filter(|s| s.failed()).count(),
@@ -73,6 +76,10 @@ impl PairRecord {
             (Some(o), Some(r)) if r > 0.0 => Some(o / r),
             _ => None,
         };
+        let time_ratio = match (ours.time_us.median, reference.time_us.median) {
+            (Some(o), Some(r)) if r > 0.0 => Some(o / r),
+            _ => None,
+        };
         let drift = Drift::of(&reference.samples, &ours.samples);
         PairRecord {
             unit: spec.metric.unit().to_string(),
@@ -88,6 +95,7 @@ impl PairRecord {
             ratio,
             meets_target,
             cpu_ratio,
+            time_ratio,
             drift,
         }
     }

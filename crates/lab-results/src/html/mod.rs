@@ -465,11 +465,15 @@ fn latency_chart(r: &RunRecord) -> BarChart {
 
 fn bench_section(b: &BenchRecord) -> String {
     let mut s = format!(
-        "<section class=\"bench\" data-bench=\"{id}\"><h2>Bench {id}</h2>\n<p>started {started}, {rounds} round(s), perftest {pt}</p>\n<table><tr><th>pair</th><th>unit</th><th>ours (median)</th><th>perftest (median)</th><th>ratio</th></tr>\n",
+        "<section class=\"bench\" data-bench=\"{id}\"><h2>Bench {id}</h2>\n<p>started {started}, {rounds} round(s), {reference}</p>\n<table><tr><th>pair</th><th>unit</th><th>ours (median)</th><th>{name} (median)</th><th>ratio</th></tr>\n",
         id = escape(&b.id),
         started = escape(&b.started_at),
         rounds = b.rounds,
-        pt = escape(&b.perftest_version),
+        reference = escape(&match &b.collectives {
+            Some(c) => format!("{} over {}", c.mpi_version, c.mpi_transport_detail),
+            None => format!("perftest {}", b.perftest_version),
+        }),
+        name = if b.collectives.is_some() { "Open MPI" } else { "perftest" },
     );
     for (i, p) in b.pairs.iter().enumerate() {
         let opt = |field: &str, v: Option<f64>| match v {

@@ -29,6 +29,7 @@ fn side(tool: &str, v: f64) -> SideStats {
         cpu_client_s_per_gib: Stats::default(),
         cpu_total_s_per_gib: Stats::default(),
         left_out: Default::default(),
+        time_us: Default::default(),
         samples: Vec::new(),
     }
 }
@@ -58,6 +59,7 @@ fn pair(size: u64, metric: Metric, ours: f64, perftest: f64) -> PairRecord {
         ratio: Some(ours / perftest),
         meets_target: None,
         cpu_ratio: None,
+        time_ratio: None,
         drift: Default::default(),
     }
 }
@@ -89,6 +91,7 @@ fn bench(id: &str, started_at: &str) -> BenchRecord {
         agent_rss: Vec::new(),
         failures: Default::default(),
         orchestration: None,
+        collectives: None,
         saved_to: None,
     }
 }

@@ -1,7 +1,8 @@
-//! `labctl bench`: our workloads against perftest on the same two nodes,
-//! warm-up rounds first, then reference and ours in ABBA order; prints a
-//! table (or `--json`) and saves the record under the lab's results
-//! directory. Exit status: 0 everything ran and verified, 1 a run of ours
+//! `labctl bench`: our workloads against perftest on the same two nodes
+//! (or, `--suite collectives`, our collectives against Open MPI's on every
+//! node), warm-up rounds first, then reference and ours in ABBA order;
+//! prints a table (or `--json`) and saves the record under the lab's
+//! results directory. Exit status: 0 everything ran and verified, 1 a run of ours
 //! failed or did not verify, 3 only the reference tools failed.
 
 use std::process::ExitCode;
@@ -9,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
 use lab_core::bench::orchestration::{OrchestrationEvent, OrchestrationOptions};
-use lab_core::bench::{default_sweep_sizes, run_bench, BenchEvent, BenchOptions};
+use lab_core::bench::{default_sweep_sizes, run_bench, BenchEvent, BenchOptions, MpiTransport};
 use lab_results::bench::{BenchOutcome, BenchRecord, Failures, PairRecord, Sample, Stats, Suite};
 use lab_results::sweep_chart::plot_bench_sweep;
 
@@ -25,6 +26,19 @@ pub enum SuiteArg {
     /// quick plus send-bw, read-lat, send-lat, atomic-lat, and the scaling
     /// series: write-bw and send-bw at 2, 4 and 8 QPs against perftest's -q.
     Full,
+    /// allreduce, allgather, reduce-scatter, alltoall, broadcast on every node
+    /// against Open MPI's (the nodes need openmpi-bin, libopenmpi-dev, gcc and
+    /// node_ssh), at 8 B, 64 KiB and 1 MiB (--sizes), and write-bw as the link's ceiling.
+    Collectives,
+}
+
+/// What Open MPI's side of the collectives suite moves its bytes over.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum MpiTransportArg {
+    /// TCP on the data link (ob1 PML, tcp BTL): the one that runs on rxe under QEMU.
+    Tcp,
+    /// UCX on the data path's RDMA device (ucx PML).
+    Ucx,
 }
 
 /// Options of `bench`.
@@ -40,12 +54,13 @@ pub struct BenchArgs {
     /// Warm-up rounds per pair, run before the measured ones and not counted.
     #[arg(long, default_value_t = 1)]
     pub warmup: u32,
-    /// The passive node.
-    #[arg(long, default_value = "server")]
-    pub server: String,
-    /// The active node.
-    #[arg(long, default_value = "client")]
-    pub client: String,
+    /// The passive node [default: server; --suite collectives: the lab's second node,
+    /// for the ceiling's write-bw].
+    #[arg(long)]
+    pub server: Option<String>,
+    /// The active node [default: client; --suite collectives: the lab's first node].
+    #[arg(long)]
+    pub client: Option<String>,
     /// Override every pair's iteration count (both tools; a scaling point at
     /// N QPs runs this / N on each QP).
     #[arg(short = 'n', long)]
@@ -71,9 +86,13 @@ pub struct BenchArgs {
     /// drawn as bandwidth and latency vs size charts (PNG and SVG).
     #[arg(long, conflicts_with_all = ["orchestration", "suite"])]
     pub sweep: bool,
-    /// --sweep: the message sizes, bytes (default: 2 to 1048576, powers of two).
-    #[arg(long, value_delimiter = ',', requires = "sweep", value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
+    /// --sweep: the message sizes, bytes (default: 2 to 1048576, powers of two);
+    /// --suite collectives: the operations' sizes (default: 8,65536,1048576).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
     pub sizes: Vec<u64>,
+    /// --suite collectives: the transport Open MPI is told to use.
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub mpi_transport: MpiTransportArg,
     /// --sweep: where the charts go (default: beside the saved record).
     #[arg(short, long, value_name = "DIR", requires = "sweep")]
     pub output: Option<std::path::PathBuf>,
@@ -126,27 +145,40 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
         return run_orchestration(args, bench).await;
     }
     let lab = open_lab(args)?;
+    let suite = match bench.suite {
+        _ if bench.sweep => Suite::Sweep,
+        SuiteArg::Quick => Suite::Quick,
+        SuiteArg::Full => Suite::Full,
+        SuiteArg::Collectives => Suite::Collectives,
+    };
+    if !bench.sizes.is_empty() && !matches!(suite, Suite::Sweep | Suite::Collectives) {
+        return Err(super::global::BadInput("--sizes is for --sweep and --suite collectives".into()).into());
+    }
+    // The collectives suite's ceiling runs between the lab's first two nodes unless told.
+    let nth_node = |i: usize, pair_default: &str| match suite {
+        Suite::Collectives => lab.nodes.get(i).map_or(pair_default.to_string(), |n| n.name.clone()),
+        _ => pair_default.to_string(),
+    };
     let opts = BenchOptions {
-        suite: match bench.suite {
-            _ if bench.sweep => Suite::Sweep,
-            SuiteArg::Quick => Suite::Quick,
-            SuiteArg::Full => Suite::Full,
-        },
+        suite,
         rounds: bench.rounds.max(1),
         warmup: bench.warmup,
-        server: bench.server.clone(),
-        client: bench.client.clone(),
+        server: bench.server.clone().unwrap_or_else(|| nth_node(1, "server")),
+        client: bench.client.clone().unwrap_or_else(|| nth_node(0, "client")),
         iterations: bench.iterations,
         timeout: Duration::from_secs(bench.timeout),
         only: bench.only.clone(),
-        sweep_sizes: if bench.sizes.is_empty() {
-            default_sweep_sizes()
-        } else {
-            bench.sizes.clone()
+        sweep_sizes: match suite {
+            Suite::Sweep if bench.sizes.is_empty() => default_sweep_sizes(),
+            _ => bench.sizes.clone(),
+        },
+        mpi_transport: match bench.mpi_transport {
+            MpiTransportArg::Tcp => MpiTransport::Tcp,
+            MpiTransportArg::Ucx => MpiTransport::Ucx,
         },
     };
     let quiet = bench.json;
-    let record = run_bench(&lab, &opts, |event| {
+    let on_event = |event: BenchEvent<'_>| {
         if quiet {
             return;
         }
@@ -160,14 +192,19 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
                 let which = if warmup { "warm-up" } else { "round" };
                 eprint!("  {pair:<16} {which:<7} {} {tool:<13} ... ", round + 1);
             }
-            BenchEvent::Done { sample, .. } => match (&sample.error, sample.value) {
-                (Some(e), _) => eprintln!("FAILED: {}", e.lines().next().unwrap_or_default()),
-                (None, Some(v)) => eprintln!("{v:.4}"),
-                (None, None) => eprintln!("no value"),
+            BenchEvent::Step { what } => eprintln!("  {what}"),
+            BenchEvent::Done { sample, .. } => match (&sample.error, sample.value, &sample.collective) {
+                (Some(e), _, _) => eprintln!("FAILED: {}", e.lines().next().unwrap_or_default()),
+                (None, Some(v), Some(c)) => eprintln!("busbw {} GB/s, {:.1} us/op", sig(v), c.time_us),
+                (None, Some(v), None) => eprintln!("{v:.4}"),
+                (None, None, _) => eprintln!("no value"),
             },
         }
-    })
-    .await?;
+    };
+    let record = match suite {
+        Suite::Collectives => lab_core::bench::collectives::run_collectives_bench(&lab, &opts, on_event).await?,
+        _ => run_bench(&lab, &opts, on_event).await?,
+    };
     if bench.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else {
@@ -202,6 +239,24 @@ fn num(v: Option<f64>) -> String {
 
 fn mmm(s: &Stats) -> String {
     format!("{} / {} / {}", num(s.min), num(s.median), num(s.max))
+}
+
+/// Four significant digits, in exponent form below 0.001: busbw spans
+/// 10^-7 to 10^-2 GB/s on an emulated lab.
+fn sig(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    if v.abs() < 1e-3 {
+        return format!("{v:.3e}");
+    }
+    let decimals = (3 - v.abs().log10().floor() as i32).max(0) as usize;
+    format!("{v:.decimals$}")
+}
+
+fn sig_mmm(s: &Stats) -> String {
+    let f = |v: Option<f64>| v.map_or("-".into(), sig);
+    format!("{} / {} / {}", f(s.min), f(s.median), f(s.max))
 }
 
 pub(crate) fn print_table(r: &BenchRecord) {
@@ -258,20 +313,19 @@ pub(crate) fn print_table(r: &BenchRecord) {
         }
         return;
     }
+    if r.collectives.is_some() {
+        print_collectives(r);
+        return;
+    }
     println!(
         "bench `{}` suite on lab `{}`: {} -> {}, {} rounds (perftest {}, {})",
-        match r.suite {
-            Suite::Quick => "quick",
-            Suite::Full => "full",
-            Suite::Orchestration => "orchestration",
-            Suite::Sweep => "sweep",
-        },
+        r.suite.label(),
         r.lab,
         r.client,
         r.server,
         r.rounds,
         r.perftest_version,
-        order_words(r)
+        order_words(r, "perftest")
     );
     let mut table = Table::new(
         "  ",
@@ -322,6 +376,11 @@ pub(crate) fn print_table(r: &BenchRecord) {
     );
     print_pair_notes(r);
     print_scaling(r);
+    print_rss_failures_saved(r);
+}
+
+/// The idle agents' memory, the failed rounds, the outcome and where the record is.
+fn print_rss_failures_saved(r: &BenchRecord) {
     let mut rss_table = Table::headless(
         "  ",
         &[Align::Left, Align::Left, Align::Right, Align::Left, Align::Left],
@@ -342,11 +401,84 @@ pub(crate) fn print_table(r: &BenchRecord) {
     }
 }
 
+/// `--suite collectives`: per collective and size, both sides' busbw and
+/// time per operation with their ratios, then the link's ceiling.
+fn print_collectives(r: &BenchRecord) {
+    let Some(c) = &r.collectives else { return };
+    println!(
+        "bench `collectives` suite on lab `{}`: {} ranks ({}), {} ({})",
+        r.lab,
+        c.world,
+        c.nodes.join(" "),
+        rounds(r.rounds as usize),
+        order_words(r, "Open MPI")
+    );
+    println!("  Open MPI: {}; transport: {}", c.mpi_version, c.mpi_transport_detail);
+    println!("  built: {} ({:.1} s)", c.build, c.build_s);
+    let mut table = Table::new(
+        "  ",
+        &[
+            ("collective", Align::Left),
+            ("size", Align::Right),
+            ("Open MPI call", Align::Left),
+            ("ours busbw GB/s min / median / max", Align::Right),
+            ("Open MPI busbw GB/s min / median / max", Align::Right),
+            ("ratio", Align::Right),
+            ("target", Align::Right),
+            ("met", Align::Right),
+            ("us/op ours", Align::Right),
+            ("us/op Open MPI", Align::Right),
+            ("time ratio", Align::Right),
+            ("drift", Align::Right),
+        ],
+    );
+    for p in &r.pairs {
+        let met = match p.meets_target {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        table.row([
+            p.spec.workload.clone(),
+            lab_results::plot::bytes_label(p.spec.size as f64),
+            p.spec.tool.clone(),
+            sig_mmm(&p.ours.stats),
+            sig_mmm(&p.reference.stats),
+            p.ratio.map_or("-".into(), |x| format!("{x:.3}")),
+            p.spec.target.map_or("-".into(), |t| format!(">= {t:.2}")),
+            met.to_string(),
+            num(p.ours.time_us.median),
+            num(p.reference.time_us.median),
+            p.time_ratio.map_or("-".into(), |x| format!("{x:.3}")),
+            drift_word(p).to_string(),
+        ]);
+    }
+    table.print();
+    println!("  busbw = size / time per operation x nccl-tests' factor (allreduce 2(n-1)/n; allgather, reduce-scatter, alltoall (n-1)/n; broadcast 1); time = the slowest rank's mean");
+    println!("  ratio = ours median busbw / Open MPI's (higher is better); time ratio = ours median time / Open MPI's (lower is better: the latency at small sizes)");
+    if let Some(ceiling) = &c.ceiling {
+        match (ceiling.sample.value, ceiling.gb_s, &ceiling.sample.error) {
+            (Some(mib_s), Some(gb_s), None) => println!(
+                "  link ceiling: {mib_s:.2} MiB/s = {} GB/s ({})",
+                sig(gb_s),
+                ceiling.command
+            ),
+            (_, _, e) => println!(
+                "  link ceiling: FAILED ({}): {}",
+                ceiling.command,
+                e.as_deref().unwrap_or("no figure")
+            ),
+        }
+    }
+    print_pair_notes(r);
+    print_rss_failures_saved(r);
+}
+
 /// How the rounds of each pair were ordered, as the heading says it.
-fn order_words(r: &BenchRecord) -> String {
+fn order_words(r: &BenchRecord, reference: &str) -> String {
     let order = match r.order.as_str() {
-        "abba" => "ABBA order: perftest first in odd rounds, ours first in even ones",
-        _ => "alternating perftest, ours",
+        "abba" => format!("ABBA order: {reference} first in odd rounds, ours first in even ones"),
+        _ => format!("alternating {reference}, ours"),
     };
     match r.warmup_rounds {
         0 => order.to_string(),

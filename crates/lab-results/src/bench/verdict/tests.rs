@@ -72,6 +72,7 @@ fn bench(pairs: Vec<PairRecord>) -> BenchRecord {
         pairs,
         agent_rss: Vec::new(),
         orchestration: None,
+        collectives: None,
         saved_to: None,
     }
 }
