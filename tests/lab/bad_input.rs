@@ -10,7 +10,7 @@ use crate::util::{bin_dir, check, processes_mentioning, to_run, Labctl};
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
         let lab = lab.clone();
-        Trial::test(name, move || f(&lab))
+        crate::timing::trial(name, move || f(&lab))
     };
     vec![
         t(

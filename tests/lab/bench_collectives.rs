@@ -12,7 +12,7 @@ use crate::util::{check, Labctl};
 /// The trial on the quad lab.
 pub fn quad_trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test(
+    vec![crate::timing::trial(
         "test_quad_bench_collectives_measures_both_sides_and_their_ratios_in_one_record",
         move || test_bench_collectives_measures_both_sides_and_their_ratios(&lab),
     )]
@@ -21,7 +21,7 @@ pub fn quad_trials(lab: &Labctl) -> Vec<Trial> {
 /// The trial on the shared lab, which has no Open MPI.
 pub fn refusal_trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test(
+    vec![crate::timing::trial(
         "test_bench_collectives_on_a_lab_without_open_mpi_is_refused_with_the_lines_to_add",
         move || test_bench_collectives_on_a_lab_without_open_mpi_is_refused(&lab),
     )]

@@ -18,7 +18,7 @@ use crate::verbs_example::build_rc_exchange;
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
         let lab = lab.clone();
-        Trial::test(name, move || f(&lab))
+        crate::timing::trial(name, move || f(&lab))
     };
     vec![
         t(

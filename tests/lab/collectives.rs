@@ -34,32 +34,32 @@ fn bus_factor(collective: &str, n: f64) -> f64 {
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let l = lab.clone();
-    let mut trials = vec![Trial::test(
+    let mut trials = vec![crate::timing::trial(
         "test_quad_every_collective_verifies_at_three_sizes_on_four_nodes",
         move || test_every_collective_verifies_at_three_sizes_on_four_nodes(&l),
     )];
     let l = lab.clone();
-    trials.push(Trial::test(
+    trials.push(crate::timing::trial(
         "test_quad_allreduce_and_alltoall_verify_over_libfabric",
         move || test_allreduce_and_alltoall_verify_over_libfabric(&l),
     ));
     let l = lab.clone();
-    trials.push(Trial::test(
+    trials.push(crate::timing::trial(
         "test_quad_every_fault_of_every_collective_names_the_rank_and_the_element",
         move || test_every_fault_of_every_collective_names_the_rank_and_the_element(&l),
     ));
     let l = lab.clone();
-    trials.push(Trial::test(
+    trials.push(crate::timing::trial(
         "test_quad_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout",
         move || test_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout(&l),
     ));
     let l = lab.clone();
-    trials.push(Trial::test(
+    trials.push(crate::timing::trial(
         "test_quad_two_ranks_per_node_and_bad_rank_choices",
         move || test_two_ranks_per_node_and_bad_rank_choices(&l),
     ));
     let l = lab.clone();
-    trials.push(Trial::test(
+    trials.push(crate::timing::trial(
         "test_quad_pair_workloads_run_with_both_sides_on_one_node",
         move || test_pair_workloads_run_with_both_sides_on_one_node(&l),
     ));

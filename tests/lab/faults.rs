@@ -16,7 +16,7 @@ use crate::util::{check, Labctl};
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
         let lab = lab.clone();
-        Trial::test(name, move || f(&lab))
+        crate::timing::trial(name, move || f(&lab))
     };
     vec![
         t(
@@ -50,9 +50,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
 /// teardown trial then checks that `down` still removes everything.
 pub fn destructive_trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test("test_node_killed_mid_run_is_named_in_time", move || {
-        test_node_killed_mid_run_is_named_in_time(&lab)
-    })]
+    vec![crate::timing::trial(
+        "test_node_killed_mid_run_is_named_in_time",
+        move || test_node_killed_mid_run_is_named_in_time(&lab),
+    )]
 }
 
 fn state(lab: &Labctl) -> Result<Value, Failed> {
@@ -464,11 +465,11 @@ fn test_stopped_agent_fails_status_and_run_in_time(lab: &Labctl) -> Result<(), F
         // timeout plus a margin) ends it.
         let mut child = lab
             .command()
-            .args(["run", "write-bw", "--duration", "12", "--timeout", "20"])
+            .args(["run", "write-bw", "--duration", "8", "--timeout", "10"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()?;
-        std::thread::sleep(Duration::from_secs(6));
+        std::thread::sleep(Duration::from_secs(4));
         let started = Instant::now();
         signal("STOP").ok()?;
         let mut stderr = String::new();
@@ -480,7 +481,7 @@ fn test_stopped_agent_fails_status_and_run_in_time(lab: &Labctl) -> Result<(), F
             took.as_secs_f64()
         );
         check(
-            !exit.success() && stderr.contains("node `client`") && took < Duration::from_secs(60),
+            !exit.success() && stderr.contains("node `client`") && took < Duration::from_secs(40),
             || format!("run with the agent stopped mid-run: {exit:?} after {took:?}: {stderr}"),
         )
     })();

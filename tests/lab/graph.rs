@@ -11,7 +11,7 @@ use crate::util::{check, check_contains_all, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test(
+    vec![crate::timing::trial(
         "test_graph_names_the_real_nodes_addresses_devices_and_gids",
         move || test_graph_names_the_real_nodes_addresses_devices_and_gids(&lab),
     )]
@@ -129,7 +129,7 @@ fn test_graph_names_the_real_nodes_addresses_devices_and_gids(lab: &Labctl) -> R
 /// Trials for before the lab is up (the suite's first phase).
 pub fn planned_trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test(
+    vec![crate::timing::trial(
         "test_graph_of_a_lab_not_up_shows_the_planned_nodes_and_says_so",
         move || test_graph_of_a_lab_not_up_shows_the_planned_nodes_and_says_so(&lab),
     )]

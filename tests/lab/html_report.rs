@@ -11,9 +11,10 @@ use crate::webdriver::Browser;
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test("test_report_html_in_headless_chromium", move || {
-        report_html(&lab)
-    })]
+    vec![crate::timing::trial(
+        "test_report_html_in_headless_chromium",
+        move || report_html(&lab),
+    )]
 }
 
 /// Run in the page after load: what each chart, the topology and the

@@ -11,7 +11,7 @@ use crate::util::{check, processes_mentioning, Labctl};
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
         let lab = lab.clone();
-        Trial::test(name, move || f(&lab))
+        crate::timing::trial(name, move || f(&lab))
     };
     vec![
         t(
@@ -43,7 +43,7 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
 /// The last trial: `down` removes every process and file of the lab.
 pub fn teardown_trial(lab: &Labctl) -> Trial {
     let lab = lab.clone();
-    Trial::test("test_down_removes_every_process_and_file", move || {
+    crate::timing::trial("test_down_removes_every_process_and_file", move || {
         test_down_removes_every_process_and_file(&lab)
     })
 }

@@ -41,6 +41,7 @@ mod ssh_config;
 mod ssh_existing;
 mod ssh_jump;
 mod ssh_unreachable;
+mod timing;
 mod trace;
 mod trace_fabric;
 mod trace_failed;
@@ -114,12 +115,15 @@ fn main() -> ExitCode {
     if lab_trials.iter().any(wanted) || args.list {
         if !args.list {
             eprintln!("lab suite: bringing up tests/labs/e2e.yaml (progress below)");
-            let up = lab.command().arg("up").status().expect("run labctl up");
+            let up = timing::phase("up tests/labs/e2e.yaml", || {
+                lab.command().arg("up").status().expect("run labctl up")
+            });
             if !up.success() {
                 eprintln!("lab suite: `labctl up` failed; no lab tests can run");
                 save_artifacts(&lab);
                 lab.run(&["down"]);
                 total.failed += 1;
+                timing::report(15);
                 return total.finish();
             }
         }
@@ -133,7 +137,7 @@ fn main() -> ExitCode {
         }
     }
     // Whatever happened above, nothing of the lab survives the suite.
-    lab.run(&["down"]);
+    timing::phase("down tests/labs/e2e.yaml", || lab.run(&["down"]));
 
     // The quad lab, one lab at a time: after the shared one is gone.
     // packages/node_ssh first (it brings the lab up), then the collectives.
@@ -158,6 +162,7 @@ fn main() -> ExitCode {
     }
     // Two `labctl ci` of one labs file from two directories at once.
     total.add(&libtest_mimic::run(&args, twin_ci::trials()));
+    timing::report(15);
     total.finish()
 }
 

@@ -15,7 +15,7 @@ pub const NODES: [&str; 4] = ["n1", "n2", "n3", "n4"];
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test(
+    vec![crate::timing::trial(
         "test_quad_packages_and_node_ssh_run_mpirun_across_the_lab",
         move || test_packages_and_node_ssh_run_mpirun_across_the_lab(&lab),
     )]
@@ -33,7 +33,7 @@ pub fn ensure_up(lab: &Labctl) -> Result<(), Failed> {
 /// Tears the quad lab down, whatever its tests did, and checks nothing is left.
 pub fn teardown_trial(lab: &Labctl) -> Trial {
     let lab = lab.clone();
-    Trial::test("test_quad_lab_down_leaves_nothing", move || {
+    crate::timing::trial("test_quad_lab_down_leaves_nothing", move || {
         let down = lab.run(&["down"]);
         check(down.code == 0, || format!("down: {}", down.stderr))?;
         let dir = lab.state_dir("mpi");

@@ -12,7 +12,7 @@ use crate::util::{check, Labctl};
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
         let lab = lab.clone();
-        Trial::test(name, move || f(&lab))
+        crate::timing::trial(name, move || f(&lab))
     };
     vec![
         t(

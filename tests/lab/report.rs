@@ -10,7 +10,7 @@ use crate::util::{bin_dir, check, check_contains_all, Labctl};
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
         let lab = lab.clone();
-        Trial::test(name, move || f(&lab))
+        crate::timing::trial(name, move || f(&lab))
     };
     vec![
         t(
@@ -459,7 +459,7 @@ fn test_bench_sweep_charts_ours_and_perftest_by_size(lab: &Labctl) -> Result<(),
 /// Trials that boot labs of their own: run after the shared lab is down.
 pub fn orchestration_trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test(
+    vec![crate::timing::trial(
         "test_bench_orchestration_times_up_and_down_of_a_scratch_lab",
         move || test_bench_orchestration_times_up_and_down_of_a_scratch_lab(&lab),
     )]

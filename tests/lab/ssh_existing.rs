@@ -1,7 +1,7 @@
 //! `provider: ssh` with `fabric: existing` against hosts that exist: the
 //! suite's own QEMU VMs play them (reached at their forwarded SSH ports with
 //! the e2e lab's key and pinned host keys; their rxe0 plays the RDMA NIC).
-//! `up`, verified traffic, the quick bench, `impair` (recorded, refused on a
+//! `up`, verified traffic, two pairs of the quick bench, `impair` (recorded, refused on a
 //! qdisc someone else set), a second lab refused while the first holds the
 //! hosts, `down` twice; then nothing of the ssh lab is left on the VMs and
 //! the QEMU lab still works.
@@ -26,34 +26,34 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         lab.clone(),
     );
     vec![
-        Trial::test(
+        crate::timing::trial(
             "test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing",
             move || test_ssh_lab_on_existing_hosts_comes_up_runs_and_leaves_nothing(&a),
         ),
-        Trial::test("test_ssh_lab_bad_inputs_fail_clearly_and_leave_nothing", move || {
+        crate::timing::trial("test_ssh_lab_bad_inputs_fail_clearly_and_leave_nothing", move || {
             crate::ssh_bad_input::test_ssh_lab_bad_inputs_fail_clearly_and_leave_nothing(&b)
         }),
-        Trial::test(
+        crate::timing::trial(
             "test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them",
             move || test_ssh_lab_fabric_rxe_adds_only_missing_links_and_removes_them(&c),
         ),
-        Trial::test("test_ssh_lab_through_a_jump_host", move || {
+        crate::timing::trial("test_ssh_lab_through_a_jump_host", move || {
             crate::ssh_jump::test_ssh_lab_through_a_jump_host(&d)
         }),
-        Trial::test("test_ssh_lab_hosts_from_ssh_config_aliases", move || {
+        crate::timing::trial("test_ssh_lab_hosts_from_ssh_config_aliases", move || {
             crate::ssh_config::test_ssh_lab_hosts_from_ssh_config_aliases(&e)
         }),
-        Trial::test(
+        crate::timing::trial(
             "test_ssh_lab_with_a_passphrase_key_logs_in_through_ssh_agent",
             move || crate::ssh_agent::test_ssh_lab_with_a_passphrase_key_logs_in_through_ssh_agent(&f),
         ),
-        Trial::test(
+        crate::timing::trial(
             "test_ssh_lab_down_of_an_unreachable_host_lists_it_and_a_later_down_cleans_up",
             move || {
                 crate::ssh_unreachable::test_ssh_lab_down_of_an_unreachable_host_lists_it_and_a_later_down_cleans_up(&g)
             },
         ),
-        Trial::test(
+        crate::timing::trial(
             "test_ssh_lab_up_of_an_unreachable_host_that_never_answers_times_out_naming_it",
             move || {
                 crate::ssh_unreachable::test_ssh_lab_up_of_an_unreachable_host_that_never_answers_times_out_naming_it(
@@ -207,14 +207,28 @@ fn exercise(qemu: &Labctl, ssh: &Labctl, other: &Labctl) -> Result<(), Failed> {
     }
     verified_run(ssh, "write-read")?;
     verified_run(ssh, "fabric-write")?;
-    // perftest against ours on the hosts' own devices: every pair of the
-    // quick suite measured by both tools.
+    // perftest against ours on the hosts' own devices: a bandwidth and a
+    // latency pair of the quick suite, each measured by both tools (the
+    // other pairs run the same way; the shared lab's bench tests cover them).
     let bench = ssh
-        .run(&["bench", "--suite", "quick", "--rounds", "1", "--json"])
+        .run(&[
+            "bench",
+            "--suite",
+            "quick",
+            "--only",
+            "write-bw",
+            "--only",
+            "write-lat",
+            "--rounds",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+        ])
         .ok()?
         .json()?;
     let pairs = bench["pairs"].as_array().ok_or("bench without pairs")?;
-    check(pairs.len() >= 4, || format!("quick suite pairs: {}", pairs.len()))?;
+    check(pairs.len() == 2, || format!("quick suite pairs: {}", pairs.len()))?;
     for pair in pairs {
         let measured = |side: &str| pair[side]["samples"].as_array().is_some_and(|s| !s.is_empty());
         check(

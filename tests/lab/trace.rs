@@ -11,14 +11,14 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let fabric = lab.clone();
     let failed = lab.clone();
     vec![
-        Trial::test("test_trace_failed_run_keeps_both_sides", move || {
+        crate::timing::trial("test_trace_failed_run_keeps_both_sides", move || {
             crate::trace_failed::run(&failed)
         }),
-        Trial::test("test_trace_fabric_write_both_nodes", move || {
+        crate::timing::trial("test_trace_fabric_write_both_nodes", move || {
             crate::trace_fabric::run(&fabric)
         }),
-        Trial::test("test_trace_write_read_both_nodes_aligned", move || write_read(&lab)),
-        Trial::test("test_trace_more_write_imm_send_recv_atomic_read_oob", move || {
+        crate::timing::trial("test_trace_write_read_both_nodes_aligned", move || write_read(&lab)),
+        crate::timing::trial("test_trace_more_write_imm_send_recv_atomic_read_oob", move || {
             other_verbs_workloads(&other)
         }),
     ]

@@ -8,9 +8,10 @@ use crate::util::{bin_dir, check, check_contains_all, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let lab = lab.clone();
-    vec![Trial::test("test_trace_show_swimlane_of_write_imm", move || {
-        write_imm_swimlane(&lab)
-    })]
+    vec![crate::timing::trial(
+        "test_trace_show_swimlane_of_write_imm",
+        move || write_imm_swimlane(&lab),
+    )]
 }
 
 fn write_imm_swimlane(lab: &Labctl) -> Result<(), Failed> {

@@ -30,7 +30,7 @@ labs:
 ";
 
 pub fn trials() -> Vec<Trial> {
-    vec![Trial::test(
+    vec![crate::timing::trial(
         "test_two_ci_runs_of_one_labs_file_from_two_directories_at_once_both_pass_and_leave_nothing",
         test_two_ci_runs_at_once,
     )]

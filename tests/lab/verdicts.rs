@@ -95,11 +95,11 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
                 ""
             };
             let name = format!("test_{}_verdict_catches_{fault}{sweep}", workload.replace('-', "_"));
-            Trial::test(name, move || caught(&lab, workload, fault, extra, needle))
+            crate::timing::trial(name, move || caught(&lab, workload, fault, extra, needle))
         })
         .collect();
     let lab = lab.clone();
-    trials.push(Trial::test(
+    trials.push(crate::timing::trial(
         "test_verdict_refuses_a_fault_the_workload_cannot_detect",
         move || test_verdict_refuses_a_fault_the_workload_cannot_detect(&lab),
     ));

@@ -19,12 +19,12 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
                 workload.replace('-', "_"),
                 cm.replace('-', "_")
             );
-            trials.push(Trial::test(name, move || basic_workload(&lab, workload, cm)));
+            trials.push(crate::timing::trial(name, move || basic_workload(&lab, workload, cm)));
         }
     }
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
         let lab = lab.clone();
-        Trial::test(name, move || f(&lab))
+        crate::timing::trial(name, move || f(&lab))
     };
     trials.extend([
         t(

@@ -233,6 +233,43 @@ pub enum BenchEvent<'a> {
     },
 }
 
+/// One pair's samples as its [`schedule`] runs: each run announced, then
+/// stamped with its slot and position in the pair's order and filed by side.
+#[derive(Default)]
+struct PairRounds {
+    reference: Vec<Sample>,
+    ours: Vec<Sample>,
+}
+
+impl PairRounds {
+    fn announce(label: &str, tool: &str, slot: Slot, on_event: &mut impl FnMut(BenchEvent<'_>)) {
+        on_event(BenchEvent::Start {
+            pair: label,
+            tool,
+            round: slot.round,
+            warmup: slot.warmup,
+        });
+    }
+
+    fn file(
+        &mut self,
+        slot: Slot,
+        position: u32,
+        tool: &str,
+        mut sample: Sample,
+        on_event: &mut impl FnMut(BenchEvent<'_>),
+    ) {
+        sample.round = slot.round;
+        sample.warmup = slot.warmup;
+        sample.position = Some(position);
+        on_event(BenchEvent::Done { tool, sample: &sample });
+        match slot.side {
+            Side::Reference => self.reference.push(sample),
+            Side::Ours => self.ours.push(sample),
+        }
+    }
+}
+
 async fn run_ours(lab: &Lab, opts: &BenchOptions, spec: &PairSpec, round: u32) -> (Sample, String) {
     let mut params = default_params(&spec.workload);
     params.size = spec.size;
@@ -372,7 +409,7 @@ pub async fn run_bench(
             // `-n` is the one-QP count; a scaling point spreads it over its QPs.
             spec.iterations = (n / u64::from(spec.qps.max(1))).max(1);
         }
-        let (mut reference, mut ours) = (Vec::new(), Vec::new());
+        let mut rounds = PairRounds::default();
         let mut ours_cmd = String::new();
         let label = spec.label();
         for (position, slot) in (0u32..).zip(schedule(opts.warmup, opts.rounds.max(1))) {
@@ -380,13 +417,8 @@ pub async fn run_bench(
                 Side::Reference => &spec.tool,
                 Side::Ours => &spec.workload,
             };
-            on_event(BenchEvent::Start {
-                pair: &label,
-                tool,
-                round: slot.round,
-                warmup: slot.warmup,
-            });
-            let mut sample = match slot.side {
+            PairRounds::announce(&label, tool, slot, &mut on_event);
+            let sample = match slot.side {
                 Side::Reference => run_reference(lab, opts, &spec, &devs, &mut port, slot.round).await,
                 Side::Ours => {
                     let (sample, described) = run_ours(lab, opts, &spec, slot.round).await;
@@ -394,16 +426,10 @@ pub async fn run_bench(
                     sample
                 }
             };
-            sample.warmup = slot.warmup;
-            sample.position = Some(position);
-            on_event(BenchEvent::Done { tool, sample: &sample });
-            match slot.side {
-                Side::Reference => reference.push(sample),
-                Side::Ours => ours.push(sample),
-            }
+            rounds.file(slot, position, tool, sample, &mut on_event);
         }
-        let reference = SideStats::of(&spec.tool, reference_command(&spec, &devs), reference);
-        let ours = SideStats::of(&spec.workload, ours_cmd, ours);
+        let reference = SideStats::of(&spec.tool, reference_command(&spec, &devs), rounds.reference);
+        let ours = SideStats::of(&spec.workload, ours_cmd, rounds.ours);
         pairs.push(PairRecord::new(spec, reference, ours));
     }
     agent_rss.extend(idle_rss(lab, &state, opts, "after the runs").await?);

@@ -31,7 +31,7 @@ use workload_catalogue::Collective;
 use super::options::{BenchError, BenchOptions, MpiTransport};
 use super::parse::parse_mpi_collectives;
 use super::reference::{node_data_path, DataPath};
-use super::{agent_rss, run_ours, schedule, suite, BenchEvent, Side};
+use super::{agent_rss, run_ours, schedule, suite, BenchEvent, PairRounds, Side};
 use crate::collective::{run_collective, CollectiveOptions};
 use crate::facts::HOSTFILE_PATH;
 use crate::lab::Lab;
@@ -485,20 +485,15 @@ pub async fn run_collectives_bench(
     let mut pairs = Vec::new();
     for spec in specs {
         let label = spec.label();
-        let (mut reference, mut ours) = (Vec::new(), Vec::new());
+        let mut rounds = PairRounds::default();
         let mut ours_cmd = String::new();
         for (position, slot) in (0u32..).zip(schedule(opts.warmup, opts.rounds.max(1))) {
             let tool = match slot.side {
                 Side::Reference => &spec.tool,
                 Side::Ours => &spec.workload,
             };
-            on_event(BenchEvent::Start {
-                pair: &label,
-                tool,
-                round: slot.round,
-                warmup: slot.warmup,
-            });
-            let mut sample = match slot.side {
+            PairRounds::announce(&label, tool, slot, &mut on_event);
+            let sample = match slot.side {
                 Side::Reference => run_mpi(lab, first, &mpirun, &spec, seed, opts.timeout).await,
                 Side::Ours => {
                     let (sample, described) = run_ours_collective(lab, &nodes, &spec, seed, opts.timeout).await;
@@ -506,19 +501,12 @@ pub async fn run_collectives_bench(
                     sample
                 }
             };
-            sample.round = slot.round;
-            sample.warmup = slot.warmup;
-            sample.position = Some(position);
-            on_event(BenchEvent::Done { tool, sample: &sample });
-            match slot.side {
-                Side::Reference => reference.push(sample),
-                Side::Ours => ours.push(sample),
-            }
+            rounds.file(slot, position, tool, sample, &mut on_event);
         }
         let mut command = mpirun.clone();
         command.extend(program_args(&spec, seed));
-        let reference = SideStats::of(&spec.tool, command.join(" "), reference);
-        let ours = SideStats::of(&spec.workload, ours_cmd, ours);
+        let reference = SideStats::of(&spec.tool, command.join(" "), rounds.reference);
+        let ours = SideStats::of(&spec.workload, ours_cmd, rounds.ours);
         pairs.push(PairRecord::new(spec, reference, ours));
     }
 

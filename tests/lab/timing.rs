@@ -1,0 +1,66 @@
+//! How long each trial took: the suite prints its slowest trials at the end
+//! and writes every duration to `lab-tests-timings.tsv` beside the test
+//! binary's release directory, so whoever keeps the suite's wall time in
+//! budget sees where it goes without timing a run by hand.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use libtest_mimic::{Failed, Trial};
+
+static DURATIONS: Mutex<Vec<(String, Duration)>> = Mutex::new(Vec::new());
+
+/// A trial whose wall time is recorded (pass or fail).
+pub fn trial(name: impl Into<String>, body: impl FnOnce() -> Result<(), Failed> + Send + 'static) -> Trial {
+    let name = name.into();
+    let recorded = name.clone();
+    Trial::test(name, move || {
+        let start = Instant::now();
+        let result = body();
+        DURATIONS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((recorded, start.elapsed()));
+        result
+    })
+}
+
+/// Records a phase that is not a trial (bringing a lab up, tearing it down).
+pub fn phase<T>(name: &str, body: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = body();
+    DURATIONS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push((format!("[{name}]"), start.elapsed()));
+    out
+}
+
+/// Prints the `top` slowest entries and the total, and writes all of them
+/// (in run order) as `seconds<TAB>name` lines.
+pub fn report(top: usize) {
+    let durations = DURATIONS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if durations.is_empty() {
+        return;
+    }
+    let tsv: String = durations
+        .iter()
+        .map(|(name, took)| format!("{:.1}\t{name}\n", took.as_secs_f64()))
+        .collect();
+    let path = crate::util::bin_dir().join("lab-tests-timings.tsv");
+    if let Err(e) = std::fs::write(&path, tsv) {
+        eprintln!("lab suite: cannot write {}: {e}", path.display());
+    }
+    let mut slowest: Vec<&(String, Duration)> = durations.iter().collect();
+    slowest.sort_by_key(|(_, took)| std::cmp::Reverse(*took));
+    let total: Duration = durations.iter().map(|(_, took)| *took).sum();
+    println!(
+        "lab: {} timed steps, {:.0} s in all; slowest (every one in {}):",
+        durations.len(),
+        total.as_secs_f64(),
+        path.display()
+    );
+    for (name, took) in slowest.into_iter().take(top) {
+        println!("  {:>7.1} s  {name}", took.as_secs_f64());
+    }
+}
