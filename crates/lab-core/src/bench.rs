@@ -242,13 +242,19 @@ struct PairRounds {
 }
 
 impl PairRounds {
-    fn announce(label: &str, tool: &str, slot: Slot, on_event: &mut impl FnMut(BenchEvent<'_>)) {
+    /// Says which tool of `spec` runs in `slot`, and returns it.
+    fn announce<'a>(label: &str, spec: &'a PairSpec, slot: Slot, on_event: &mut impl FnMut(BenchEvent<'_>)) -> &'a str {
+        let tool = match slot.side {
+            Side::Reference => &spec.tool,
+            Side::Ours => &spec.workload,
+        };
         on_event(BenchEvent::Start {
             pair: label,
             tool,
             round: slot.round,
             warmup: slot.warmup,
         });
+        tool
     }
 
     fn file(
@@ -413,11 +419,7 @@ pub async fn run_bench(
         let mut ours_cmd = String::new();
         let label = spec.label();
         for (position, slot) in (0u32..).zip(schedule(opts.warmup, opts.rounds.max(1))) {
-            let tool = match slot.side {
-                Side::Reference => &spec.tool,
-                Side::Ours => &spec.workload,
-            };
-            PairRounds::announce(&label, tool, slot, &mut on_event);
+            let tool = PairRounds::announce(&label, &spec, slot, &mut on_event);
             let sample = match slot.side {
                 Side::Reference => run_reference(lab, opts, &spec, &devs, &mut port, slot.round).await,
                 Side::Ours => {

@@ -488,11 +488,7 @@ pub async fn run_collectives_bench(
         let mut rounds = PairRounds::default();
         let mut ours_cmd = String::new();
         for (position, slot) in (0u32..).zip(schedule(opts.warmup, opts.rounds.max(1))) {
-            let tool = match slot.side {
-                Side::Reference => &spec.tool,
-                Side::Ours => &spec.workload,
-            };
-            PairRounds::announce(&label, tool, slot, &mut on_event);
+            let tool = PairRounds::announce(&label, &spec, slot, &mut on_event);
             let sample = match slot.side {
                 Side::Reference => run_mpi(lab, first, &mpirun, &spec, seed, opts.timeout).await,
                 Side::Ours => {
