@@ -1,7 +1,8 @@
 //! `labctl doctor` on the real lab: every check passes on the healthy lab,
-//! and a misconfiguration made for real on one node (its data NIC's MTU) is
-//! found by the right check, with the evidence and the fix; after the
-//! repair the lab is healthy again.
+//! and each misconfiguration made for real on one node (its data NIC's MTU,
+//! its rxe link removed) is found by the right check, with the evidence and
+//! the fix; a run on the broken lab names the same cause; after the repair
+//! the lab is healthy again.
 
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
@@ -21,6 +22,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         t(
             "test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair",
             test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair,
+        ),
+        t(
+            "test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it",
+            test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it,
         ),
     ]
 }
@@ -186,6 +191,94 @@ fn test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair(la
     let (code, repaired) = doctor(lab, &[])?;
     let run = find(&repaired, "pair", "write-read").ok_or("no run")?;
     check(code == 0 && run["verdict"] == "ok", || {
+        format!("after the repair: exit {code}: {repaired}")
+    })
+}
+
+/// Runs `labctl up` (which gives a node the lab owns its rxe device back),
+/// whatever happened to the test.
+struct RestoreByUp<'a>(&'a Labctl);
+
+impl Drop for RestoreByUp<'_> {
+    fn drop(&mut self) {
+        let up = self.0.run(&["up"]);
+        if up.code != 0 {
+            eprintln!("`labctl up` after the test failed: {}", up.stderr);
+        }
+    }
+}
+
+fn test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it(lab: &Labctl) -> Result<(), Failed> {
+    let guard = RestoreByUp(lab);
+    // The kernel removes an rxe device only once no process holds it open,
+    // and librdmacm keeps every device open for the life of a process that
+    // used it: the agent, after the rdma_cm runs before this test. So the
+    // agent goes first (its supervisor starts it again), and the removal may
+    // not hang the suite.
+    lab.run(&[
+        "exec",
+        "client",
+        "--",
+        "pkill -x rdma-agent; timeout 30 rdma link delete rxe0",
+    ])
+    .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        // While the agent restarts, status exits non-zero; its JSON still tells.
+        let s = lab.run(&["status", "--json"]).json()?;
+        if s["nodes"][1]["error"].is_null() && s["nodes"][1]["agent"]["version"] == env!("CARGO_PKG_VERSION") {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("client agent not back 30 s after the restart: {}", s["nodes"][1]).into());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+
+    // doctor: the client's device check fails with what it saw and the fix.
+    let (code, broken) = doctor(lab, &["--no-run"])?;
+    let device = find(&broken, "client", "device").ok_or("no client device check")?;
+    check(
+        code == 1
+            && device["verdict"] == "fail"
+            && device["evidence"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("no RDMA device on the node; its data address is")
+            && device["fix"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("rdma link add rxe0 type rxe netdev"),
+        || format!("exit {code}, client device check: {device}"),
+    )?;
+    let server_device = find(&broken, "server", "device").ok_or("no server device check")?;
+    check(server_device["verdict"] == "ok", || {
+        format!("the server's device check: {server_device}")
+    })?;
+
+    // A run on the broken lab names the same cause, before any verbs call.
+    let run = lab.run(&["run", "write-read"]);
+    check(
+        run.code == 1
+            && run
+                .stderr
+                .contains("node `client` (client): no RDMA device on the node; its data address is")
+            && run.stderr.contains("rdma link add rxe0 type rxe netdev")
+            && run.stderr.contains("`labctl doctor`"),
+        || format!("run on the broken lab: exit {}: {}", run.code, run.stderr),
+    )?;
+
+    // `labctl up` again puts the link back, as the fix says; then the lab
+    // is healthy and a run verifies.
+    std::mem::forget(guard);
+    let up = lab.run(&["up"]).ok()?;
+    check(
+        format!("{}{}", up.stdout, up.stderr).contains("had no rxe device: added rxe0"),
+        || format!("up did not say it added the link:\n{}{}", up.stdout, up.stderr),
+    )?;
+    let (code, repaired) = doctor(lab, &[])?;
+    let pair_run = find(&repaired, "pair", "write-read").ok_or("no run")?;
+    check(code == 0 && pair_run["verdict"] == "ok", || {
         format!("after the repair: exit {code}: {repaired}")
     })
 }

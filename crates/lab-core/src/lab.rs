@@ -537,6 +537,30 @@ impl Lab {
                         return Err(e.into());
                     }
                 }
+                // A node the lab owns gets its rxe device back if it lost it
+                // (`rdma link delete`, a reloaded module): setup_rxe adds one
+                // only when the data NIC has none. Hosts the lab does not own
+                // keep what `up` recorded for `down` to undo.
+                if self.spec.fabric == Fabric::Rxe && node.host.is_none() {
+                    let rxe =
+                        lab_state::progress::step(reporter, &name, "rxe", provision::setup_rxe(&session, node)).await;
+                    match rxe {
+                        Ok((netdev, device, added)) => {
+                            if added {
+                                reporter.note(
+                                    &name,
+                                    &format!("the data NIC {netdev} had no rxe device: added {device}"),
+                                );
+                            }
+                            node.data_netdev = Some(netdev);
+                            node.rdma_device = Some(device);
+                        }
+                        Err(e) => {
+                            session.close().await;
+                            return Err(e.into());
+                        }
+                    }
+                }
                 let deployed = lab_state::progress::step(
                     reporter,
                     &name,

@@ -42,6 +42,7 @@ pub mod capture;
 pub mod ci;
 pub mod collective;
 pub mod copy;
+mod data_path_missing;
 pub mod doctor;
 pub mod exec;
 pub mod facts;

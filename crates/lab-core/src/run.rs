@@ -11,8 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::data_path_missing;
 use crate::impair;
 use crate::lab::{Lab, LabError};
+use agent_proto::data_path;
 use agent_proto::v1::{
     run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, ConnectRequest, NodeInfoRequest, PrepareRequest,
     Progress, Role, RunRequest, SideResult, TakeTraceRequest, Trace, WorkloadParams,
@@ -57,6 +59,20 @@ pub enum RunError {
         call: &'static str,
         /// Seconds waited.
         waited_s: u64,
+    },
+    /// A verbs workload on a node whose data address is on no RDMA port
+    /// (no device, or one bound to another netdev): found in its agent's
+    /// NodeInfo before the run starts.
+    #[error("node `{node}` ({role}): {evidence}; a verbs workload needs an RDMA port that holds the node's data address.\n  fix: {fix}\n  `labctl doctor` checks this and the rest of every node's fabric")]
+    NoDataPath {
+        /// The node.
+        node: String,
+        /// server or client.
+        role: &'static str,
+        /// Every port and GID its agent sees.
+        evidence: String,
+        /// What to do.
+        fix: &'static str,
     },
     /// The workload name is not known.
     #[error("unknown workload `{name}`; supported: {}", workload_catalogue::names().collect::<Vec<_>>().join(", "))]
@@ -378,6 +394,22 @@ pub async fn run_workload_traced(
             client.client.node_info(NodeInfoRequest {})
         )
     )?;
+
+    // A verbs run needs each node's data address on an RDMA port; say so
+    // now, as `doctor` would, rather than as the verbs call that fails.
+    if workload_catalogue::find(&opts.params.workload).is_some_and(|w| w.family == Family::Verbs) {
+        for (peer, info) in [(&server, &server_info), (&client, &client_info)] {
+            let node = &peer.node;
+            if data_path::find(&info.devices, node.data_addr, node.rdma_device.as_deref()).is_none() {
+                return Err(RunError::NoDataPath {
+                    node: node.name.clone(),
+                    role: peer.role,
+                    evidence: data_path_missing::evidence(node.data_addr, info),
+                    fix: data_path_missing::fix(lab.spec.fabric),
+                });
+            }
+        }
+    }
 
     // One anchor for the samples before and after the run: the drift between them is taken out.
     let anchor = Instant::now();

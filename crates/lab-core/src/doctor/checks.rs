@@ -10,6 +10,7 @@ use lab_results::doctor::{Check, Scope, Verdict};
 use workload_catalogue::limits::DEFAULT_MAX_SIZE;
 
 use super::probe::{Memlock, NodeProbe};
+use crate::data_path_missing;
 
 /// What was read on one node.
 #[derive(Debug, Clone)]
@@ -113,41 +114,8 @@ pub fn node_checks(fabric: Fabric, node: &NodeFound) -> Vec<Check> {
     }
     if let Some(info) = info {
         let Some(path) = node.data_path() else {
-            let seen: Vec<String> = info
-                .devices
-                .iter()
-                .flat_map(|d| {
-                    d.ports.iter().map(move |p| {
-                        let gids: Vec<String> = p
-                            .gids
-                            .iter()
-                            .map(|g| format!("{} {} {}", g.index, g.gid_type, g.gid))
-                            .collect();
-                        format!(
-                            "{} port {} ({}) on {}: GIDs [{}]",
-                            d.name,
-                            p.port,
-                            p.state,
-                            d.netdev,
-                            gids.join("; ")
-                        )
-                    })
-                })
-                .collect();
-            let evidence = if seen.is_empty() {
-                format!("no RDMA device on the node; its data address is {}", node.data_addr)
-            } else {
-                format!(
-                    "no RDMA port holds the data address {}: {}",
-                    node.data_addr,
-                    seen.join(" | ")
-                )
-            };
-            let fix = match fabric {
-                Fabric::Rxe => "the data NIC has no rxe device: `labctl up` again sets it up (by hand, as root: \
-                                `rdma link add rxe0 type rxe netdev <data netdev>`)",
-                _ => "put the data address on the netdev of an RDMA device (`rdma link` lists which netdev each port uses)",
-            };
+            let evidence = data_path_missing::evidence(node.data_addr, info);
+            let fix = data_path_missing::fix(fabric);
             checks.push(Check::not_ok(&scope, "device", Verdict::Fail, evidence, fix));
             return checks;
         };
