@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use libtest_mimic::{Failed, Trial};
 
 use crate::packages::ensure_up;
-use crate::util::{check, Labctl};
+use crate::util::{check, Labctl, Run};
 
 /// Every collective of the catalogue, with whether it takes `--root`.
 const COLLECTIVES: [(&str, bool); 6] = [
@@ -203,20 +203,7 @@ fn test_allreduce_and_alltoall_verify_over_libfabric(lab: &Labctl) -> Result<(),
             }
         }
         // A fault is caught over libfabric as over verbs.
-        let out = lab.run(&[
-            "run",
-            "allreduce",
-            "-s",
-            "4004",
-            "-n",
-            "1",
-            "--warmup",
-            "0",
-            "--provider",
-            provider,
-            "--inject-fault",
-            "skip",
-        ]);
+        let out = fault_run(lab, "allreduce", "skip", &["--provider", provider]);
         let what = format!(
             "skip over {provider}: exit {}\n{}\n{}",
             out.code, out.stdout, out.stderr
@@ -234,22 +221,30 @@ fn test_allreduce_and_alltoall_verify_over_libfabric(lab: &Labctl) -> Result<(),
     Ok(())
 }
 
+/// One operation of `collective` at 4004 B (not a multiple of the world
+/// size), no warm-up, with `fault` injected; `extra` flags appended.
+fn fault_run(lab: &Labctl, collective: &str, fault: &str, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "run",
+        collective,
+        "-s",
+        "4004",
+        "-n",
+        "1",
+        "--warmup",
+        "0",
+        "--inject-fault",
+        fault,
+    ];
+    args.extend_from_slice(extra);
+    lab.run(&args)
+}
+
 fn test_every_fault_of_every_collective_names_the_rank_and_the_element(lab: &Labctl) -> Result<(), Failed> {
     ensure_up(lab)?;
     for (collective, _) in COLLECTIVES {
         for fault in ["skip", "corrupt"] {
-            let out = lab.run(&[
-                "run",
-                collective,
-                "-s",
-                "4004",
-                "-n",
-                "1",
-                "--warmup",
-                "0",
-                "--inject-fault",
-                fault,
-            ]);
+            let out = fault_run(lab, collective, fault, &[]);
             let what = format!(
                 "{collective} --inject-fault {fault}: exit {}\n{}\n{}",
                 out.code, out.stdout, out.stderr
