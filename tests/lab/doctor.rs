@@ -7,7 +7,7 @@
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
 
-use crate::util::{check, Labctl};
+use crate::util::{check, wait_for_agent, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
@@ -222,18 +222,7 @@ fn test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it(lab: 
         "pkill -x rdma-agent; timeout 30 rdma link delete rxe0",
     ])
     .ok()?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        // While the agent restarts, status exits non-zero; its JSON still tells.
-        let s = lab.run(&["status", "--json"]).json()?;
-        if s["nodes"][1]["error"].is_null() && s["nodes"][1]["agent"]["version"] == env!("CARGO_PKG_VERSION") {
-            break;
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(format!("client agent not back 30 s after the restart: {}", s["nodes"][1]).into());
-        }
-        std::thread::sleep(std::time::Duration::from_secs(1));
-    }
+    wait_for_agent(lab, "client", "the restart")?;
 
     // doctor: the client's device check fails with what it saw and the fix.
     let (code, broken) = doctor(lab, &["--no-run"])?;

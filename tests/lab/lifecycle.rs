@@ -6,7 +6,7 @@ use std::os::unix::process::CommandExt;
 
 use libtest_mimic::{Failed, Trial};
 
-use crate::util::{check, processes_mentioning, Labctl};
+use crate::util::{check, processes_mentioning, wait_for_agent, Labctl};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
@@ -174,20 +174,9 @@ fn test_agent_listens_on_loopback_only(lab: &Labctl) -> Result<(), Failed> {
 fn test_killed_agent_is_respawned_and_healthy(lab: &Labctl) -> Result<(), Failed> {
     let before = lab.run(&["exec", "client", "--", "pgrep -x rdma-agent"]).ok()?;
     lab.run(&["exec", "client", "--", "pkill -9 -x rdma-agent"]).ok()?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        // While the agent restarts, status exits non-zero; its JSON still tells.
-        let s = lab.run(&["status", "--json"]).json()?;
-        let client = &s["nodes"][1];
-        if client["error"].is_null() && client["agent"]["version"] == env!("CARGO_PKG_VERSION") {
-            let after = lab.run(&["exec", "client", "--", "pgrep -x rdma-agent"]).ok()?;
-            return check(after.stdout != before.stdout, || "the agent pid did not change".into());
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(format!("agent not healthy 30 s after being killed: {}", client["error"]).into());
-        }
-        std::thread::sleep(std::time::Duration::from_secs(1));
-    }
+    wait_for_agent(lab, "client", "being killed")?;
+    let after = lab.run(&["exec", "client", "--", "pgrep -x rdma-agent"]).ok()?;
+    check(after.stdout != before.stdout, || "the agent pid did not change".into())
 }
 
 fn test_down_removes_every_process_and_file(lab: &Labctl) -> Result<(), Failed> {

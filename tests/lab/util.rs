@@ -212,3 +212,25 @@ pub fn e2e_server_and_client(lab: &Labctl) -> Result<(serde_json::Value, serde_j
     };
     Ok((node("server")?, node("client")?))
 }
+
+/// Waits up to 30 s until `node`'s agent answers `status` again (after it
+/// was killed or restarted: its supervisor starts it again).
+pub fn wait_for_agent(lab: &Labctl, node: &str, after: &str) -> Result<(), Failed> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        // While the agent restarts, status exits non-zero; its JSON still tells.
+        let s = lab.run(&["status", "--json"]).json()?;
+        let entry = s["nodes"]
+            .as_array()
+            .and_then(|nodes| nodes.iter().find(|n| n["name"] == node))
+            .cloned()
+            .unwrap_or_default();
+        if entry["error"].is_null() && entry["agent"]["version"] == env!("CARGO_PKG_VERSION") {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("{node}: agent not healthy 30 s after {after}: {}", entry["error"]).into());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
