@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 bash tests/install-test-deps.sh
 export CARGO_TERM_COLOR=never
 
-step() { echo; echo "=== $* ==="; }
+# Each step's header says how long the suite has run so far, so that a CI
+# log shows where its time went.
+step() { echo; echo "=== $* === ($(date -u +%H:%M:%S), ${SECONDS} s into the suite)"; }
 
 step "format"
 cargo fmt --all --check
@@ -49,3 +51,5 @@ cargo test --release --locked --workspace --exclude lab-tests
 
 step "end-to-end: real QEMU lab"
 cargo test --release --locked -p lab-tests
+
+step "done"

@@ -36,7 +36,10 @@ packages=busybox,kmod,iproute2,iputils-ping,procps,openssh-server,rdma-core,ibve
 
 # Kernel modules a node needs. crc32_generic is easy to miss: without it
 # `rdma link add ... type rxe` fails with "No such file or directory".
-modules="virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm ib_uverbs ib_umad sch_netem sch_tbf"
+# nf_tables, nft_compat and xt_tcpudp let the node's iptables (the nft
+# backend) filter, as a real host's firewall does: rxe's RoCE packets cross
+# it, and `labctl doctor` probes that UDP 4791 gets through.
+modules="virtio_pci virtio_net crc32_generic rdma_rxe rdma_ucm ib_uverbs ib_umad sch_netem sch_tbf nf_tables nft_compat xt_tcpudp"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/labctl-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT

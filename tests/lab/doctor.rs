@@ -1,6 +1,7 @@
 //! `labctl doctor` on the real lab: every check passes on the healthy lab,
 //! and each misconfiguration made for real on one node (its data NIC's MTU,
-//! its rxe link removed) is found by the right check, with the evidence and
+//! its rxe link removed, UDP 4791 dropped by its firewall) is found by the
+//! right check, with the evidence and
 //! the fix; a run on the broken lab names the same cause; after the repair
 //! the lab is healthy again.
 
@@ -27,6 +28,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it",
             test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it,
         ),
+        t(
+            "test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_after_the_repair",
+            test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_after_the_repair,
+        ),
     ]
 }
 
@@ -41,7 +46,7 @@ const NODE_CHECKS: [&str; 8] = [
     "memlock",
     "libfabric",
 ];
-const PAIR_CHECKS: [&str; 3] = ["reach", "mtu", "write-read"];
+const PAIR_CHECKS: [&str; 4] = ["reach", "mtu", "udp-4791", "write-read"];
 
 fn doctor(lab: &Labctl, extra: &[&str]) -> Result<(i32, Value), Failed> {
     let mut args = vec!["doctor", "--json"];
@@ -270,4 +275,105 @@ fn test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it(lab: 
     check(code == 0 && pair_run["verdict"] == "ok", || {
         format!("after the repair: exit {code}: {repaired}")
     })
+}
+
+/// Removes the test's iptables rule from a node, whatever happened to the
+/// test (`-D` of a rule that is not there fails harmlessly).
+struct RemoveRule<'a> {
+    lab: &'a Labctl,
+    node: &'static str,
+    rule: &'static str,
+}
+
+impl Drop for RemoveRule<'_> {
+    fn drop(&mut self) {
+        let run = self
+            .lab
+            .run(&["exec", self.node, "--", &format!("iptables -D {}", self.rule)]);
+        if run.code != 0 {
+            eprintln!("removing the rule on {} failed: {}", self.node, run.stderr);
+        }
+    }
+}
+
+fn test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_after_the_repair(
+    lab: &Labctl,
+) -> Result<(), Failed> {
+    // Break it: the server's firewall drops RoCE v2's port, and nothing else
+    // (ping, SSH and the agents' RPCs go on working).
+    let rule = "INPUT -p udp -m udp --dport 4791 -j DROP";
+    lab.run(&["exec", "server", "--", &format!("iptables -I {rule}")])
+        .ok()?;
+    let guard = RemoveRule {
+        lab,
+        node: "server",
+        rule,
+    };
+
+    // doctor: the pair's udp-4791 check fails the direction into the
+    // server, shows the server's rule, and says where to remove it.
+    let (code, broken) = doctor(lab, &["--no-run"])?;
+    let udp = find(&broken, "pair", "udp-4791").ok_or("no pair udp-4791 check")?;
+    let evidence = udp["evidence"].as_str().unwrap_or_default();
+    let fix = udp["fix"].as_str().unwrap_or_default();
+    check(
+        code == 1
+            && udp["verdict"] == "fail"
+            && evidence.contains("server -> client (10.77.0.2:4791): 16 UDP datagrams sent, client counted them")
+            && evidence.contains("client -> server (10.77.0.1:4791): 16 UDP datagrams sent, server counted fewer")
+            && evidence.contains("server's firewall: -A INPUT -p udp -m udp --dport 4791 -j DROP")
+            && fix.contains("on `server`"),
+        || format!("exit {code}, udp-4791 check: {udp:#}"),
+    )?;
+    let reach = find(&broken, "pair", "reach").ok_or("no reach check")?;
+    check(reach["verdict"] == "ok", || format!("reach should still pass: {reach}"))?;
+
+    // A run on the broken lab fails, and its error names the blocked port
+    // and the rule, not only the verbs error: with rdma_cm (its connection
+    // request is lost: the run waits for its timeout) and with oob (the QPs
+    // connect over TCP, then every WRITE goes unacknowledged).
+    for (cm, agent_said) in [
+        ("rdma-cm", "ConnectResponse"),
+        ("oob", "IBV_WC_RETRY_EXC_ERR"),
+    ] {
+        let started = std::time::Instant::now();
+        let run = lab.run(&["run", "write-read", "--cm", cm, "--timeout", "10"]);
+        eprintln!(
+            "udp 4791 dropped: {cm} run failed in {:.1} s:\n{}",
+            started.elapsed().as_secs_f64(),
+            run.stderr
+        );
+        check(
+            run.code != 0
+                && run.stderr.contains(agent_said)
+                && run
+                    .stderr
+                    .contains("RoCE v2's UDP port 4791 is not delivered: client -> server")
+                && run.stderr.contains("-A INPUT -p udp -m udp --dport 4791 -j DROP")
+                && run.stderr.contains("`labctl doctor`"),
+            || format!("{cm} run on the broken lab: exit {}: {}", run.code, run.stderr),
+        )?;
+    }
+    // doctor with its pair run: the run is not attempted (it could only time
+    // out), and says why.
+    let (_, broken) = doctor(lab, &[])?;
+    let pair_run = find(&broken, "pair", "write-read").ok_or("no write-read check")?;
+    check(
+        pair_run["verdict"] == "fail"
+            && pair_run["evidence"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("not run: RoCE v2's UDP port 4791 is not delivered"),
+        || format!("write-read on the broken lab: {pair_run}"),
+    )?;
+
+    // Repair: the rule goes, and the lab is healthy again, its run verified.
+    drop(guard);
+    let (code, repaired) = doctor(lab, &[])?;
+    let udp = find(&repaired, "pair", "udp-4791").ok_or("no udp-4791 check")?;
+    let pair_run = find(&repaired, "pair", "write-read").ok_or("no run")?;
+    check(
+        code == 0 && udp["verdict"] == "ok" && pair_run["verdict"] == "ok",
+        || format!("after the repair: exit {code}: {repaired}"),
+    )
 }

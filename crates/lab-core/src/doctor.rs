@@ -1,9 +1,10 @@
 //! `labctl doctor`: is every node's fabric healthy, and does RDMA work
 //! between every pair of nodes? Each node is read in parallel (its agent's
 //! NodeInfo, a read-only probe script as root, a ping to every other node's
-//! data address); then, pair by pair, a one-shot write-read whose bytes
+//! data address); then, pair by pair, RoCE v2's UDP port 4791 is probed
+//! both ways where rxe carries it, and a one-shot write-read whose bytes
 //! are verified proves the data path end to end (RDMA WRITE one way, READ
-//! back, over RoCE v2's UDP 4791 in both directions on Ethernet).
+//! back, over UDP 4791 in both directions on Ethernet).
 //!
 //! It reads and never repairs: every check that does not pass says what to
 //! do. The checks themselves are pure ([`checks`]), tested on recorded
@@ -15,16 +16,19 @@ pub mod probe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_proto::data_path::LinkLayer;
 use agent_proto::v1::{NodeInfoRequest, WorkloadParams};
 use futures::future::join_all;
 use lab_model::labs::Fabric;
 use lab_remote::command::RemoteCommand;
+use lab_remote::ssh::SshSession;
 use lab_results::doctor::{Check, DoctorReport, Scope, Verdict, DOCTOR_SCHEMA};
 use lab_state::{LabState, NodeState};
 
-use self::checks::{node_checks, pair_checks, reach_of, NodeFound, Reach};
+use self::checks::{node_checks, pair_checks, reach_of, udp_check, NodeFound, Reach, UDP_CHECK};
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
+use crate::roce_port_probe;
 use crate::run::{run_workload, RunOptions};
 
 /// The workload that proves a pair's data path, and its size: small enough
@@ -38,7 +42,8 @@ const PAIR_TIMEOUT: Duration = Duration::from_secs(30);
 /// What `doctor` runs.
 #[derive(Debug, Clone, Default)]
 pub struct DoctorOptions {
-    /// Leave out the pairs' RDMA runs (the node checks, reach and MTU only).
+    /// Leave out the pairs' RDMA runs (the node checks, reach, MTU and the
+    /// UDP 4791 probe only).
     pub no_run: bool,
 }
 
@@ -50,8 +55,15 @@ impl Lab {
         let state = self.state()?;
         let fabric = self.spec.fabric;
         on_step("reading every node");
-        let found = join_all(state.nodes.iter().map(|node| self.examine(&state, node))).await;
-        let (found, reaches): (Vec<NodeFound>, Vec<Vec<Reach>>) = found.into_iter().unzip();
+        let examined = join_all(state.nodes.iter().map(|node| self.examine(&state, node))).await;
+        let mut found = Vec::with_capacity(examined.len());
+        let mut reaches = Vec::with_capacity(examined.len());
+        let mut sessions = Vec::with_capacity(examined.len());
+        for (f, r, s) in examined {
+            found.push(f);
+            reaches.push(r);
+            sessions.push(s);
+        }
         let mut report = DoctorReport {
             schema: DOCTOR_SCHEMA,
             lab: self.spec.name.clone(),
@@ -59,10 +71,58 @@ impl Lab {
             checks: found.iter().flat_map(|n| node_checks(fabric, n)).collect(),
             took_s: 0.0,
         };
+        // RoCE's UDP port is probed where RDMA runs through the kernel (rxe
+        // over Ethernet), over the sessions the nodes were read with.
+        let probed: Vec<bool> = state
+            .nodes
+            .iter()
+            .zip(&found)
+            .map(|(node, f)| {
+                fabric != Fabric::None
+                    && roce_port_probe::applies(node, fabric == Fabric::Rxe)
+                    && f.data_path().is_some_and(|p| p.link_layer == LinkLayer::Ethernet)
+            })
+            .collect();
         for i in 0..found.len() {
             for j in i + 1..found.len() {
                 let (a, b) = (&found[i], &found[j]);
                 report.checks.extend(pair_checks(a, b, &reaches[i][j], &reaches[j][i]));
+                let both = (probed[i] && probed[j])
+                    .then(|| sessions[i].as_ref().zip(sessions[j].as_ref()))
+                    .flatten();
+                if let Some((sa, sb)) = both {
+                    on_step(&format!(
+                        "UDP {} {} <-> {}",
+                        roce_port_probe::ROCE_V2_PORT,
+                        a.name,
+                        b.name
+                    ));
+                    let (na, nb) = (&state.nodes[i], &state.nodes[j]);
+                    // Both ways at once: each receiver counts only what is sent to it.
+                    let (a_to_b, b_to_a) = futures::join!(
+                        roce_port_probe::probe((na, sa), (nb, sb)),
+                        roce_port_probe::probe((nb, sb), (na, sa))
+                    );
+                    let scope = Scope::Pair {
+                        a: a.name.clone(),
+                        b: b.name.clone(),
+                    };
+                    let udp = udp_check(&scope, a_to_b, b_to_a);
+                    let blocked = udp.verdict == Verdict::Fail;
+                    report.checks.push(udp);
+                    if blocked && !opts.no_run {
+                        // Every packet of the run would be dropped: it could
+                        // only wait for its timeout.
+                        report.checks.push(Check::not_ok(
+                            &scope,
+                            PAIR_WORKLOAD,
+                            Verdict::Fail,
+                            "not run: RoCE v2's UDP port 4791 is not delivered between the two nodes",
+                            format!("fix what failed above first: {scope} {UDP_CHECK}"),
+                        ));
+                        continue;
+                    }
+                }
                 if fabric == Fabric::None || opts.no_run {
                     continue;
                 }
@@ -76,13 +136,17 @@ impl Lab {
                 report.checks.push(self.pair_run(a, b, &broken).await);
             }
         }
+        for session in sessions.into_iter().flatten() {
+            session.close().await;
+        }
         report.took_s = started.elapsed().as_secs_f64();
         Ok(report)
     }
 
-    /// One node's facts, and whether it reaches each node of the lab
-    /// (itself included, as reached).
-    async fn examine(&self, state: &LabState, node: &NodeState) -> (NodeFound, Vec<Reach>) {
+    /// One node's facts, whether it reaches each node of the lab (itself
+    /// included, as reached), and the SSH session they were read over
+    /// (kept for the pair probes; closed at the end).
+    async fn examine(&self, state: &LabState, node: &NodeState) -> (NodeFound, Vec<Reach>, Option<Arc<SshSession>>) {
         let all = &state.nodes;
         let unreached = |why: &str| all.iter().map(|_| Reach::Failed(why.to_string())).collect();
         let mut found = NodeFound {
@@ -98,7 +162,7 @@ impl Lab {
                 let e = format!("SSH: {e}");
                 found.info = Err(e.clone());
                 found.probe = Err(e.clone());
-                return (found, unreached(&e));
+                return (found, unreached(&e), None);
             }
         };
         found.info = match self.agent(session.clone(), node).await {
@@ -131,8 +195,7 @@ impl Lab {
                 Err(e) => Reach::Failed(e.to_string()),
             });
         }
-        session.close().await;
-        (found, reaches)
+        (found, reaches, Some(session))
     }
 
     /// The pair's write-read (server `a`, client `b`), its bytes verified.

@@ -51,6 +51,7 @@ pub mod impair;
 pub mod lab;
 pub mod params;
 pub mod provision;
+mod roce_port_probe;
 pub mod run;
 pub mod ssh_client;
 pub mod status;

@@ -14,11 +14,13 @@ use std::time::{Duration, Instant};
 use crate::data_path_missing;
 use crate::impair;
 use crate::lab::{Lab, LabError};
+use crate::roce_port_probe::{self, Delivery};
 use agent_proto::data_path;
 use agent_proto::v1::{
     run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, ConnectRequest, NodeInfoRequest, PrepareRequest,
     Progress, Role, RunRequest, SideResult, TakeTraceRequest, Trace, WorkloadParams,
 };
+use lab_model::labs::Fabric;
 use lab_remote::agent::{self, deadline, AgentError, Client};
 use lab_remote::ssh::SshSession;
 use lab_results::run::{
@@ -142,11 +144,77 @@ pub struct RunOptions {
     pub counters: bool,
 }
 
-/// A retry-exceeded completion means the peer stopped acknowledging: on a
-/// lab that is the data link (cut, lossy, or the peer gone). The agent knows
-/// only its QP; the controller knows both ends, so it names the link.
-fn explain_link_failure(e: RunError, server: &NodeState, client: &NodeState) -> RunError {
+/// Whether a failed run may have been stopped by the network between its
+/// nodes: an agent's failure other than a refusal of the request.
+fn may_be_the_network(e: &RunError) -> bool {
     match e {
+        RunError::Agent { status, .. } => !matches!(
+            status.code(),
+            tonic::Code::InvalidArgument | tonic::Code::Unimplemented | tonic::Code::AlreadyExists
+        ),
+        _ => false,
+    }
+}
+
+/// After a failed run over soft RoCE: RoCE v2's UDP port probed both ways
+/// between the two nodes ([`roce_port_probe`]); the directions that do not
+/// deliver it. Empty when the probe does not apply or could not run.
+async fn roce_port_blocked(lab: &Lab, params: &WorkloadParams, server: &Peer, client: &Peer) -> Vec<Delivery> {
+    let over_rdma = match workload_catalogue::find(&params.workload).map(|w| w.family) {
+        Some(Family::Verbs) => true,
+        Some(Family::Libfabric) => params.provider.starts_with("verbs"),
+        _ => false,
+    };
+    let rxe = lab.spec.fabric == Fabric::Rxe;
+    if !over_rdma
+        || server.node.name == client.node.name
+        || !roce_port_probe::applies(&server.node, rxe)
+        || !roce_port_probe::applies(&client.node, rxe)
+    {
+        return Vec::new();
+    }
+    let (s, c) = ((&server.node, &*server.session), (&client.node, &*client.session));
+    let (to_server, to_client) = futures::join!(roce_port_probe::probe(c, s), roce_port_probe::probe(s, c));
+    [to_server, to_client]
+        .into_iter()
+        .flatten()
+        .filter(|d| !d.delivered())
+        .collect()
+}
+
+/// Names what stopped a run between two nodes, when the controller can tell.
+/// RoCE's UDP port found blocked (`blocked`) is named first, whatever the
+/// agent saw. Otherwise a retry-exceeded completion means the peer stopped
+/// acknowledging: on a lab that is the data link (cut, lossy, or the peer
+/// gone). The agent knows only its QP; the controller knows both ends, so
+/// it names the link.
+fn explain_link_failure(e: RunError, server: &NodeState, client: &NodeState, blocked: &[Delivery]) -> RunError {
+    match e {
+        RunError::Agent {
+            node,
+            role,
+            status,
+            hint,
+        } if hint.is_empty() && !blocked.is_empty() => {
+            let hint = blocked
+                .iter()
+                .map(|d| {
+                    format!(
+                        "\n  RoCE v2's UDP port {} is not delivered: {}\n  fix: {}",
+                        roce_port_probe::ROCE_V2_PORT,
+                        d.evidence(),
+                        d.fix()
+                    )
+                })
+                .collect::<String>()
+                + "\n  `labctl doctor` checks this (udp-4791) for every pair of nodes";
+            RunError::Agent {
+                node,
+                role,
+                status,
+                hint,
+            }
+        }
         RunError::Agent {
             node,
             role,
@@ -460,7 +528,11 @@ pub async fn run_workload_traced(
                 };
                 let _ = tokio::time::timeout(Duration::from_secs(5), peer.client.abort(abort)).await;
             }
-            let error = explain_link_failure(e, &server.node, &client.node);
+            let blocked = match may_be_the_network(&e) {
+                true => roce_port_blocked(lab, &params, &server, &client).await,
+                false => Vec::new(),
+            };
+            let error = explain_link_failure(e, &server.node, &client.node, &blocked);
             return Err(match clocks {
                 Some((server_clock, client_clock)) => {
                     let (server_failed, client_failed) =

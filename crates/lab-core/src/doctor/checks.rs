@@ -11,6 +11,7 @@ use workload_catalogue::limits::DEFAULT_MAX_SIZE;
 
 use super::probe::{Memlock, NodeProbe};
 use crate::data_path_missing;
+use crate::roce_port_probe::Delivery;
 
 /// What was read on one node.
 #[derive(Debug, Clone)]
@@ -348,6 +349,37 @@ pub fn pair_checks(a: &NodeFound, b: &NodeFound, a_to_b: &Reach, b_to_a: &Reach)
     }
     checks
 }
+
+/// The pair's `udp-4791` check: RoCE v2's port delivered both ways
+/// ([`crate::roce_port_probe`]), or the direction that is not, with the
+/// receiver's firewall lines and the fix.
+pub fn udp_check(scope: &Scope, a_to_b: Result<Delivery, String>, b_to_a: Result<Delivery, String>) -> Check {
+    let ways = [a_to_b, b_to_a];
+    let evidence = ways
+        .iter()
+        .map(|w| match w {
+            Ok(d) => d.evidence(),
+            Err(e) => format!("could not probe: {e}"),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    if let Some(blocked) = ways.iter().flatten().find(|d| !d.delivered()) {
+        return Check::not_ok(scope, UDP_CHECK, Verdict::Fail, evidence, blocked.fix());
+    }
+    match ways.iter().all(Result::is_ok) {
+        true => Check::ok(scope, UDP_CHECK, evidence),
+        false => Check::not_ok(
+            scope,
+            UDP_CHECK,
+            Verdict::Warn,
+            evidence,
+            "the probe needs bash and /proc/net/snmp on both nodes; the pair's write-read below still tests the port",
+        ),
+    }
+}
+
+/// The `udp-4791` check's name.
+pub const UDP_CHECK: &str = "udp-4791";
 
 /// The `reach` of one ping's output and exit status.
 pub fn reach_of(status: i32, output: &str) -> Reach {

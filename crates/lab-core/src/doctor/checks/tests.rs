@@ -198,3 +198,53 @@ fn test_an_infiniband_host_on_an_existing_fabric_is_judged_by_its_ipoib_netdev()
     assert_eq!(by("mtu").verdict, Verdict::Ok);
     assert_eq!(by("mtu").evidence, "ib0 MTU 2044, mlx5_0 port 1 active MTU 4096");
 }
+
+#[test]
+fn test_udp_4791_fails_on_the_direction_not_delivered_and_names_the_receivers_rule() {
+    use crate::roce_port_probe::{Delivery, DATAGRAMS};
+    let scope = Scope::Pair {
+        a: "server".into(),
+        b: "client".into(),
+    };
+    let way = |from: &str, to: &str, received: u64, rules: &[&str]| Delivery {
+        from: from.into(),
+        to: to.into(),
+        to_addr: Ipv4Addr::new(10, 77, 0, if to == "server" { 1 } else { 2 }),
+        received,
+        send_error: None,
+        rules: rules.iter().map(|r| r.to_string()).collect(),
+    };
+    let both = udp_check(
+        &scope,
+        Ok(way("server", "client", DATAGRAMS, &[])),
+        Ok(way("client", "server", DATAGRAMS + 1, &[])),
+    );
+    assert_eq!(both.verdict, Verdict::Ok);
+    assert_eq!(both.check, "udp-4791");
+    // An iptables rule on the server drops what the client sends it.
+    let rule = "-A INPUT -p udp -m udp --dport 4791 -j DROP";
+    let dropped = udp_check(
+        &scope,
+        Ok(way("server", "client", DATAGRAMS, &[])),
+        Ok(way("client", "server", 0, &[rule])),
+    );
+    assert_eq!(dropped.verdict, Verdict::Fail);
+    assert!(
+        dropped.evidence.contains("client -> server (10.77.0.1:4791)"),
+        "{}",
+        dropped.evidence
+    );
+    assert!(dropped.evidence.contains(rule), "{}", dropped.evidence);
+    let fix = dropped.fix.as_deref().unwrap_or_default();
+    assert!(
+        fix.contains("on `server`") && fix.contains("iptables -S INPUT"),
+        "{fix}"
+    );
+    // A probe that could not run is a warning, not a verdict on the port.
+    let unprobed = udp_check(
+        &scope,
+        Ok(way("server", "client", DATAGRAMS, &[])),
+        Err("bash: not found".into()),
+    );
+    assert_eq!(unprobed.verdict, Verdict::Warn);
+}
