@@ -332,10 +332,7 @@ fn test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_
     // and the rule, not only the verbs error: with rdma_cm (its connection
     // request is lost: the run waits for its timeout) and with oob (the QPs
     // connect over TCP, then every WRITE goes unacknowledged).
-    for (cm, agent_said) in [
-        ("rdma-cm", "ConnectResponse"),
-        ("oob", "IBV_WC_RETRY_EXC_ERR"),
-    ] {
+    for (cm, agent_said) in [("rdma-cm", "ConnectResponse"), ("oob", "IBV_WC_RETRY_EXC_ERR")] {
         let started = std::time::Instant::now();
         let run = lab.run(&["run", "write-read", "--cm", cm, "--timeout", "10"]);
         eprintln!(

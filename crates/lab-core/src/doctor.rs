@@ -13,10 +13,10 @@
 pub mod checks;
 pub mod probe;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_proto::data_path::LinkLayer;
 use agent_proto::v1::{NodeInfoRequest, WorkloadParams};
 use futures::future::join_all;
 use lab_model::labs::Fabric;
@@ -55,15 +55,47 @@ impl Lab {
         let state = self.state()?;
         let fabric = self.spec.fabric;
         on_step("reading every node");
-        let examined = join_all(state.nodes.iter().map(|node| self.examine(&state, node))).await;
-        let mut found = Vec::with_capacity(examined.len());
-        let mut reaches = Vec::with_capacity(examined.len());
-        let mut sessions = Vec::with_capacity(examined.len());
-        for (f, r, s) in examined {
-            found.push(f);
-            reaches.push(r);
-            sessions.push(s);
-        }
+        let sessions: Vec<Result<Arc<SshSession>, String>> =
+            join_all(state.nodes.iter().map(|node| self.connect(&state, &node.name)))
+                .await
+                .into_iter()
+                .map(|s| s.map(Arc::new).map_err(|e| format!("SSH: {e}")))
+                .collect();
+        // RoCE's UDP port is probed where RDMA runs through the kernel (rxe,
+        // always over Ethernet), while the nodes are read: pair by pair, so
+        // that each receiver counts one sender's datagrams at a time.
+        let probed: Vec<Option<(&NodeState, &SshSession)>> = state
+            .nodes
+            .iter()
+            .zip(&sessions)
+            .map(|(node, session)| {
+                let applies = fabric != Fabric::None && roce_port_probe::applies(node, fabric == Fabric::Rxe);
+                applies.then(|| session.as_deref().ok().map(|s| (node, s))).flatten()
+            })
+            .collect();
+        let udp_probes = async {
+            let mut checks = BTreeMap::new();
+            for i in 0..probed.len() {
+                for j in i + 1..probed.len() {
+                    if let (Some(a), Some(b)) = (probed[i], probed[j]) {
+                        // Both ways at once: each receiver counts only what is sent to it.
+                        let (a_to_b, b_to_a) =
+                            futures::join!(roce_port_probe::probe(a, b), roce_port_probe::probe(b, a));
+                        checks.insert((i, j), (a_to_b, b_to_a));
+                    }
+                }
+            }
+            checks
+        };
+        let examine = join_all(
+            state
+                .nodes
+                .iter()
+                .zip(&sessions)
+                .map(|(node, session)| self.examine(&state, node, session.as_ref())),
+        );
+        let (examined, mut udp_probes) = futures::join!(examine, udp_probes);
+        let (found, reaches): (Vec<NodeFound>, Vec<Vec<Reach>>) = examined.into_iter().unzip();
         let mut report = DoctorReport {
             schema: DOCTOR_SCHEMA,
             lab: self.spec.name.clone(),
@@ -71,38 +103,11 @@ impl Lab {
             checks: found.iter().flat_map(|n| node_checks(fabric, n)).collect(),
             took_s: 0.0,
         };
-        // RoCE's UDP port is probed where RDMA runs through the kernel (rxe
-        // over Ethernet), over the sessions the nodes were read with.
-        let probed: Vec<bool> = state
-            .nodes
-            .iter()
-            .zip(&found)
-            .map(|(node, f)| {
-                fabric != Fabric::None
-                    && roce_port_probe::applies(node, fabric == Fabric::Rxe)
-                    && f.data_path().is_some_and(|p| p.link_layer == LinkLayer::Ethernet)
-            })
-            .collect();
         for i in 0..found.len() {
             for j in i + 1..found.len() {
                 let (a, b) = (&found[i], &found[j]);
                 report.checks.extend(pair_checks(a, b, &reaches[i][j], &reaches[j][i]));
-                let both = (probed[i] && probed[j])
-                    .then(|| sessions[i].as_ref().zip(sessions[j].as_ref()))
-                    .flatten();
-                if let Some((sa, sb)) = both {
-                    on_step(&format!(
-                        "UDP {} {} <-> {}",
-                        roce_port_probe::ROCE_V2_PORT,
-                        a.name,
-                        b.name
-                    ));
-                    let (na, nb) = (&state.nodes[i], &state.nodes[j]);
-                    // Both ways at once: each receiver counts only what is sent to it.
-                    let (a_to_b, b_to_a) = futures::join!(
-                        roce_port_probe::probe((na, sa), (nb, sb)),
-                        roce_port_probe::probe((nb, sb), (na, sa))
-                    );
+                if let Some((a_to_b, b_to_a)) = udp_probes.remove(&(i, j)) {
                     let scope = Scope::Pair {
                         a: a.name.clone(),
                         b: b.name.clone(),
@@ -136,19 +141,23 @@ impl Lab {
                 report.checks.push(self.pair_run(a, b, &broken).await);
             }
         }
-        for session in sessions.into_iter().flatten() {
+        for session in sessions.iter().flatten() {
             session.close().await;
         }
         report.took_s = started.elapsed().as_secs_f64();
         Ok(report)
     }
 
-    /// One node's facts, whether it reaches each node of the lab (itself
-    /// included, as reached), and the SSH session they were read over
-    /// (kept for the pair probes; closed at the end).
-    async fn examine(&self, state: &LabState, node: &NodeState) -> (NodeFound, Vec<Reach>, Option<Arc<SshSession>>) {
+    /// One node's facts, and whether it reaches each node of the lab
+    /// (itself included, as reached), over its SSH session (or the reason
+    /// there is none).
+    async fn examine(
+        &self,
+        state: &LabState,
+        node: &NodeState,
+        session: Result<&Arc<SshSession>, &String>,
+    ) -> (NodeFound, Vec<Reach>) {
         let all = &state.nodes;
-        let unreached = |why: &str| all.iter().map(|_| Reach::Failed(why.to_string())).collect();
         let mut found = NodeFound {
             name: node.name.clone(),
             data_addr: node.data_addr,
@@ -156,46 +165,53 @@ impl Lab {
             info: Err(String::new()),
             probe: Err(String::new()),
         };
-        let session = match self.connect(state, &node.name).await {
-            Ok(s) => Arc::new(s),
+        let session = match session {
+            Ok(s) => s,
             Err(e) => {
-                let e = format!("SSH: {e}");
                 found.info = Err(e.clone());
                 found.probe = Err(e.clone());
-                return (found, unreached(&e), None);
+                return (found, all.iter().map(|_| Reach::Failed(e.clone())).collect());
             }
         };
-        found.info = match self.agent(session.clone(), node).await {
-            Ok(mut client) => lab_remote::agent::call(
-                &node.name,
-                "NodeInfo",
-                lab_remote::agent::deadline::NODE_INFO,
-                client.node_info(NodeInfoRequest {}),
-            )
-            .await
-            .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+        // The agent's NodeInfo, the probe script (fi_info alone takes a
+        // couple of seconds on an emulated node) and the pings, at once over
+        // the one session.
+        let info = async {
+            match self.agent(session.clone(), node).await {
+                Ok(mut client) => lab_remote::agent::call(
+                    &node.name,
+                    "NodeInfo",
+                    lab_remote::agent::deadline::NODE_INFO,
+                    client.node_info(NodeInfoRequest {}),
+                )
+                .await
+                .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
         };
-        found.probe = match session.exec(&as_root(node, RemoteCommand::script(probe::SCRIPT))).await {
-            Ok(out) => Ok(probe::parse(&out.stdout_text())),
-            Err(e) => Err(e.to_string()),
+        let probe = async {
+            match session.exec(&as_root(node, RemoteCommand::script(probe::SCRIPT))).await {
+                Ok(out) => Ok(probe::parse(&out.stdout_text())),
+                Err(e) => Err(e.to_string()),
+            }
         };
-        let mut reaches = Vec::with_capacity(all.len());
-        for peer in all {
+        let reaches = join_all(all.iter().map(|peer| async move {
             if peer.name == node.name {
-                reaches.push(Reach::Replied("itself".into()));
-                continue;
+                return Reach::Replied("itself".into());
             }
             let ping = RemoteCommand::new("ping").args(["-c", "1", "-W", "2", &peer.data_addr.to_string()]);
-            reaches.push(match session.exec(&ping).await {
+            match session.exec(&ping).await {
                 Ok(out) => reach_of(
                     out.status,
                     &format!("{}\n{}", out.stdout_text(), String::from_utf8_lossy(&out.stderr)),
                 ),
                 Err(e) => Reach::Failed(e.to_string()),
-            });
-        }
-        (found, reaches, Some(session))
+            }
+        }));
+        let (info, probe, reaches) = futures::join!(info, probe, reaches);
+        found.info = info;
+        found.probe = probe;
+        (found, reaches)
     }
 
     /// The pair's write-read (server `a`, client `b`), its bytes verified.
