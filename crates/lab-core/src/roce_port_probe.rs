@@ -109,8 +109,24 @@ impl Delivery {
         text
     }
 
+    /// Whether a firewall is seen losing the datagrams: the sender's kernel
+    /// refused to send them, or the receiver has rules that name the port.
+    /// Otherwise they were lost on the way (a cut or lossy link), or by a
+    /// filter the probe cannot read.
+    pub fn firewall_seen(&self) -> bool {
+        self.send_error.is_some() || !self.rules.is_empty()
+    }
+
     /// What to do when it was not delivered.
     pub fn fix(&self) -> String {
+        if !self.firewall_seen() {
+            return format!(
+                "no firewall rule on `{}` names port {ROCE_V2_PORT}, so the datagrams were lost on the way: \
+                 check the link (`labctl exec {} -- ping -c 3 {}`, and `tc qdisc show` on both nodes for a \
+                 leftover impairment), then a filter between the nodes (a switch ACL, a cloud security group)",
+                self.to, self.from, self.to_addr
+            );
+        }
         let (node, chain) = match self.send_error {
             Some(_) => (&self.from, "OUTPUT"),
             None => (&self.to, "INPUT"),
@@ -220,8 +236,10 @@ mod tests {
         assert!(!refused.delivered());
         assert!(refused.evidence().contains("client could not send: exit 3"));
         assert!(refused.fix().contains("on `client`") && refused.fix().contains("iptables -S OUTPUT"));
-        assert!(delivery(3, None, &[])
-            .evidence()
-            .contains("no iptables or nft rule on server names 4791"));
+        let lost = delivery(3, None, &[]);
+        assert!(lost.evidence().contains("no iptables or nft rule on server names 4791"));
+        // No rule and no refusal: the link, not a firewall, is the suspect.
+        assert!(!lost.firewall_seen() && dropped.firewall_seen() && refused.firewall_seen());
+        assert!(lost.fix().contains("lost on the way") && lost.fix().contains("ping -c 3 10.77.0.1"));
     }
 }

@@ -157,8 +157,10 @@ fn may_be_the_network(e: &RunError) -> bool {
 }
 
 /// After a failed run over soft RoCE: RoCE v2's UDP port probed both ways
-/// between the two nodes ([`roce_port_probe`]); the directions that do not
-/// deliver it. Empty when the probe does not apply or could not run.
+/// between the two nodes ([`roce_port_probe`]); the directions where a
+/// firewall is seen dropping it. Empty when the probe does not apply, could
+/// not run, or lost datagrams with no firewall in sight (a cut link: the
+/// link's own explanation says more).
 async fn roce_port_blocked(lab: &Lab, params: &WorkloadParams, server: &Peer, client: &Peer) -> Vec<Delivery> {
     let over_rdma = match workload_catalogue::find(&params.workload).map(|w| w.family) {
         Some(Family::Verbs) => true,
@@ -178,7 +180,7 @@ async fn roce_port_blocked(lab: &Lab, params: &WorkloadParams, server: &Peer, cl
     [to_server, to_client]
         .into_iter()
         .flatten()
-        .filter(|d| !d.delivered())
+        .filter(|d| !d.delivered() && d.firewall_seen())
         .collect()
 }
 
