@@ -120,12 +120,22 @@ fn test_second_up_only_verifies(lab: &Labctl) -> Result<(), Failed> {
 }
 
 fn test_unknown_node_is_named(lab: &Labctl) -> Result<(), Failed> {
-    let run = lab.run(&["exec", "nosuchnode", "--", "true"]);
-    check(run.code == 2, || format!("exit {} (want 2): {}", run.code, run.stderr))?;
-    check(
-        run.stderr.contains("no node `nosuchnode`") && run.stderr.contains("server, client"),
-        || format!("message: {}", run.stderr),
-    )
+    // Every verb that takes a node name refuses an unknown one as bad input.
+    for args in [
+        &["exec", "nosuchnode", "--", "true"][..],
+        &["run", "write-read", "--server", "nosuchnode"],
+        &["bench", "--only", "write-lat", "--client", "nosuchnode"],
+    ] {
+        let run = lab.run(args);
+        check(run.code == 2, || {
+            format!("{args:?}: exit {} (want 2): {}", run.code, run.stderr)
+        })?;
+        check(
+            run.stderr.contains("no node `nosuchnode`") && run.stderr.contains("server, client"),
+            || format!("{args:?}: message: {}", run.stderr),
+        )?;
+    }
+    Ok(())
 }
 
 fn test_ssh_opens_a_shell_on_the_node(lab: &Labctl) -> Result<(), Failed> {

@@ -38,6 +38,7 @@ pub mod ci;
 pub mod collective;
 pub mod doctor;
 pub mod html;
+pub mod number;
 pub mod plot;
 pub mod report;
 pub mod run;

@@ -241,27 +241,12 @@ pub fn render(input: &PageInput) -> Result<(String, PageContents), PlotError> {
     Ok((html, contents))
 }
 
-/// A number as text: one decimal from 100 up, three from 1, and four
-/// significant digits below 1 (an emulated lab's 0.0000006 GB/s is not 0).
-fn shown(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        format!("{v:.1}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.3}")
-    } else if v == 0.0 || !v.is_finite() {
-        format!("{v}")
-    } else {
-        let decimals = 3 - v.abs().log10().floor() as i32;
-        format!("{v:.*}", decimals.max(0) as usize)
-    }
-}
-
 /// A number as a cell: the record's value exactly in `data-value`, rounded in the text.
 fn cell(field: &str, v: f64) -> String {
     format!(
         "<td data-field=\"{}\" data-value=\"{v}\">{}</td>",
         escape(field),
-        shown(v)
+        crate::number::shown(v)
     )
 }
 

@@ -329,7 +329,7 @@ pub fn list_row(s: &Saved) -> ListRow {
             let p = &r.params;
             let qps = if p.num_qps == 1 { "QP" } else { "QPs" };
             let (metric, value, headline) = if r.bw_avg_mib_s > 0.0 {
-                let h = format!("bw avg {:.2} MiB/s", r.bw_avg_mib_s);
+                let h = format!("bw avg {} MiB/s", crate::number::shown(r.bw_avg_mib_s));
                 (Some("bw_avg_mib_s"), Some(r.bw_avg_mib_s), h)
             } else if r.lat_us.samples > 0 {
                 let h = format!("lat typical {:.1} us", r.lat_us.typical);

@@ -144,6 +144,11 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     {
         return 2;
     }
+    if let Some(lab_core::bench::BenchError::Lab(LabError::UnknownNode { .. } | LabError::Config(_))) =
+        e.downcast_ref::<lab_core::bench::BenchError>()
+    {
+        return 2;
+    }
     if e.downcast_ref::<lab_core::copy::CopyError>()
         .is_some_and(|e| e.is_bad_input())
     {
