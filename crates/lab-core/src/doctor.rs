@@ -69,7 +69,7 @@ impl Lab {
             .iter()
             .zip(&sessions)
             .map(|(node, session)| {
-                let applies = fabric != Fabric::None && roce_port_probe::applies(node, fabric == Fabric::Rxe);
+                let applies = roce_port_probe::applies(node, fabric);
                 applies.then(|| session.as_deref().ok().map(|s| (node, s))).flatten()
             })
             .collect();

@@ -15,6 +15,7 @@
 
 use std::net::Ipv4Addr;
 
+use lab_model::labs::Fabric;
 use lab_remote::command::RemoteCommand;
 use lab_remote::ssh::SshSession;
 use lab_state::NodeState;
@@ -47,11 +48,15 @@ const RULES_SCRIPT: &str = r#"
 { iptables-save 2>/dev/null; nft list ruleset 2>/dev/null; } | grep -E '4791|^:INPUT (DROP|REJECT)' | sort -u
 "#;
 
-/// Whether the probe means anything for this node: its RDMA device is rxe
-/// (by the lab's fabric, or by the device's name on a host that set up
-/// rxe itself).
-pub fn applies(node: &NodeState, fabric_is_rxe: bool) -> bool {
-    fabric_is_rxe || node.rdma_device.as_deref().is_some_and(|d| d.starts_with("rxe"))
+/// Whether the probe means anything for this node of a lab on `fabric`:
+/// its RDMA device is rxe (by the lab's fabric, or by the device's name on
+/// a host that set up rxe itself). Never on a lab without RDMA.
+pub fn applies(node: &NodeState, fabric: Fabric) -> bool {
+    match fabric {
+        Fabric::None => false,
+        Fabric::Rxe => true,
+        Fabric::Existing | Fabric::Efa => node.rdma_device.as_deref().is_some_and(|d| d.starts_with("rxe")),
+    }
 }
 
 /// `Udp: InDatagrams` of /proc/net/snmp (a header line, then a value line).
@@ -206,6 +211,15 @@ mod tests {
             send_error: send_error.map(str::to_string),
             rules: rules.iter().map(|r| r.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn test_the_probe_applies_to_rxe_devices_only() {
+        use crate::facts::fixtures::node_state;
+        let rxe = node_state("server", 1, Some("eth1"), Some("rxe0"));
+        let mlx = node_state("server", 1, Some("eth1"), Some("mlx5_0"));
+        assert!(applies(&rxe, Fabric::Rxe) && applies(&rxe, Fabric::Existing));
+        assert!(!applies(&mlx, Fabric::Existing) && !applies(&rxe, Fabric::None));
     }
 
     #[test]

@@ -20,7 +20,6 @@ use agent_proto::v1::{
     run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, ConnectRequest, NodeInfoRequest, PrepareRequest,
     Progress, Role, RunRequest, SideResult, TakeTraceRequest, Trace, WorkloadParams,
 };
-use lab_model::labs::Fabric;
 use lab_remote::agent::{self, deadline, AgentError, Client};
 use lab_remote::ssh::SshSession;
 use lab_results::run::{
@@ -167,11 +166,11 @@ async fn roce_port_blocked(lab: &Lab, params: &WorkloadParams, server: &Peer, cl
         Some(Family::Libfabric) => params.provider.starts_with("verbs"),
         _ => false,
     };
-    let rxe = lab.spec.fabric == Fabric::Rxe;
+    let fabric = lab.spec.fabric;
     if !over_rdma
         || server.node.name == client.node.name
-        || !roce_port_probe::applies(&server.node, rxe)
-        || !roce_port_probe::applies(&client.node, rxe)
+        || !roce_port_probe::applies(&server.node, fabric)
+        || !roce_port_probe::applies(&client.node, fabric)
     {
         return Vec::new();
     }
