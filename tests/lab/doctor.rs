@@ -8,7 +8,7 @@
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
 
-use crate::util::{check, wait_for_agent, Labctl};
+use crate::util::{check, wait_for_agent, Labctl, RepairOnDrop};
 
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
     let t = |name: &str, f: fn(&Labctl) -> Result<(), Failed>| {
@@ -117,34 +117,6 @@ fn test_doctor_passes_every_check_on_the_healthy_lab(lab: &Labctl) -> Result<(),
     )
 }
 
-/// Puts a node's data NIC back to its MTU, whatever happened to the test.
-struct RestoreMtu<'a> {
-    lab: &'a Labctl,
-    node: &'static str,
-    netdev: String,
-    mtu: String,
-}
-
-impl Drop for RestoreMtu<'_> {
-    fn drop(&mut self) {
-        let run = self.lab.run(&[
-            "exec",
-            self.node,
-            "--",
-            "ip",
-            "link",
-            "set",
-            "dev",
-            &self.netdev,
-            "mtu",
-            &self.mtu,
-        ]);
-        if run.code != 0 {
-            eprintln!("restoring {}'s MTU failed: {}", self.node, run.stderr);
-        }
-    }
-}
-
 fn test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair(lab: &Labctl) -> Result<(), Failed> {
     // The client's data netdev and its MTU, as doctor reads them.
     let (_, healthy) = doctor(lab, &["--no-run"])?;
@@ -157,12 +129,10 @@ fn test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair(la
         _ => return Err(format!("client mtu evidence: {evidence}").into()),
     };
     // Break it: 1000 bytes leave room for a 512-byte RoCE MTU only.
-    let guard = RestoreMtu {
+    let guard = RepairOnDrop::new(
         lab,
-        node: "client",
-        netdev: netdev.clone(),
-        mtu: old.clone(),
-    };
+        &["exec", "client", "--", "ip", "link", "set", "dev", &netdev, "mtu", &old],
+    );
     lab.run(&[
         "exec", "client", "--", "ip", "link", "set", "dev", &netdev, "mtu", "1000",
     ])
@@ -200,21 +170,9 @@ fn test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair(la
     })
 }
 
-/// Runs `labctl up` (which gives a node the lab owns its rxe device back),
-/// whatever happened to the test.
-struct RestoreByUp<'a>(&'a Labctl);
-
-impl Drop for RestoreByUp<'_> {
-    fn drop(&mut self) {
-        let up = self.0.run(&["up"]);
-        if up.code != 0 {
-            eprintln!("`labctl up` after the test failed: {}", up.stderr);
-        }
-    }
-}
-
 fn test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it(lab: &Labctl) -> Result<(), Failed> {
-    let guard = RestoreByUp(lab);
+    // `labctl up` gives a node the lab owns its rxe device back.
+    let guard = RepairOnDrop::new(lab, &["up"]);
     // The kernel removes an rxe device only once no process holds it open,
     // and librdmacm keeps every device open for the life of a process that
     // used it: the agent, after the rdma_cm runs before this test. So the
@@ -264,7 +222,7 @@ fn test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it(lab: 
 
     // `labctl up` again puts the link back, as the fix says; then the lab
     // is healthy and a run verifies.
-    std::mem::forget(guard);
+    guard.disarm();
     let up = lab.run(&["up"]).ok()?;
     check(
         format!("{}{}", up.stdout, up.stderr).contains("had no rxe device: added rxe0"),
@@ -277,25 +235,6 @@ fn test_doctor_finds_a_removed_rxe_link_the_run_names_it_and_up_repairs_it(lab: 
     })
 }
 
-/// Removes the test's iptables rule from a node, whatever happened to the
-/// test (`-D` of a rule that is not there fails harmlessly).
-struct RemoveRule<'a> {
-    lab: &'a Labctl,
-    node: &'static str,
-    rule: &'static str,
-}
-
-impl Drop for RemoveRule<'_> {
-    fn drop(&mut self) {
-        let run = self
-            .lab
-            .run(&["exec", self.node, "--", &format!("iptables -D {}", self.rule)]);
-        if run.code != 0 {
-            eprintln!("removing the rule on {} failed: {}", self.node, run.stderr);
-        }
-    }
-}
-
 fn test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_after_the_repair(
     lab: &Labctl,
 ) -> Result<(), Failed> {
@@ -304,11 +243,7 @@ fn test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_
     let rule = "INPUT -p udp -m udp --dport 4791 -j DROP";
     lab.run(&["exec", "server", "--", &format!("iptables -I {rule}")])
         .ok()?;
-    let guard = RemoveRule {
-        lab,
-        node: "server",
-        rule,
-    };
+    let guard = RepairOnDrop::new(lab, &["exec", "server", "--", &format!("iptables -D {rule}")]);
 
     // doctor: the pair's udp-4791 check fails the direction into the
     // server, shows the server's rule, and says where to remove it.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
 
-use crate::util::{check, Labctl};
+use crate::util::{check, Labctl, RepairOnDrop};
 
 /// Tests that leave the lab as they found it.
 pub fn trials(lab: &Labctl) -> Vec<Trial> {
@@ -39,18 +39,6 @@ const RETRANSMISSION_COUNTERS: &[&str] = &[
     "completer_retry_err",
     "duplicate_request",
 ];
-
-/// Clears the client's impairment when the test ends, whatever happened.
-struct ClearImpairment<'a>(&'a Labctl, &'a str);
-
-impl Drop for ClearImpairment<'_> {
-    fn drop(&mut self) {
-        let cleared = self.0.run(&["impair", self.1, "--clear"]);
-        if cleared.code != 0 {
-            eprintln!("could not clear the impairment on {}: {}", self.1, cleared.stderr);
-        }
-    }
-}
 
 fn retransmissions(run: &Value) -> u64 {
     ["server", "client"]
@@ -79,7 +67,7 @@ fn test_wire_loss_shows_retransmissions_and_clear_restores_the_link(lab: &Labctl
     check(bad.code == 2 && bad.stderr.contains("needs --delay"), || {
         format!("--jitter without --delay: exit {}, {}", bad.code, bad.stderr)
     })?;
-    let _guard = ClearImpairment(lab, "client");
+    let _guard = RepairOnDrop::new(lab, &["impair", "client", "--clear"]);
     let set = lab.run(&["impair", "client", "--loss", "2%", "--json"]).ok()?.json()?;
     check(set["active"]["loss_pct"] == 2.0, || format!("after impair: {set}"))?;
     // rxe0 resolves under /sys/devices/virtual: its RDMA is kernel traffic.

@@ -138,6 +138,42 @@ pub fn nothing_left_on_vms(qemu: &Labctl, listing: &str, when: &str) -> Result<(
     Ok(())
 }
 
+/// A labctl command run when the guard is dropped: the repair a test owes
+/// the shared lab (an MTU, a firewall rule, an impairment, `up`), whatever
+/// happened to the test. A failed repair is printed; a drop cannot fail the
+/// test, and the next trial's own checks see the lab as it is.
+pub struct RepairOnDrop<'a> {
+    lab: &'a Labctl,
+    args: Vec<String>,
+}
+
+impl<'a> RepairOnDrop<'a> {
+    pub fn new<S: AsRef<str>>(lab: &'a Labctl, args: &[S]) -> RepairOnDrop<'a> {
+        RepairOnDrop {
+            lab,
+            args: args.iter().map(|a| a.as_ref().to_string()).collect(),
+        }
+    }
+
+    /// The test does the repair itself and checks it: nothing on drop.
+    pub fn disarm(mut self) {
+        self.args.clear();
+    }
+}
+
+impl Drop for RepairOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.args.is_empty() {
+            return;
+        }
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let run = self.lab.run(&args);
+        if run.code != 0 {
+            eprintln!("`labctl {}` after the test failed: {}", args.join(" "), run.stderr);
+        }
+    }
+}
+
 pub fn check(cond: bool, msg: impl FnOnce() -> String) -> Result<(), Failed> {
     if cond {
         Ok(())
