@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use crate::data_path_missing;
 use crate::impair;
 use crate::lab::{Lab, LabError};
-use crate::roce_port_probe::{self, Delivery};
 use agent_proto::data_path;
 use agent_proto::v1::{
     run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, ConnectRequest, NodeInfoRequest, PrepareRequest,
@@ -30,89 +29,11 @@ use lab_results::trace::{estimate_offset, ClockEstimate, ClockSample, SideTrace}
 use lab_state::{now_rfc3339, NodeState};
 use workload_catalogue::Family;
 
-/// Errors of a run.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The lab is not usable.
-    #[error(transparent)]
-    Lab(#[from] LabError),
-    /// An agent refused or failed.
-    #[error("node `{node}` ({role}): {:?}: {}{hint}", status.code(), status.message())]
-    Agent {
-        /// The node.
-        node: String,
-        /// server or client.
-        role: &'static str,
-        /// What the agent said.
-        status: Box<tonic::Status>,
-        /// What it means for the lab, where the controller can tell (starts
-        /// with a newline; empty otherwise).
-        hint: String,
-    },
-    /// An agent did not answer a call of the run in time.
-    #[error("node `{node}` ({role}): rdma-agent did not answer {call} within {waited_s} s; the run was aborted (a stopped or wedged agent? `labctl exec {node} -- ps -o pid,stat,cmd -C rdma-agent`)")]
-    Timeout {
-        /// The node that did not answer.
-        node: String,
-        /// server or client.
-        role: &'static str,
-        /// The call (`NodeInfo`, `Prepare`, `Connect`, `Run`, `Collect`).
-        call: &'static str,
-        /// Seconds waited.
-        waited_s: u64,
-    },
-    /// A verbs workload on a node whose data address is on no RDMA port
-    /// (no device, or one bound to another netdev): found in its agent's
-    /// NodeInfo before the run starts.
-    #[error("node `{node}` ({role}): {evidence}; a verbs workload needs an RDMA port that holds the node's data address.\n  fix: {fix}\n  `labctl doctor` checks this and the rest of every node's fabric")]
-    NoDataPath {
-        /// The node.
-        node: String,
-        /// server or client.
-        role: &'static str,
-        /// Every port and GID its agent sees.
-        evidence: String,
-        /// What to do.
-        fix: &'static str,
-    },
-    /// The workload name is not known.
-    #[error("unknown workload `{name}`; supported: {}", workload_catalogue::names().collect::<Vec<_>>().join(", "))]
-    UnknownWorkload {
-        /// The name asked for.
-        name: String,
-    },
-    /// The result could not be saved.
-    #[error("saving the run: {0}")]
-    Save(String),
-    /// A collective's nodes or root that do not fit the lab (bad input).
-    #[error("{detail}")]
-    BadRanks {
-        /// What does not fit, and what would.
-        detail: String,
-    },
-    /// What each rank of a failed collective said (one line per rank).
-    #[error("{detail}")]
-    Ranks {
-        /// What went wrong, rank by rank.
-        detail: String,
-    },
-    /// A traced run failed: the error, and what both sides recorded up to it.
-    #[error("{error}")]
-    Traced {
-        /// What failed.
-        error: Box<RunError>,
-        /// The run's session id.
-        run_id: String,
-        /// Both sides' traces (a side that kept none has an empty one).
-        traces: Vec<SideTrace>,
-    },
-}
+mod error;
+mod failure_cause;
 
-impl From<AgentError> for RunError {
-    fn from(e: AgentError) -> Self {
-        RunError::Lab(LabError::Agent(e))
-    }
-}
+pub use self::error::RunError;
+use self::failure_cause::{explain_link_failure, may_be_the_network, roce_port_blocked};
 
 /// The parameters a workload runs with when the command line says nothing:
 /// its catalogue entry's defaults (`workload-catalogue`), in the request's
@@ -141,121 +62,6 @@ pub struct RunOptions {
     /// Record both nodes' RDMA hardware counters even when no node is
     /// impaired (they are recorded anyway when one is).
     pub counters: bool,
-}
-
-/// Whether a failed run may have been stopped by the network between its
-/// nodes: an agent's failure other than a refusal of the request.
-fn may_be_the_network(e: &RunError) -> bool {
-    match e {
-        RunError::Agent { status, .. } => !matches!(
-            status.code(),
-            tonic::Code::InvalidArgument | tonic::Code::Unimplemented | tonic::Code::AlreadyExists
-        ),
-        _ => false,
-    }
-}
-
-/// After a failed run over soft RoCE: RoCE v2's UDP port probed both ways
-/// between the two nodes ([`roce_port_probe`]); the directions where a
-/// firewall is seen dropping it. Empty when the probe does not apply, could
-/// not run, or lost datagrams with no firewall in sight (a cut link: the
-/// link's own explanation says more).
-async fn roce_port_blocked(lab: &Lab, params: &WorkloadParams, server: &Peer, client: &Peer) -> Vec<Delivery> {
-    let over_rdma = match workload_catalogue::find(&params.workload).map(|w| w.family) {
-        Some(Family::Verbs) => true,
-        Some(Family::Libfabric) => params.provider.starts_with("verbs"),
-        _ => false,
-    };
-    let fabric = lab.spec.fabric;
-    if !over_rdma
-        || server.node.name == client.node.name
-        || !roce_port_probe::applies(&server.node, fabric)
-        || !roce_port_probe::applies(&client.node, fabric)
-    {
-        return Vec::new();
-    }
-    let (s, c) = ((&server.node, &*server.session), (&client.node, &*client.session));
-    let (to_server, to_client) = futures::join!(roce_port_probe::probe(c, s), roce_port_probe::probe(s, c));
-    [to_server, to_client]
-        .into_iter()
-        .flatten()
-        .filter(|d| !d.delivered() && d.firewall_seen())
-        .collect()
-}
-
-/// Names what stopped a run between two nodes, when the controller can tell.
-/// RoCE's UDP port found blocked (`blocked`) is named first, whatever the
-/// agent saw. Otherwise a retry-exceeded completion means the peer stopped
-/// acknowledging: on a lab that is the data link (cut, lossy, or the peer
-/// gone). The agent knows only its QP; the controller knows both ends, so
-/// it names the link.
-fn explain_link_failure(e: RunError, server: &NodeState, client: &NodeState, blocked: &[Delivery]) -> RunError {
-    match e {
-        RunError::Agent {
-            node,
-            role,
-            status,
-            hint,
-        } if hint.is_empty() && !blocked.is_empty() => {
-            let hint = blocked
-                .iter()
-                .map(|d| {
-                    format!(
-                        "\n  RoCE v2's UDP port {} is not delivered: {}\n  fix: {}",
-                        roce_port_probe::ROCE_V2_PORT,
-                        d.evidence(),
-                        d.fix()
-                    )
-                })
-                .collect::<String>()
-                + "\n  `labctl doctor` checks this (udp-4791) for every pair of nodes";
-            RunError::Agent {
-                node,
-                role,
-                status,
-                hint,
-            }
-        }
-        RunError::Agent {
-            node,
-            role,
-            status,
-            hint,
-        } if hint.is_empty()
-            && (status.message().contains("IBV_WC_RETRY_EXC_ERR")
-                || status.message().contains("resolve route timed out")) =>
-        {
-            let what = if status.message().contains("IBV_WC_RETRY_EXC_ERR") {
-                "stopped delivering: every retransmission went unacknowledged"
-            } else {
-                "does not deliver: the peer's address did not resolve (no ARP reply)"
-            };
-            let end = |n: &NodeState| {
-                format!(
-                    "`{}` {} ({} on {})",
-                    n.name,
-                    n.data_addr,
-                    n.rdma_device.as_deref().unwrap_or("rdma device"),
-                    n.data_netdev.as_deref().unwrap_or("data NIC")
-                )
-            };
-            let hint = format!(
-                "\n  the RDMA link {} <-> {} {what}.\n  \
-                 check it: labctl exec {} -- ping -c 3 {}  (and `tc qdisc show` for a leftover impairment)",
-                end(client),
-                end(server),
-                client.name,
-                server.data_addr
-            );
-            RunError::Agent {
-                node,
-                role,
-                status,
-                hint,
-            }
-        }
-        other => other,
-    }
 }
 
 /// Overall verdict: every side that checked passed, and somebody checked.
@@ -530,7 +336,10 @@ pub async fn run_workload_traced(
                 let _ = tokio::time::timeout(Duration::from_secs(5), peer.client.abort(abort)).await;
             }
             let blocked = match may_be_the_network(&e) {
-                true => roce_port_blocked(lab, &params, &server, &client).await,
+                true => {
+                    let (s, c) = ((&server.node, &*server.session), (&client.node, &*client.session));
+                    roce_port_blocked(lab.spec.fabric, &params, s, c).await
+                }
                 false => Vec::new(),
             };
             let error = explain_link_failure(e, &server.node, &client.node, &blocked);
