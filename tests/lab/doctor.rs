@@ -1,9 +1,9 @@
 //! `labctl doctor` on the real lab: every check passes on the healthy lab,
 //! and each misconfiguration made for real on one node (its data NIC's MTU,
-//! its rxe link removed, UDP 4791 dropped by its firewall) is found by the
-//! right check, with the evidence and
-//! the fix; a run on the broken lab names the same cause; after the repair
-//! the lab is healthy again.
+//! its rxe link removed, UDP 4791 dropped by its firewall, its agent started
+//! with a low locked-memory limit) is found by the right check, with the
+//! evidence and the fix; a run on the broken lab names the same cause;
+//! after the repair the lab is healthy again.
 
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
@@ -31,6 +31,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         t(
             "test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_after_the_repair",
             test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_after_the_repair,
+        ),
+        t(
+            "test_doctor_finds_an_agent_memlock_limit_too_low_the_run_names_it_and_passes_after_the_repair",
+            test_doctor_finds_an_agent_memlock_limit_too_low_the_run_names_it_and_passes_after_the_repair,
         ),
     ]
 }
@@ -306,6 +310,79 @@ fn test_doctor_finds_udp_4791_dropped_by_a_firewall_the_run_names_it_and_passes_
     let pair_run = find(&repaired, "pair", "write-read").ok_or("no run")?;
     check(
         code == 0 && udp["verdict"] == "ok" && pair_run["verdict"] == "ok",
+        || format!("after the repair: exit {code}: {repaired}"),
+    )
+}
+
+/// Appended to the server's /etc/lab/agent.env, which the lab image's
+/// supervisor sources before it starts the agent: the lines start it
+/// instead, with a 64 KiB locked-memory limit and without CAP_IPC_LOCK
+/// (setpriv drops it from the bounding set, so the root agent loses it at
+/// exec). The healthy file is kept beside it.
+const LOW_MEMLOCK: &str = r#"cp /etc/lab/agent.env /etc/lab/agent.env.healthy
+cat >>/etc/lab/agent.env <<'EOF'
+ulimit -l 64
+exec setpriv --bounding-set=-ipc_lock "$bin" --listen "127.0.0.1:${AGENT_PORT}" >>/var/log/rdma-agent.log 2>&1
+EOF
+pkill -x rdma-agent"#;
+
+fn test_doctor_finds_an_agent_memlock_limit_too_low_the_run_names_it_and_passes_after_the_repair(
+    lab: &Labctl,
+) -> Result<(), Failed> {
+    // Break it: the server's agent restarts bound by a 64 KiB limit.
+    let guard = RepairOnDrop::new(
+        lab,
+        &[
+            "exec",
+            "server",
+            "--",
+            "mv /etc/lab/agent.env.healthy /etc/lab/agent.env && pkill -x rdma-agent",
+        ],
+    );
+    lab.run(&["exec", "server", "--", LOW_MEMLOCK]).ok()?;
+    wait_for_agent(lab, "server", "its restart with a low memlock limit")?;
+
+    // doctor: the server's memlock check fails with the limit and the fix;
+    // the client's passes.
+    let (code, broken) = doctor(lab, &["--no-run"])?;
+    let server = find(&broken, "server", "memlock").ok_or("no server memlock check")?;
+    let client = find(&broken, "client", "memlock").ok_or("no client memlock check")?;
+    let evidence = server["evidence"].as_str().unwrap_or_default();
+    check(
+        code == 1
+            && server["verdict"] == "fail"
+            && evidence.contains("64 KiB")
+            && evidence.contains("lacks CAP_IPC_LOCK")
+            && server["fix"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("LimitMEMLOCK=infinity")
+            && client["verdict"] == "ok",
+        || format!("exit {code}, memlock checks: server {server:#}, client {client:#}"),
+    )?;
+
+    // A run whose buffer is past the limit fails, and its error names the
+    // agent's limit on the server as well as the verbs call.
+    let run = lab.run(&["run", "write-read", "--size", "256KiB", "-n", "2"]);
+    eprintln!("memlock 64 KiB: run failed:\n{}", run.stderr);
+    check(
+        run.code != 0
+            && run.stderr.contains("ibv_reg_mr")
+            && run.stderr.contains("rdma-agent on `server` may lock at most 64 KiB")
+            && run.stderr.contains("LimitMEMLOCK=infinity")
+            && run.stderr.contains("`labctl doctor`"),
+        || format!("run on the broken lab: exit {}: {}", run.code, run.stderr),
+    )?;
+
+    // Repair: the agent starts as before, and the lab is healthy again, its
+    // run verified.
+    drop(guard);
+    wait_for_agent(lab, "server", "its restart as the lab starts it")?;
+    let (code, repaired) = doctor(lab, &[])?;
+    let server = find(&repaired, "server", "memlock").ok_or("no server memlock check")?;
+    let pair_run = find(&repaired, "pair", "write-read").ok_or("no run")?;
+    check(
+        code == 0 && server["verdict"] == "ok" && pair_run["verdict"] == "ok",
         || format!("after the repair: exit {code}: {repaired}"),
     )
 }

@@ -36,6 +36,7 @@
 //! - [`ssh_client`]: the system ssh's argv and files for `labctl ssh` (as `up` logged in).
 #![warn(missing_docs)]
 
+mod agent_memlock;
 pub mod bench;
 pub mod bulk;
 pub mod capture;

@@ -33,7 +33,7 @@ mod error;
 mod failure_cause;
 
 pub use self::error::RunError;
-use self::failure_cause::{explain_link_failure, may_be_the_network, roce_port_blocked};
+use self::failure_cause::{explain_link_failure, explain_registration_failure, may_be_the_network, roce_port_blocked};
 
 /// The parameters a workload runs with when the command line says nothing:
 /// its catalogue entry's defaults (`workload-catalogue`), in the request's
@@ -335,11 +335,10 @@ pub async fn run_workload_traced(
                 };
                 let _ = tokio::time::timeout(Duration::from_secs(5), peer.client.abort(abort)).await;
             }
+            let (s, c) = ((&server.node, &*server.session), (&client.node, &*client.session));
+            let e = explain_registration_failure(e, s, c).await;
             let blocked = match may_be_the_network(&e) {
-                true => {
-                    let (s, c) = ((&server.node, &*server.session), (&client.node, &*client.session));
-                    roce_port_blocked(lab.spec.fabric, &params, s, c).await
-                }
+                true => roce_port_blocked(lab.spec.fabric, &params, s, c).await,
                 false => Vec::new(),
             };
             let error = explain_link_failure(e, &server.node, &client.node, &blocked);
@@ -540,7 +539,12 @@ async fn drive(
         role: "client",
         call: "Run",
         waited_s: deadline.as_secs(),
-    })??;
+    })
+    .and_then(|r| r);
+    let client_result = match client_result {
+        Ok(r) => r,
+        Err(e) => return Err(why_the_server_refused(server, e).await),
+    };
     let collect = CollectRequest {
         session_id: server.session_id.clone(),
         timeout_ms: 15_000,
@@ -556,6 +560,31 @@ async fn drive(
         .map_err(|s| server.fail(s))?
         .into_inner();
     Ok((server_result, client_result))
+}
+
+/// A client that the server's rdma_cm refused (`RDMA_CM_EVENT_REJECTED`)
+/// was refused because the server's side had failed, and that failure is
+/// the run's: collected from the server (it has it at once), with the
+/// client's rejection added. Any other error stays as it is, and so does
+/// this one when the server has no failure to tell.
+async fn why_the_server_refused(server: &mut Peer, client_error: RunError) -> RunError {
+    let rejected = match &client_error {
+        RunError::Agent { status, .. } if status.message().contains("RDMA_CM_EVENT_REJECTED") => {
+            status.message().to_string()
+        }
+        _ => return client_error,
+    };
+    let collect = CollectRequest {
+        session_id: server.session_id.clone(),
+        timeout_ms: 1000,
+    };
+    match tokio::time::timeout(Duration::from_secs(3), server.client.collect(collect)).await {
+        Ok(Err(status)) if status.code() != tonic::Code::DeadlineExceeded => {
+            let message = format!("{}; so it refused the client ({rejected})", status.message());
+            server.fail(tonic::Status::new(status.code(), message))
+        }
+        _ => client_error,
+    }
 }
 
 /// Saves `record` among the lab's results.

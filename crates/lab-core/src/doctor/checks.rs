@@ -9,7 +9,8 @@ use lab_model::labs::Fabric;
 use lab_results::doctor::{Check, Scope, Verdict};
 use workload_catalogue::limits::DEFAULT_MAX_SIZE;
 
-use super::probe::{Memlock, NodeProbe};
+use super::probe::NodeProbe;
+use crate::agent_memlock;
 use crate::data_path_missing;
 use crate::roce_port_probe::Delivery;
 
@@ -229,38 +230,36 @@ fn rp_filter_check(scope: &Scope, netdev: &str, probe: &NodeProbe) -> Check {
 }
 
 fn memlock_check(scope: &Scope, probe: &NodeProbe) -> Check {
-    if let (true, Some(limit)) = (probe.agent_ipc_lock, probe.agent_memlock) {
-        return Check::ok(
-            scope,
-            "memlock",
-            format!("rdma-agent holds CAP_IPC_LOCK (root): its locked-memory limit ({limit}) does not apply"),
-        );
-    }
-    match probe.agent_memlock {
-        Some(Memlock::Unlimited) => Check::ok(scope, "memlock", "rdma-agent's locked-memory limit: unlimited"),
-        Some(Memlock::Bytes(b)) if b >= DEFAULT_MAX_SIZE => Check::ok(
-            scope,
-            "memlock",
-            format!("rdma-agent's locked-memory limit: {} KiB", b / 1024),
-        ),
-        Some(Memlock::Bytes(b)) => Check::not_ok(
-            scope,
-            "memlock",
-            Verdict::Fail,
-            format!(
-                "rdma-agent's locked-memory limit is {} KiB, below the {} MiB one message may register",
-                b / 1024,
-                DEFAULT_MAX_SIZE >> 20
-            ),
-            "raise it for the agent: LimitMEMLOCK=infinity in its systemd unit (labctl's provisioning sets it), \
-             or `ulimit -l unlimited` where it is started",
-        ),
-        None => Check::not_ok(
+    let agent = probe.agent;
+    match (agent.limit, agent.bound()) {
+        (None, _) => Check::not_ok(
             scope,
             "memlock",
             Verdict::Warn,
             "no rdma-agent process on the node",
             "`labctl up` again starts the agent",
+        ),
+        (Some(limit), None) if agent.ipc_lock => Check::ok(
+            scope,
+            "memlock",
+            format!("rdma-agent holds CAP_IPC_LOCK (root): its locked-memory limit ({limit}) does not apply"),
+        ),
+        (Some(limit), None) => Check::ok(scope, "memlock", format!("rdma-agent's locked-memory limit: {limit}")),
+        (Some(_), Some(b)) if b >= DEFAULT_MAX_SIZE => Check::ok(
+            scope,
+            "memlock",
+            format!("rdma-agent's locked-memory limit: {} KiB", b / 1024),
+        ),
+        (Some(_), Some(b)) => Check::not_ok(
+            scope,
+            "memlock",
+            Verdict::Fail,
+            format!(
+                "rdma-agent's locked-memory limit is {} KiB and it lacks CAP_IPC_LOCK: below the {} MiB one message may register",
+                b / 1024,
+                DEFAULT_MAX_SIZE >> 20
+            ),
+            agent_memlock::FIX,
         ),
     }
 }

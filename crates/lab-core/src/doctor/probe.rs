@@ -5,9 +5,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::agent_memlock::{agent_memlock_script, AgentMemlock};
+
 /// The script. Every line it prints is `key value...`; unknown keys are
 /// ignored by the parser, so a newer script can add facts.
-pub const SCRIPT: &str = r#"
+pub const SCRIPT: &str = concat!(
+    r#"
 for m in ib_core ib_uverbs rdma_cm rdma_ucm rdma_rxe siw efa mlx5_ib irdma bnxt_re; do
     [ -d "/sys/module/$m" ] && echo "module $m"
 done
@@ -18,41 +21,16 @@ for d in /sys/class/net/*; do
     [ -r "$f" ] && echo "rp_filter $n $(cat "$f")"
 done
 echo "rp_filter all $(cat /proc/sys/net/ipv4/conf/all/rp_filter 2>/dev/null)"
-pid=$(pgrep -xo rdma-agent)
-if [ -n "$pid" ]; then
-    sed -n 's/^Max locked memory  *\([^ ]*\)  *\([^ ]*\).*/memlock \1 \2/p' "/proc/$pid/limits"
-    sed -n 's/^CapEff:[[:space:]]*\([0-9a-f]*\)$/agent_capeff \1/p' "/proc/$pid/status"
-else
-    echo "memlock none none"
-fi
+"#,
+    agent_memlock_script!(),
+    r#"
 if command -v fi_info >/dev/null 2>&1; then
     fi_info -l 2>/dev/null | sed -n 's/^\([A-Za-z0-9_;]*\):$/fi_provider \1/p'
 else
     echo "fi_info missing"
 fi
-"#;
-
-/// CAP_IPC_LOCK's bit in `CapEff` (linux/capability.h): a process that has
-/// it locks memory past RLIMIT_MEMLOCK.
-const CAP_IPC_LOCK: u32 = 14;
-
-/// A memlock limit as `/proc/PID/limits` gives it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Memlock {
-    /// `unlimited`.
-    Unlimited,
-    /// Bytes.
-    Bytes(u64),
-}
-
-impl std::fmt::Display for Memlock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Memlock::Unlimited => f.write_str("unlimited"),
-            Memlock::Bytes(b) => write!(f, "{} KiB", b / 1024),
-        }
-    }
-}
+"#
+);
 
 /// A node's facts as the script printed them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -63,20 +41,10 @@ pub struct NodeProbe {
     pub mtu: BTreeMap<String, u32>,
     /// Every netdev's rp_filter, and `all`'s.
     pub rp_filter: BTreeMap<String, u32>,
-    /// The agent's soft memlock limit; None when no agent process was found.
-    pub agent_memlock: Option<Memlock>,
-    /// The agent holds CAP_IPC_LOCK (as root does), so no memlock limit
-    /// applies to what it registers.
-    pub agent_ipc_lock: bool,
+    /// The agent's memlock limit and whether it applies.
+    pub agent: AgentMemlock,
     /// libfabric's providers (`fi_info -l`); None without fi_info.
     pub fi_providers: Option<Vec<String>>,
-}
-
-fn memlock(word: &str) -> Option<Memlock> {
-    match word {
-        "unlimited" => Some(Memlock::Unlimited),
-        n => n.parse().ok().map(Memlock::Bytes),
-    }
 }
 
 /// Parses the script's output.
@@ -98,10 +66,7 @@ pub fn parse(text: &str) -> NodeProbe {
                     probe.rp_filter.insert((*dev).to_string(), v);
                 }
             }
-            ["memlock", soft, _hard] => probe.agent_memlock = memlock(soft),
-            ["agent_capeff", hex] => {
-                probe.agent_ipc_lock = u64::from_str_radix(hex, 16).is_ok_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
-            }
+            agent if probe.agent.take_line(agent) => {}
             ["fi_provider", p] => providers.push((*p).to_string()),
             ["fi_info", "missing"] => have_fi_info = false,
             _ => {}
@@ -114,6 +79,7 @@ pub fn parse(text: &str) -> NodeProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent_memlock::Memlock;
 
     #[test]
     fn test_the_probe_reads_modules_mtus_rp_filter_memlock_and_providers() {
@@ -127,19 +93,16 @@ mod tests {
         assert_eq!(p.modules, ["ib_core", "ib_uverbs", "rdma_cm", "rdma_ucm", "rdma_rxe"]);
         assert_eq!(p.mtu["eth1"], 1500);
         assert_eq!(p.rp_filter["all"], 0);
-        assert_eq!(p.agent_memlock, Some(Memlock::Bytes(8 << 20)));
-        assert!(p.agent_ipc_lock);
+        assert_eq!(p.agent.limit, Some(Memlock::Bytes(8 << 20)));
+        assert!(p.agent.ipc_lock);
         assert_eq!(
             p.fi_providers.as_ref().unwrap(),
             &["psm2", "verbs", "ofi_rxm", "ofi_rxd", "tcp"]
         );
         // No agent, no fi_info, a limit in bytes.
         let p = parse("memlock none none\nfi_info missing\n");
-        assert_eq!(p.agent_memlock, None);
+        assert_eq!(p.agent.limit, None);
         assert_eq!(p.fi_providers, None);
-        assert_eq!(
-            parse("memlock 65536 65536\n").agent_memlock,
-            Some(Memlock::Bytes(65536))
-        );
+        assert_eq!(parse("memlock 65536 65536\n").agent.limit, Some(Memlock::Bytes(65536)));
     }
 }

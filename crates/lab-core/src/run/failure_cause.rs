@@ -1,8 +1,9 @@
 //! What the controller adds to a failed run's error: the cause it can see
-//! from both ends when the agent saw only its own QP. A firewall that drops
-//! RoCE v2's UDP port (probed after the failure, [`roce_port_probe`]), else
-//! a data link that stopped delivering. It never changes what failed, only
-//! says why.
+//! on the nodes when the agent saw only its own call failing. A buffer the
+//! agent could not register because its locked-memory limit binds
+//! ([`agent_memlock`]); a firewall that drops RoCE v2's UDP port (probed
+//! after the failure, [`roce_port_probe`]), else a data link that stopped
+//! delivering. It never changes what failed, only says why.
 
 use agent_proto::v1::WorkloadParams;
 use lab_model::labs::Fabric;
@@ -11,6 +12,7 @@ use lab_state::NodeState;
 use workload_catalogue::Family;
 
 use super::error::RunError;
+use crate::agent_memlock;
 use crate::roce_port_probe::{self, Delivery};
 
 /// Whether a failed run may have been stopped by the network between its
@@ -22,6 +24,57 @@ pub(super) fn may_be_the_network(e: &RunError) -> bool {
             tonic::Code::InvalidArgument | tonic::Code::Unimplemented | tonic::Code::AlreadyExists
         ),
         _ => false,
+    }
+}
+
+/// After an agent failed to register a buffer (`ibv_reg_mr`): when that
+/// node's agent is bound by a locked-memory limit, says so, with the limit
+/// and the fix. The kernel refuses a registration past RLIMIT_MEMLOCK with
+/// ENOMEM, which names neither the limit nor the process.
+pub(super) async fn explain_registration_failure(
+    e: RunError,
+    server: (&NodeState, &SshSession),
+    client: (&NodeState, &SshSession),
+) -> RunError {
+    let RunError::Agent {
+        node,
+        role,
+        status,
+        hint,
+    } = e
+    else {
+        return e;
+    };
+    let asked = match agent_memlock::refused_registration(status.message()) {
+        Some(asked) if hint.is_empty() => asked,
+        _ => {
+            return RunError::Agent {
+                node,
+                role,
+                status,
+                hint,
+            }
+        }
+    };
+    let on = if node == server.0.name { server } else { client };
+    let hint =
+        match agent_memlock::read(on.0, on.1).await.and_then(|a| a.bound()) {
+            Some(bound) => format!(
+            "\n  rdma-agent on `{node}` may lock at most {} KiB of memory (its RLIMIT_MEMLOCK, which binds: it lacks \
+             CAP_IPC_LOCK); this registration of {} KiB {}.\n  fix: {}\n  \
+             `labctl doctor` checks this (memlock) on every node",
+            bound / 1024,
+            asked.div_ceil(1024),
+            if asked > bound { "alone is more" } else { "and what it already holds are more" },
+            agent_memlock::FIX
+        ),
+            None => hint,
+        };
+    RunError::Agent {
+        node,
+        role,
+        status,
+        hint,
     }
 }
 
