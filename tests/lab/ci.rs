@@ -393,6 +393,12 @@ const STEPS_SUITE: &str = r#"steps:
       ready: listening on port
       server_exit: any
     timeout: 60
+  - name: ib_write_bw with a GID index that does not exist
+    pair:
+      server: ib_write_bw -d {self.dev} -x 7 -n 20
+      client: ib_write_bw -d {self.dev} -x 7 -n 20 {server.addr}
+      port: 18515
+    timeout: 30
   - name: exit status 3
     exec: {nodes: client, run: "echo going down; exit 3"}
     retries: 1
@@ -482,7 +488,7 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
         let c = case(name)?;
         check(c["status"] == "passed", || format!("{name} did not pass: {c}\n{all}"))?;
     }
-    check(r["passed"] == 12 && r["failed"] == 7 && r["not_run"] == 1, || {
+    check(r["passed"] == 12 && r["failed"] == 8 && r["not_run"] == 1, || {
         format!("counts: {} {} {}\n{all}", r["passed"], r["failed"], r["not_run"])
     })?;
 
@@ -548,6 +554,14 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
             && wrong.contains("exited with status")
             && wrong.contains("connect to 10.77.0.99"),
         || format!("wrong address: {wrong}"),
+    )?;
+    // perftest says only that it failed; the step names the GID index it
+    // was given, what that entry is on the node, and the right one.
+    let gid = why("ib_write_bw with a GID index that does not exist")?;
+    check(
+        gid.contains("server on `server`: `-x 7`: GID index 7 of rxe0 port 1 is empty")
+            && gid.contains("the RoCE v2 GID of its data address 10.77.0.1 is index 1"),
+        || format!("wrong GID index: {gid}"),
     )?;
     let three = why("exit status 3")?;
     check(
@@ -637,7 +651,7 @@ fn test_ci_steps_run_the_users_programs_and_report_each_failure(lab: &Labctl) ->
 
     // JUnit: one case per step, failures with their messages, output kept.
     let xml = std::fs::read_to_string(&junit)?;
-    check(xml.contains(r#"tests="20" failures="7" errors="1""#), || {
+    check(xml.contains(r#"tests="21" failures="8" errors="1""#), || {
         format!("counts:\n{xml}")
     })?;
     // Earlier attempts as surefire's flakyFailure (passed later) and

@@ -19,6 +19,7 @@
 
 mod exec_step;
 mod files;
+mod gid_index;
 mod pair;
 mod step;
 

@@ -7,7 +7,9 @@
 //! [`SERVER_GRACE`] to exit on its own with status 0, or it is stopped (with
 //! `server_exit: any` its status does not count and it is stopped after
 //! [`SERVER_GRACE_ANY`]). Whatever is still running when the step's time
-//! limit passes is stopped, and the message says what was waited for.
+//! limit passes is stopped, and the message says what was waited for. A
+//! failed step whose commands were given a GID index that is wrong on
+//! their node says so ([`gid_index`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use regex::Regex;
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
 
+use super::gid_index;
 use super::step::{fill, status_words, Running, StepOutcome};
 use crate::facts::LabFacts;
 use crate::lab::{connect_pinned, Lab};
@@ -99,7 +102,7 @@ pub async fn run_pair(lab: &Lab, facts: Option<&LabFacts>, pair: &PairStep, time
         Ok(sessions) => sessions,
         Err(why) => return StepOutcome::failed(why),
     };
-    let outcome = drive(
+    let mut outcome = drive(
         pair,
         timeout,
         deadline,
@@ -107,6 +110,22 @@ pub async fn run_pair(lab: &Lab, facts: Option<&LabFacts>, pair: &PairStep, time
         (&client_session, &client_cmd),
     )
     .await;
+    if let (Some(failure), Some(facts)) = (outcome.failure.as_mut(), facts) {
+        // The sides that ran: the server always, the client once the server was ready.
+        let sides = [
+            ("server", server_node, &server_session, &server_cmd),
+            ("client", client_node, &client_session, &client_cmd),
+        ];
+        for (side, node, session, command) in sides.into_iter().take(outcome.commands.len()) {
+            let Some(node_facts) = facts.nodes.iter().find(|n| n.name == node) else {
+                continue;
+            };
+            if let Some(why) = gid_index::explain(session, node_facts, side, &command.to_string()).await {
+                failure.push('\n');
+                failure.push_str(&why);
+            }
+        }
+    }
     server_session.close().await;
     client_session.close().await;
     outcome
