@@ -12,16 +12,15 @@ use lab_remote::ssh::SshSession;
 
 use crate::facts::NodeFacts;
 
-/// Prints the port's GID table size and entry `$3`'s GID, type and netdev
-/// (sysfs; an entry past the table has no file, an unused one reads as
-/// zeros and has no type).
+/// Prints the port's GID table size and entry `$3`'s GID and type (sysfs;
+/// an entry past the table has no file, an unused one reads as zeros and
+/// has no type).
 const READ_ENTRY: &str = r#"
 d=/sys/class/infiniband/$1/ports/$2
 [ -d "$d/gids" ] || { echo "noport"; exit 0; }
 echo "size $(ls "$d/gids" | wc -l)"
 echo "gid $(cat "$d/gids/$3" 2>/dev/null)"
 echo "type $(cat "$d/gid_attrs/types/$3" 2>/dev/null)"
-echo "ndev $(cat "$d/gid_attrs/ndevs/$3" 2>/dev/null)"
 "#;
 
 /// A GID index as a command line gives it, with the device and port given
@@ -38,14 +37,19 @@ pub struct GivenIndex {
     pub port: Option<u32>,
 }
 
-/// Finds a GID index in `command`: `-x`/`--gid-index` after a perftest
-/// program (`ib_*`), `-g`/`--gid-idx` after any other (perftest's own `-g`
-/// is its multicast switch and takes no value).
-pub fn given_index(command: &str) -> Option<GivenIndex> {
-    let words: Vec<&str> = command
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c| c == '\'' || c == '"'))
-        .collect();
+/// The words of a step's command as the shell splits them: a list-form
+/// command's own, a line's split as `sh` would (None when it does not split).
+fn words_of(command: &RemoteCommand) -> Option<Vec<String>> {
+    match command.argv() {
+        Some(argv) => Some(argv.to_vec()),
+        None => shlex::split(&command.to_string()),
+    }
+}
+
+/// Finds a GID index in a command's `words`: `-x`/`--gid-index` after a
+/// perftest program (`ib_*`), `-g`/`--gid-idx` after any other (perftest's
+/// own `-g` is its multicast switch and takes no value).
+pub fn given_index(words: &[String]) -> Option<GivenIndex> {
     let mut given = None;
     let mut device = None;
     let mut port = None;
@@ -53,12 +57,13 @@ pub fn given_index(command: &str) -> Option<GivenIndex> {
     let mut program_seen = false;
     let mut i = 0;
     while i < words.len() {
-        let word = words[i];
-        let next = words.get(i + 1).copied();
+        let word = words[i].as_str();
+        let next = words.get(i + 1).map(String::as_str);
         if !word.starts_with('-') && !program_seen {
+            // The program, past `sudo`, `timeout` and its duration (`30`, `30s`).
             let base = word.rsplit('/').next().unwrap_or(word);
             perftest = base.starts_with("ib_");
-            program_seen = base != "sudo" && base != "timeout" && base.parse::<f64>().is_err();
+            program_seen = base != "sudo" && base != "timeout" && !base.starts_with(|c: char| c.is_ascii_digit());
         }
         let (name, inline) = match word.split_once('=') {
             Some((name, value)) if word.starts_with("--") => (name, Some(value)),
@@ -150,8 +155,8 @@ fn what_is_wrong(given: &GivenIndex, entry: &Entry, facts: &NodeFacts, device: &
 /// GID index that is wrong there, says what it is and which index is
 /// right. None when the command gives none, the index is right, or the
 /// node cannot be asked.
-pub async fn explain(session: &SshSession, facts: &NodeFacts, side: &str, command: &str) -> Option<String> {
-    let given = given_index(command)?;
+pub async fn explain(session: &SshSession, facts: &NodeFacts, side: &str, command: &RemoteCommand) -> Option<String> {
+    let given = given_index(&words_of(command)?)?;
     let device = given.device.clone().or_else(|| facts.rdma_device.clone())?;
     let port = given.port.or(facts.port).unwrap_or(1);
     let read = RemoteCommand::script_with(READ_ENTRY, [device.clone(), port.to_string(), given.index.to_string()]);
@@ -175,23 +180,32 @@ pub async fn explain(session: &SshSession, facts: &NodeFacts, side: &str, comman
 mod tests {
     use super::*;
 
+    /// A step's command line as the suite gives it (`run: "..."`).
+    fn given_in(line: &str) -> Option<GivenIndex> {
+        given_index(&words_of(&RemoteCommand::user_line(line))?)
+    }
+
     #[test]
     fn test_the_gid_index_is_read_as_each_program_family_takes_it() {
-        let perftest = given_index("ib_write_bw -d rxe0 -x 7 -n 200 10.77.0.1").unwrap();
+        let perftest = given_in("ib_write_bw -d rxe0 -x 7 -n 200 10.77.0.1").unwrap();
         assert_eq!((perftest.flag.as_str(), perftest.index), ("-x", 7));
         assert_eq!(perftest.device.as_deref(), Some("rxe0"));
         assert_eq!(
-            given_index("timeout 30 ib_send_lat --gid-index=3 -i 2").unwrap().port,
+            given_in("timeout 30 ib_send_lat --gid-index=3 -i 2").unwrap().port,
             Some(2)
         );
         // perftest's -g is its multicast switch, not a GID index.
-        assert_eq!(given_index("ib_send_bw -g -n 5"), None);
-        let example = given_index("ibv_rc_pingpong -d rxe0 -g 1 -n 50").unwrap();
+        assert_eq!(given_in("ib_send_bw -g -n 5"), None);
+        let example = given_in("ibv_rc_pingpong -d rxe0 -g 1 -n 50").unwrap();
         assert_eq!((example.flag.as_str(), example.index), ("-g", 1));
-        // A list-form command as labctl prints it.
-        let quoted = given_index("rc_exchange '-d' 'rxe0' '-g' '9' '-n' '8'").unwrap();
+        // A list-form command, and a line with quoted words.
+        let listed = RemoteCommand::new("rc_exchange").args(["-d", "rxe0", "-g", "9", "-n", "8"]);
+        assert_eq!(given_index(&words_of(&listed).unwrap()).unwrap().index, 9);
+        let quoted = given_in("rc_exchange '-d' 'rxe0' '-g' '9' '-n' '8'").unwrap();
         assert_eq!(quoted.index, 9);
-        assert_eq!(given_index("rping -s -a 10.77.0.1 -p 7174"), None);
+        // A duration with its unit is not the program.
+        assert_eq!(given_in("timeout 30s ib_write_bw -x 3").unwrap().flag, "-x");
+        assert_eq!(given_in("rping -s -a 10.77.0.1 -p 7174"), None);
     }
 
     fn facts() -> NodeFacts {
@@ -212,7 +226,7 @@ mod tests {
             port: None,
         };
         // Recorded on a lab node (rxe0 port 1): entry 7 of 1024 unused.
-        let empty = parse_entry("size 1024\ngid 0000:0000:0000:0000:0000:0000:0000:0000\ntype \nndev \n").unwrap();
+        let empty = parse_entry("size 1024\ngid 0000:0000:0000:0000:0000:0000:0000:0000\ntype \n").unwrap();
         let wrong = what_is_wrong(&given(7), &empty, &facts(), "rxe0", 1).unwrap();
         assert!(wrong.contains("GID index 7 of rxe0 port 1 is empty"), "{wrong}");
         let past = what_is_wrong(&given(2000), &empty, &facts(), "rxe0", 1).unwrap();
@@ -220,17 +234,14 @@ mod tests {
             past.contains("past the end of rxe0 port 1's table (1024 entries)"),
             "{past}"
         );
-        let v1 = parse_entry("size 1024\ngid 0000:0000:0000:0000:0000:ffff:0a4d:0001\ntype IB/RoCE v1\nndev eth1\n")
-            .unwrap();
+        let v1 = parse_entry("size 1024\ngid 0000:0000:0000:0000:0000:ffff:0a4d:0001\ntype IB/RoCE v1\n").unwrap();
         assert!(what_is_wrong(&given(0), &v1, &facts(), "rxe0", 1)
             .unwrap()
             .contains("RoCE v1 entry"));
-        let right =
-            parse_entry("size 1024\ngid 0000:0000:0000:0000:0000:ffff:0a4d:0001\ntype RoCE v2\nndev eth1\n").unwrap();
+        let right = parse_entry("size 1024\ngid 0000:0000:0000:0000:0000:ffff:0a4d:0001\ntype RoCE v2\n").unwrap();
         assert_eq!(what_is_wrong(&given(1), &right, &facts(), "rxe0", 1), None);
         // rxe's index 0: the link-local address, RoCE v2, not the data address.
-        let link_local =
-            parse_entry("size 1024\ngid fe80:0000:0000:0000:5054:98ff:fe01:0102\ntype RoCE v2\nndev eth1\n").unwrap();
+        let link_local = parse_entry("size 1024\ngid fe80:0000:0000:0000:5054:98ff:fe01:0102\ntype RoCE v2\n").unwrap();
         let other = what_is_wrong(&given(0), &link_local, &facts(), "rxe0", 1).unwrap();
         assert!(
             other.contains(

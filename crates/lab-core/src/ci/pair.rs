@@ -120,7 +120,7 @@ pub async fn run_pair(lab: &Lab, facts: Option<&LabFacts>, pair: &PairStep, time
             let Some(node_facts) = facts.nodes.iter().find(|n| n.name == node) else {
                 continue;
             };
-            if let Some(why) = gid_index::explain(session, node_facts, side, &command.to_string()).await {
+            if let Some(why) = gid_index::explain(session, node_facts, side, command).await {
                 failure.push('\n');
                 failure.push_str(&why);
             }

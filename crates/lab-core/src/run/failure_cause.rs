@@ -32,34 +32,20 @@ pub(super) fn may_be_the_network(e: &RunError) -> bool {
 /// and the fix. The kernel refuses a registration past RLIMIT_MEMLOCK with
 /// ENOMEM, which names neither the limit nor the process.
 pub(super) async fn explain_registration_failure(
-    e: RunError,
+    mut e: RunError,
     server: (&NodeState, &SshSession),
     client: (&NodeState, &SshSession),
 ) -> RunError {
-    let RunError::Agent {
-        node,
-        role,
-        status,
-        hint,
-    } = e
-    else {
+    let RunError::Agent { node, status, hint, .. } = &mut e else {
         return e;
     };
-    let asked = match agent_memlock::refused_registration(status.message()) {
-        Some(asked) if hint.is_empty() => asked,
-        _ => {
-            return RunError::Agent {
-                node,
-                role,
-                status,
-                hint,
-            }
-        }
+    let Some(asked) = agent_memlock::refused_registration(status.message()).filter(|_| hint.is_empty()) else {
+        return e;
     };
-    let on = if node == server.0.name { server } else { client };
-    let hint =
-        match agent_memlock::read(on.0, on.1).await.and_then(|a| a.bound()) {
-            Some(bound) => format!(
+    let on = if *node == server.0.name { server } else { client };
+    if let Some(bound) = agent_memlock::read(on.0, on.1).await.and_then(|a| a.bound()) {
+        *hint =
+            format!(
             "\n  rdma-agent on `{node}` may lock at most {} KiB of memory (its RLIMIT_MEMLOCK, which binds: it lacks \
              CAP_IPC_LOCK); this registration of {} KiB {}.\n  fix: {}\n  \
              `labctl doctor` checks this (memlock) on every node",
@@ -67,15 +53,9 @@ pub(super) async fn explain_registration_failure(
             asked.div_ceil(1024),
             if asked > bound { "alone is more" } else { "and what it already holds are more" },
             agent_memlock::FIX
-        ),
-            None => hint,
-        };
-    RunError::Agent {
-        node,
-        role,
-        status,
-        hint,
+        );
     }
+    e
 }
 
 /// After a failed run over soft RoCE: RoCE v2's UDP port probed both ways
