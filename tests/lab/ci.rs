@@ -159,7 +159,7 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
             run.code, run.stdout, run.stderr
         )
     })?;
-    check(run.stdout.contains("2 passed, 1 failed, 0 not run"), || {
+    check(run.stdout.contains("4 passed, 2 failed, 0 not run"), || {
         format!("summary: {}", run.stdout)
     })?;
 
@@ -171,14 +171,24 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
     check(r["down"]["ran"] == true && r["down"]["ok"] == true, || {
         format!("down: {}", r["down"])
     })?;
-    check(r["passed"] == 2 && r["failed"] == 1 && r["not_run"] == 0, || {
+    check(r["passed"] == 4 && r["failed"] == 2 && r["not_run"] == 0, || {
         format!("{r}")
     })?;
     let cases = r["cases"].as_array().ok_or("no cases")?;
     let names: Vec<&str> = cases.iter().filter_map(|c| c["name"].as_str()).collect();
-    check(names == ["write-read", "send-recv", "wrong-rkey-is-refused"], || {
-        format!("{names:?}")
-    })?;
+    check(
+        names
+            == [
+                "write-read",
+                "send-recv",
+                "wrong-rkey-is-refused",
+                "expect mtu 1024",
+                "expect write-lat 8 B ≤ 10s",
+                "expect write-bw 64 KiB ≥ 1Tb/s",
+            ],
+        || format!("{names:?}"),
+    )?;
+    expectation_cases(&cases[3..])?;
     for case in &cases[..2] {
         check(case["status"] == "passed" && case["message"].is_null(), || {
             format!("{case}")
@@ -205,7 +215,7 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
 
     let xml = std::fs::read_to_string(&junit)?;
     check(xml.starts_with("<?xml"), || format!("not XML:\n{xml}"))?;
-    check(xml.contains(r#"tests="3" failures="1" errors="0""#), || {
+    check(xml.contains(r#"tests="6" failures="2" errors="0""#), || {
         format!("counts:\n{xml}")
     })?;
     for name in names {
@@ -218,6 +228,14 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
         .nth(1)
         .ok_or_else(|| format!("no <failure>:\n{xml}"))?;
     check(failure.contains("IBV_WC_REM_ACCESS_ERR"), || format!("failure:\n{xml}"))?;
+    let missed = xml
+        .split("<failure")
+        .nth(2)
+        .ok_or_else(|| format!("no second <failure>:\n{xml}"))?;
+    check(
+        missed.contains("write-bw 64 KiB: expected ≥ 1Tb/s, measured "),
+        || format!("expectation's failure:\n{xml}"),
+    )?;
     // The same files were saved among the lab's results, which `down` keeps.
     let saved = lab.state_base.join(".results/ci");
     let kept: Vec<String> = std::fs::read_dir(&saved)?
@@ -229,6 +247,43 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
         || format!("{}: {kept:?}", saved.display()),
     )?;
     nothing_left(lab)
+}
+
+/// The suite's `expect:` cases: the MTU met on both nodes as doctor reads
+/// it, write-lat under its bound by a verified run, write-bw missed with
+/// its figure and the gap.
+fn expectation_cases(cases: &[Value]) -> Result<(), Failed> {
+    let (mtu, lat, bw) = (&cases[0], &cases[1], &cases[2]);
+    let outcomes = mtu["expectations"]
+        .as_array()
+        .ok_or_else(|| format!("mtu case: {mtu}"))?;
+    let nodes: Vec<&str> = outcomes.iter().filter_map(|o| o["node"].as_str()).collect();
+    check(
+        mtu["status"] == "passed"
+            && nodes == ["server", "client"]
+            && outcomes
+                .iter()
+                .all(|o| o["verdict"] == "met" && o["measured"] == "1024 (rxe0 port 1)"),
+        || format!("mtu case: {mtu}"),
+    )?;
+    let lat_outcome = &lat["expectations"][0];
+    check(
+        lat["status"] == "passed" && lat_outcome["verdict"] == "met" && lat_outcome["run_id"].is_string(),
+        || format!("write-lat case: {lat}"),
+    )?;
+    let bw_outcome = &bw["expectations"][0];
+    let message = bw["message"].as_str().unwrap_or_default();
+    let percent = bw_outcome["percent"].as_f64().unwrap_or(100.0);
+    check(
+        bw["status"] == "failed"
+            && bw_outcome["verdict"] == "missed"
+            && message.starts_with("write-bw 64 KiB: expected ≥ 1Tb/s, measured ")
+            && message.ends_with(" %)")
+            && percent > 0.0
+            && percent < 1.0
+            && bw_outcome["run_id"].is_string(),
+        || format!("write-bw case: {bw}"),
+    )
 }
 
 /// The `trace: true` step (send-recv, 8 x 8192 B): its trace sits next to

@@ -106,6 +106,23 @@ fn test_doctor_passes_every_check_on_the_healthy_lab(lab: &Labctl) -> Result<(),
             .contains("RoCE v2 GID index"),
         || format!("device: {device}"),
     )?;
+    // The lab's `expect:` (tests/labs/e2e.yaml), each fact met on each node.
+    for node in ["server", "client"] {
+        for (name, found) in [
+            ("expect devices", "found 1 (rxe0)"),
+            ("expect link_rate", "found 2.5 Gb/sec (1X SDR) (rxe0 port 1)"),
+            ("expect mtu", "found 1024 (rxe0 port 1)"),
+        ] {
+            let c = find(&r, node, name).ok_or_else(|| format!("{node}: no {name} check in {r}"))?;
+            check(
+                c["verdict"] == "ok" && c["evidence"].as_str().unwrap_or_default().ends_with(found),
+                || format!("{node} {name}: {c}"),
+            )?;
+        }
+    }
+    check(r["expectations"].as_array().map(Vec::len) == Some(6), || {
+        format!("expectations: {}", r["expectations"])
+    })?;
     eprintln!(
         "doctor on the healthy lab: {:.1} s",
         r["took_s"].as_f64().unwrap_or(0.0)
@@ -153,6 +170,17 @@ fn test_doctor_finds_an_mtu_mismatch_with_the_fix_and_passes_after_the_repair(la
                 .contains(&format!("client: {netdev} MTU 1000"))
             && fix.contains(&format!("`ip link set dev {netdev} mtu {old}` on client")),
         || format!("exit {code}, pair mtu check: {pair_mtu}"),
+    )?;
+    // The lab expects an MTU of 1024 on every node: the client misses it.
+    let expected = find(&broken, "client", "expect mtu").ok_or("no client expect mtu check")?;
+    check(
+        expected["verdict"] == "fail"
+            && expected["evidence"] == "expected 1024, found 512 (rxe0 port 1)"
+            && expected["fix"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("ip link set DEV mtu"),
+        || format!("client expect mtu: {expected}"),
     )?;
     // The node itself is consistent (its port follows its netdev): the
     // mismatch is between the two ends, and only the pair check says so.

@@ -26,6 +26,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             test_bench_idle_agent_rss_is_reported_against_20_mb,
         ),
         t(
+            "test_bench_measures_expectations_and_a_miss_exits_4_with_the_figure_and_the_gap",
+            test_bench_measures_expectations_and_a_miss_exits_4_with_the_figure_and_the_gap,
+        ),
+        t(
             "test_bench_scaling_series_runs_both_tools_at_each_qp_count",
             test_bench_scaling_series_runs_both_tools_at_each_qp_count,
         ),
@@ -294,6 +298,76 @@ fn test_bench_idle_agent_rss_is_reported_against_20_mb(lab: &Labctl) -> Result<(
             .as_array()
             .is_some_and(|l| l.iter().any(|r| r["id"] == id && r["kind"] == "bench")),
         || format!("bench {id} not listed: {listed}"),
+    )
+}
+
+fn test_bench_measures_expectations_and_a_miss_exits_4_with_the_figure_and_the_gap(lab: &Labctl) -> Result<(), Failed> {
+    // One the emulated lab meets, one it cannot: each measured by a
+    // verified run of its own after the suite's pair.
+    let file = bin_dir().join("lab-tests-bench-expect.yaml");
+    std::fs::write(
+        &file,
+        "write-lat: {size: 8, max: 10s}\nwrite-bw: {size: 64KiB, min: 1Tb/s}\n",
+    )?;
+    let file = file.display().to_string();
+    let args = [
+        "bench",
+        "--only",
+        "write-lat",
+        "--rounds",
+        "1",
+        "-n",
+        "20",
+        "--expect",
+        &file,
+    ];
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let run = lab.run(&json_args);
+    check(run.code == 4, || {
+        format!("exit {} (want 4)\n{}{}", run.code, run.stdout, run.stderr)
+    })?;
+    let b = run.json()?;
+    let e = b["expectations"]
+        .as_array()
+        .ok_or_else(|| format!("no expectations: {b}"))?;
+    check(e.len() == 2, || format!("expectations: {e:?}"))?;
+    let (lat, bw) = (&e[0], &e[1]);
+    check(
+        lat["verdict"] == "met" && lat["expected"] == "≤ 10s" && lat["percent"].as_f64().is_some_and(|p| p < 100.0),
+        || format!("write-lat: {lat}"),
+    )?;
+    let message = bw["message"].as_str().unwrap_or_default();
+    check(
+        bw["verdict"] == "missed"
+            && message.starts_with("write-bw 64 KiB: expected ≥ 1Tb/s, measured ")
+            && message.ends_with(" %)"),
+        || format!("write-bw: {bw}"),
+    )?;
+    // The figure is the saved run's own average, in the unit of the bound.
+    let run_id = bw["run_id"].as_str().ok_or("no run id")?;
+    let saved = lab.run(&["report", "show", run_id, "--json"]).ok()?.json()?;
+    let gbps = saved["bw_avg_gbps"]
+        .as_f64()
+        .ok_or_else(|| format!("saved run: {saved}"))?;
+    let measured = bw["measured"].as_str().unwrap_or_default();
+    let figure: f64 = measured.trim_end_matches(" Tb/s").parse().unwrap_or(-1.0);
+    check(
+        saved["verified"] == true && (figure - gbps / 1000.0).abs() <= 0.01 * gbps / 1000.0,
+        || format!("measured {measured} against the run's {gbps} Gb/s"),
+    )?;
+    // The text form lists both and says what the exit status means.
+    let text = lab.run(&args);
+    check_contains_all(
+        "bench's text",
+        &text.stdout,
+        &[
+            "expectations:",
+            "met    write-lat 8 B: expected ≤ 10s, measured ",
+            "MISSED write-bw 64 KiB: expected ≥ 1Tb/s, measured ",
+            "1 of 2 expectations missed or not measured",
+            "exit status 4",
+        ],
     )
 }
 

@@ -49,6 +49,8 @@ pub fn ib_and_roce_host() -> Vec<RdmaDevice> {
                     name: "ib0".into(),
                     ipv4_addrs: vec!["10.20.0.11".into()],
                 }],
+                // Not in the listings these come from.
+                rate: String::new(),
             }],
         },
         RdmaDevice {
@@ -69,6 +71,7 @@ pub fn ib_and_roce_host() -> Vec<RdmaDevice> {
                 netdev: "enp97s0f0".into(),
                 ipv4_addrs: vec!["192.168.6.6".into()],
                 ipoib_netdevs: Vec::new(),
+                rate: String::new(),
             }],
         },
     ]
@@ -124,6 +127,7 @@ pub fn ib_host_with_pkey_children() -> Vec<RdmaDevice> {
                 netdev("mlx5_ib0.8001", &[]),
                 netdev("mlx5_ib0.8002", &["10.82.0.11"]),
             ],
+            rate: String::new(),
         }],
     }]
 }

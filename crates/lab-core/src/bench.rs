@@ -224,6 +224,11 @@ pub enum BenchEvent<'a> {
         /// What it is.
         what: &'a str,
     },
+    /// An expectation of the lab was measured.
+    Expect {
+        /// Its outcome.
+        outcome: &'a lab_results::expect::ExpectOutcome,
+    },
     /// A run ended.
     Done {
         /// The tool.
@@ -386,6 +391,19 @@ pub async fn run_bench(
             .filter(|s| opts.only.is_empty() || opts.only.contains(&s.workload))
             .collect()
     };
+    // A lab that expects a libfabric provider gets its fabric pair on it
+    // (fi_pingpong too), not on the tcp;ofi_rxm every lab has.
+    let expected_provider = opts.expect.as_ref().unwrap_or(&lab.spec.expect).fi_provider.clone();
+    let specs: Vec<PairSpec> = specs
+        .into_iter()
+        .map(|spec| match (&spec.provider, &expected_provider) {
+            (Some(_), Some(expected)) => PairSpec {
+                provider: Some(expected.clone()),
+                ..spec
+            },
+            _ => spec,
+        })
+        .collect();
     let state = lab.state()?;
     let started_at = now_rfc3339();
     let started = Instant::now();
@@ -435,6 +453,7 @@ pub async fn run_bench(
         pairs.push(PairRecord::new(spec, reference, ours));
     }
     agent_rss.extend(idle_rss(lab, &state, opts, "after the runs").await?);
+    let expectations = measure_expectations(lab, opts, &opts.server, &opts.client, &mut on_event).await;
     let mut record = BenchRecord {
         schema: BENCH_SCHEMA,
         id: format!("{:016x}", rand::random::<u64>()),
@@ -458,9 +477,34 @@ pub async fn run_bench(
         orchestration: None,
         collectives: None,
         saved_to: None,
+        expectations,
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
     Ok(record)
+}
+
+/// The figures of the lab's `expect:` (or `--expect`'s), each by a run of
+/// its own after the suite's, pairs between `server` and `client`.
+async fn measure_expectations(
+    lab: &Lab,
+    opts: &BenchOptions,
+    server: &str,
+    client: &str,
+    on_event: &mut impl FnMut(BenchEvent<'_>),
+) -> Vec<lab_results::expect::ExpectOutcome> {
+    let expect = opts.expect.as_ref().unwrap_or(&lab.spec.expect);
+    if expect.workloads.is_empty() {
+        return Vec::new();
+    }
+    on_event(BenchEvent::Step {
+        what: "the lab's expectations",
+    });
+    let at = crate::expect::Placement {
+        server: server.to_string(),
+        client: client.to_string(),
+        timeout: opts.timeout,
+    };
+    crate::expect::measure_workloads(lab, expect, &at, |outcome| on_event(BenchEvent::Expect { outcome })).await
 }
 
 /// Saves `record` among the lab's results as `<time>-bench-<suite>-<id>.json`.

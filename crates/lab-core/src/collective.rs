@@ -249,6 +249,9 @@ pub async fn run_collective(
     }
     params.set_cm(CmMode::Oob);
     params.num_qps = 0;
+    if params.expect_provider.is_empty() {
+        params.expect_provider = lab.spec.expect.fi_provider.clone().unwrap_or_default();
+    }
     let params_of = |rank: usize| {
         let mut p = params.clone();
         p.collective = Some(CollectiveParams {

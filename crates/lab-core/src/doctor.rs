@@ -6,11 +6,15 @@
 //! are verified proves the data path end to end (RDMA WRITE one way, READ
 //! back, over UDP 4791 in both directions on Ethernet).
 //!
+//! The node facts of the lab's `expect:` (devices, link rate, MTU,
+//! libfabric provider) are checked on what was read, node by node.
+//!
 //! It reads and never repairs: every check that does not pass says what to
 //! do. The checks themselves are pure ([`checks`]), tested on recorded
 //! output; this module only gathers.
 
 pub mod checks;
+pub mod expected;
 pub mod probe;
 
 use std::collections::BTreeMap;
@@ -25,7 +29,7 @@ use lab_remote::ssh::SshSession;
 use lab_results::doctor::{Check, DoctorReport, Scope, Verdict, DOCTOR_SCHEMA};
 use lab_state::{LabState, NodeState};
 
-use self::checks::{node_checks, pair_checks, reach_of, udp_check, NodeFound, Reach, UDP_CHECK};
+use self::checks::{expectation_checks, node_checks, pair_checks, reach_of, udp_check, NodeFound, Reach, UDP_CHECK};
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
 use crate::roce_port_probe;
@@ -45,6 +49,9 @@ pub struct DoctorOptions {
     /// Leave out the pairs' RDMA runs (the node checks, reach, MTU and the
     /// UDP 4791 probe only).
     pub no_run: bool,
+    /// The node facts to check instead of the lab's `expect:` (`--expect
+    /// FILE`, a ci suite's over its lab's); None: the lab's.
+    pub expect: Option<lab_model::expect::Expectations>,
 }
 
 impl Lab {
@@ -102,7 +109,10 @@ impl Lab {
             fabric: fabric.to_string(),
             checks: found.iter().flat_map(|n| node_checks(fabric, n)).collect(),
             took_s: 0.0,
+            expectations: Vec::new(),
         };
+        report.expectations = expected::node_facts(opts.expect.as_ref().unwrap_or(&self.spec.expect), &found);
+        report.checks.extend(expectation_checks(&report.expectations));
         for i in 0..found.len() {
             for j in i + 1..found.len() {
                 let (a, b) = (&found[i], &found[j]);

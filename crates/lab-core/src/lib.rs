@@ -28,6 +28,7 @@
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
 //! - [`collective`]: one collective across the lab's nodes, a rank per node.
 //! - [`doctor`]: `labctl doctor`: each node's fabric and each pair's data path checked.
+//! - [`expect`]: the lab measured against its `expect:` (workload figures, node facts).
 //! - [`ci`]: a suite of runs on a lab brought up and torn down for it.
 //! - [`bench`]: perftest and our workloads side by side; `up`/`down` timings.
 //! - [`bulk`]: the same bytes by RDMA WRITE and by TCP.
@@ -46,6 +47,7 @@ pub mod copy;
 mod data_path_missing;
 pub mod doctor;
 pub mod exec;
+pub mod expect;
 pub mod facts;
 pub mod graph;
 pub mod impair;

@@ -315,6 +315,9 @@ pub async fn run_workload_traced(
     if is_fabric(&params.workload) && params.provider.is_empty() {
         params.provider = lab.spec.fabric.libfabric_provider().to_string();
     }
+    if params.expect_provider.is_empty() {
+        params.expect_provider = lab.spec.expect.fi_provider.clone().unwrap_or_default();
+    }
     let (server_impairment, client_impairment) = futures::join!(server.impairment(), client.impairment());
     let impaired = server_impairment.is_some() || client_impairment.is_some();
     let port = params.ib_port.max(1);

@@ -56,6 +56,7 @@ use serde::{Deserialize, Serialize};
 
 pub use errors::ConfigError;
 
+use crate::expect::Expectations;
 use crate::limits::*;
 use crate::memory::*;
 use crate::network::*;
@@ -130,6 +131,13 @@ pub struct LabSpec {
     /// The suite `labctl ci` runs on this lab (unless given `--suite FILE`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<crate::suite::Suite>,
+    /// What the lab must deliver: node facts (`devices`, `link_rate`, `mtu`,
+    /// `fi_provider`) and workload figures (`write-bw: {size: 64KiB, min:
+    /// 10Gb/s}`). `labctl doctor` checks the node facts, `labctl bench` and
+    /// `labctl ci` the figures; fabric-* runs fail when their endpoint opens
+    /// another provider than `fi_provider`. See docs/labs-yaml.md.
+    #[serde(default, skip_serializing_if = "Expectations::is_empty")]
+    pub expect: Expectations,
     /// Debian/Ubuntu packages the lab's programs need on every node, by
     /// their package names (like `gcc`, `libibverbs-dev`, `openmpi-bin`):
     /// qemu bakes them into the node image (an image of their own, built

@@ -22,14 +22,17 @@
 //! - [`builtin`]: the labs used when there is no labs.yaml (`labctl init` writes them).
 //! - [`suite`]: `labctl ci` suites (a lab's `ci:` section or a suite file).
 //! - [`copy_location`]: where a copied file is: `NODE:PATH`, `@all:PATH` or a local path (cp, copy/collect steps).
+//! - [`expect`]: `expect:`, what a lab must deliver (node facts, workload figures).
 //! - [`size`]: byte counts as written on the command line (`4MiB`).
 #![warn(missing_docs)]
 
 pub mod builtin;
 pub mod copy_location;
+pub mod expect;
 pub mod jump;
 pub mod labs;
 mod limits;
+mod located;
 mod memory;
 mod network;
 mod problem;

@@ -36,9 +36,8 @@ use serde::{Deserialize, Serialize};
 use shorthand::{NoLongForm, Shorthand};
 use workload_catalogue::{Cm, Completion, Fault};
 
+use crate::located::{parse_located, DocumentKind};
 use crate::problem::Problem;
-use crate::yaml::tree::{render_path, Pos, Seg};
-use crate::yaml::{syntax_problem, ReadError};
 
 /// Seconds one step may run when it does not say: what a run gets.
 pub const DEFAULT_TIMEOUT_S: u64 = workload_catalogue::limits::DEFAULT_TIMEOUT_S;
@@ -116,6 +115,11 @@ pub struct Suite {
     #[serde(alias = "workloads")]
     #[schemars(length(min = 1))]
     pub steps: Vec<SuiteStep>,
+    /// What the lab must deliver, over the lab's own `expect:` (a workload
+    /// at the same size replaced, the rest added). Each expectation becomes
+    /// a test case after the steps.
+    #[serde(default, skip_serializing_if = "crate::expect::Expectations::is_empty")]
+    pub expect: crate::expect::Expectations,
 }
 
 /// A workload's name: one of the catalogue's, so an editor offers them.
@@ -727,39 +731,21 @@ impl Suite {
 
     /// Parses a suite; `path` is used in messages.
     pub fn parse(path: &Path, text: &str) -> Result<Suite, SuiteError> {
-        let invalid = |pos: Pos, message: String, fix: String| SuiteError::Invalid {
-            path: path.to_path_buf(),
-            line: pos.line,
-            column: pos.column,
-            message,
-            fix,
+        const SUITE: DocumentKind = DocumentKind {
+            shape: "a suite is `steps:` followed by a list of steps like `- workload: write-read` or `- exec: COMMAND` (see docs/cmd/ci.md)",
+            docs: "docs/cmd/ci.md",
         };
-        match crate::yaml::read::<Suite>(text) {
-            Ok((suite, _)) => Ok(suite),
-            Err(ReadError::Syntax(e)) => {
-                let p = syntax_problem(&e.kind);
-                Err(invalid(e.pos, p.message, p.fix))
-            }
-            Err(ReadError::Model(e)) => {
-                let leaf = match e.path.last() {
-                    Some(Seg::Key(key)) => Some(key.as_str()),
-                    _ => None,
-                };
-                let (message, fix) = read_problem::read_problem(e.kind.clone(), leaf);
-                let field = render_path(&e.path);
-                let message = if field.is_empty() {
-                    message
-                } else {
-                    format!("{field}: {message}")
-                };
-                Err(invalid(e.pos.unwrap_or(Pos { line: 1, column: 1 }), message, fix))
-            }
-        }
+        parse_located(text, &SUITE).map_err(|e| SuiteError::Invalid {
+            path: path.to_path_buf(),
+            line: e.line,
+            column: e.column,
+            message: e.message,
+            fix: e.fix,
+        })
     }
 }
 
 mod check;
-mod read_problem;
 mod shorthand;
 
 #[cfg(test)]

@@ -363,6 +363,10 @@ pub struct BenchRecord {
     pub collectives: Option<CollectivesRecord>,
     /// Where it was saved.
     pub saved_to: Option<String>,
+    /// The lab's `expect:` figures, each measured by a run of its own after
+    /// the pairs (absent when the lab expects none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<crate::expect::ExpectOutcome>,
 }
 
 /// Issue 8's target for an idle agent's resident memory: 20 MB (10^6 bytes).
@@ -439,16 +443,20 @@ pub enum BenchOutcome {
     OursFailed,
     /// Only the reference tools failed (some of their rounds).
     ReferenceFailed,
+    /// Every run of ours verified, but a figure of the lab's `expect:` was
+    /// missed or could not be measured.
+    ExpectMissed,
 }
 
 impl BenchOutcome {
-    /// `labctl bench`'s exit status: 0, 1 (ours failed) or 3 (only the
-    /// reference failed).
+    /// `labctl bench`'s exit status: 0, 1 (ours failed), 3 (only the
+    /// reference failed) or 4 (an expectation missed).
     pub fn exit_status(self) -> u8 {
         match self {
             BenchOutcome::Ok => 0,
             BenchOutcome::OursFailed => 1,
             BenchOutcome::ReferenceFailed => 3,
+            BenchOutcome::ExpectMissed => 4,
         }
     }
 }

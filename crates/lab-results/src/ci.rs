@@ -90,6 +90,35 @@ pub struct CaseResult {
     /// trace-event JSON, as `labctl run --trace` writes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// An `expect:` case: the outcome on each node (a node fact) or of
+    /// its run (a workload's figures).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<crate::expect::ExpectOutcome>,
+}
+
+impl CaseResult {
+    /// A case that has not run yet: `kind` is the step's key (`workload`,
+    /// `pair`, ...) or `expect`.
+    fn not_run(name: String, kind: &str, workload: Option<String>, setup: bool) -> CaseResult {
+        CaseResult {
+            name,
+            kind: kind.to_string(),
+            workload,
+            setup,
+            status: CaseStatus::NotRun,
+            duration_s: 0.0,
+            message: Some("not run".into()),
+            attempts: 0,
+            failed_attempts: Vec::new(),
+            failure: None,
+            not_retried: None,
+            run: None,
+            commands: Vec::new(),
+            transfers: Vec::new(),
+            trace: None,
+            expectations: Vec::new(),
+        }
+    }
 }
 
 /// One command of an exec or pair step.
@@ -236,8 +265,11 @@ pub struct CiReport {
 }
 
 impl CiReport {
-    /// An empty report for `suite` on `lab`; every case starts as not run.
+    /// An empty report for `suite` on `lab`: a case per step, then one per
+    /// expectation of the lab's and the suite's `expect:`; every case starts
+    /// as not run.
     pub fn new(lab: &LabSpec, suite: &Suite, suite_name: &str) -> CiReport {
+        let expect_cases = crate::expect::expect_cases(&lab.expect.overlaid(&suite.expect));
         CiReport {
             schema: CI_SCHEMA,
             lab: lab.name.clone(),
@@ -250,27 +282,21 @@ impl CiReport {
             cases: suite
                 .steps
                 .iter()
-                .map(|step| CaseResult {
-                    name: step.name(),
-                    kind: step.kind().map_or("", |k| k.key()).to_string(),
-                    workload: step.workload.clone(),
-                    setup: step.setup,
-                    status: CaseStatus::NotRun,
-                    duration_s: 0.0,
-                    message: Some("not run".into()),
-                    attempts: 0,
-                    failed_attempts: Vec::new(),
-                    failure: None,
-                    not_retried: None,
-                    run: None,
-                    commands: Vec::new(),
-                    transfers: Vec::new(),
-                    trace: None,
+                .map(|step| {
+                    let kind = step.kind().map_or("", |k| k.key());
+                    CaseResult::not_run(step.name(), kind, step.workload.clone(), step.setup)
                 })
+                .chain(expect_cases.iter().map(|(name, case)| {
+                    let workload = match case {
+                        crate::expect::ExpectCase::Workload(w) => Some(w.workload.clone()),
+                        crate::expect::ExpectCase::NodeFact(_) => None,
+                    };
+                    CaseResult::not_run(name.clone(), "expect", workload, false)
+                }))
                 .collect(),
             passed: 0,
             failed: 0,
-            not_run: suite.steps.len(),
+            not_run: suite.steps.len() + expect_cases.len(),
             signal: None,
             down: StepResult::default(),
         }
@@ -359,6 +385,13 @@ impl CiReport {
 /// and each command's output under a line naming it.
 fn case_output(case: &CaseResult) -> (String, String) {
     let mut out = case.run.as_ref().map(run_summary).unwrap_or_default();
+    for o in &case.expectations {
+        let verdict = if o.met() { "met" } else { "MISSED" };
+        match &o.run_id {
+            Some(id) => out.push_str(&format!("{verdict} {} (run {id})\n", o.message)),
+            None => out.push_str(&format!("{verdict} {}\n", o.message)),
+        }
+    }
     for t in &case.transfers {
         out.push_str(&format!(
             "{} -> {} ({} bytes, sha256 {})\n",

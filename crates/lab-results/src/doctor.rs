@@ -116,6 +116,10 @@ pub struct DoctorReport {
     pub checks: Vec<Check>,
     /// Wall time of the whole diagnosis, seconds.
     pub took_s: f64,
+    /// The node facts of the lab's `expect:`, each met or missed on each
+    /// node (also among the checks, as `expect <fact>`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expectations: Vec<crate::expect::ExpectOutcome>,
 }
 
 impl DoctorReport {
@@ -147,6 +151,7 @@ mod tests {
             fabric: "rxe".into(),
             checks: vec![Check::ok(&server, "port", "rxe0 port 1 PORT_ACTIVE")],
             took_s: 1.0,
+            expectations: Vec::new(),
         };
         assert_eq!(report.verdict(), Verdict::Ok);
         report

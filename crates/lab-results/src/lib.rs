@@ -19,6 +19,7 @@
 //! - [`collective`]: a collective run's record: every rank, and algbw/busbw
 //!   as nccl-tests defines them.
 //! - [`doctor`]: the `labctl doctor` report: per-node and per-pair checks.
+//! - [`expect`]: `expect:` entries met or missed, with the figure and the gap.
 //! - [`trace`]: `labctl run --trace`: clock offsets and both sides' events
 //!   as Chrome trace-event JSON (Perfetto).
 //! - [`trace_view`]: a trace file read back as a terminal swimlane
@@ -37,6 +38,7 @@ pub mod bulk;
 pub mod ci;
 pub mod collective;
 pub mod doctor;
+pub mod expect;
 pub mod html;
 pub mod number;
 pub mod plot;

@@ -203,6 +203,41 @@ pub struct SideRecord {
     pub timeline: Vec<TimelineSample>,
 }
 
+impl SideRecord {
+    /// What carried this side's traffic, from its facts as the agent read
+    /// them after setting up: `rxe0 port 1, GID 1 (RoCE v2), Ethernet,
+    /// active MTU 1024`, `libfabric verbs;ofi_rxd, fabric IB-0xfe80...,
+    /// domain rxe0-dgram`; None when the side reported none (a side that
+    /// failed before opening anything).
+    pub fn carrier(&self) -> Option<String> {
+        let f = |k: &str| self.facts.get(k).map(String::as_str);
+        if let Some(provider) = f("provider") {
+            let mut s = format!("libfabric {provider}");
+            for key in ["fabric", "domain"] {
+                if let Some(v) = f(key) {
+                    s.push_str(&format!(", {key} {v}"));
+                }
+            }
+            return Some(s);
+        }
+        let device = f("device")?;
+        let mut s = format!("{device} port {}", f("port").unwrap_or("?"));
+        if let Some(index) = f("gid_index") {
+            s.push_str(&format!(", GID {index}"));
+            if let Some(t) = f("gid_type") {
+                s.push_str(&format!(" ({t})"));
+            }
+        }
+        if let Some(layer) = f("link_layer") {
+            s.push_str(&format!(", {layer}"));
+        }
+        if let Some(mtu) = f("active_mtu") {
+            s.push_str(&format!(", active MTU {mtu}"));
+        }
+        Some(s)
+    }
+}
+
 /// One point of a transfer's progress.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TimelineSample {
@@ -508,4 +543,51 @@ pub fn rdma_ports(info: &agent_proto::v1::NodeInfoReply) -> Vec<RdmaDeviceStatus
         }
     }
     ports
+}
+
+#[cfg(test)]
+mod carrier_tests {
+    use super::*;
+
+    fn side(facts: &[(&str, &str)]) -> SideRecord {
+        SideRecord {
+            facts: facts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn test_a_side_names_what_carried_it_from_its_facts() {
+        // The facts of a write-read client and a fabric-write client on the
+        // default QEMU lab, as their run records hold them.
+        let verbs = side(&[
+            ("active_mtu", "1024"),
+            ("device", "rxe0"),
+            ("gid_index", "1"),
+            ("gid_type", "RoCE v2"),
+            ("link_layer", "Ethernet"),
+            ("port", "1"),
+        ]);
+        assert_eq!(
+            verbs.carrier().as_deref(),
+            Some("rxe0 port 1, GID 1 (RoCE v2), Ethernet, active MTU 1024")
+        );
+        let fabric = side(&[
+            ("provider", "verbs;ofi_rxd"),
+            ("fabric", "IB-0xfe80000000000000"),
+            ("domain", "rxe0-dgram"),
+        ]);
+        assert_eq!(
+            fabric.carrier().as_deref(),
+            Some("libfabric verbs;ofi_rxd, fabric IB-0xfe80000000000000, domain rxe0-dgram")
+        );
+        // A record from an agent before the carrier facts: what there is.
+        assert_eq!(
+            side(&[("device", "rxe0"), ("port", "1"), ("gid_index", "1")])
+                .carrier()
+                .as_deref(),
+            Some("rxe0 port 1, GID 1")
+        );
+        assert_eq!(side(&[]).carrier(), None);
+    }
 }

@@ -156,6 +156,7 @@ mod tests {
             orchestration: None,
             collectives: None,
             saved_to: None,
+            expectations: Vec::new(),
         }
     }
 

@@ -469,3 +469,56 @@ async fn a_peer_that_vanishes_ends_bw_and_lat_in_a_timeout() {
     let h = agent.health(HealthRequest {}).await.unwrap().into_inner();
     assert_eq!(h.active_sessions, 0);
 }
+
+#[tokio::test]
+async fn fabric_endpoint_that_opens_another_provider_than_expected_fails_naming_both() {
+    // The host has tcp, not verbs;ofi_rxd: a lab that expects verbs;ofi_rxd
+    // and a run that names no provider gets the default, tcp;ofi_rxm, and
+    // both sides refuse to move a byte over it.
+    let (mut server, _stop_s) = start().await;
+    let (mut client, _stop_c) = start().await;
+    let mut expecting = params(4096, 4);
+    expecting.provider = String::new();
+    expecting.expect_provider = "verbs;ofi_rxd".into();
+    let err = server
+        .prepare(PrepareRequest {
+            session_id: "xp".into(),
+            params: Some(expecting.clone()),
+            role: Role::Server as i32,
+            bind_addr: "127.0.0.1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    for says in [
+        "opened libfabric provider `tcp;ofi_rxm`",
+        "expects `verbs;ofi_rxd`",
+        "--provider verbs;ofi_rxd",
+    ] {
+        assert!(err.message().contains(says), "{says}: {}", err.message());
+    }
+    // The client side checks too: against a server that expects nothing.
+    let plain = params(4096, 4);
+    let peer = prepare_server(&mut server, "xc", &plain).await;
+    expecting.provider = "tcp;ofi_rxm".into();
+    let err = run_client(&mut client, "xc", &expecting, peer).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{}", err.message());
+    assert!(
+        err.message().contains("the run asked for `tcp;ofi_rxm`"),
+        "{}",
+        err.message()
+    );
+    server
+        .abort(AbortRequest {
+            session_id: "xc".into(),
+            reason: "test".into(),
+        })
+        .await
+        .unwrap();
+    // An expectation the opened provider meets: `tcp` is a part of tcp;ofi_rxm.
+    let mut met = params(4096, 4);
+    met.expect_provider = "tcp".into();
+    let peer = prepare_server(&mut server, "xm", &met).await;
+    let (result, _) = run_client(&mut client, "xm", &met, peer).await.expect("Run");
+    assert!(result.verified, "{}", result.verify_detail);
+}

@@ -530,6 +530,7 @@ pub async fn run_collectives_bench(
     for node in &nodes {
         idle_rss.push(agent_rss(lab, &state, node, "after the runs").await?);
     }
+    let expectations = super::measure_expectations(lab, opts, &opts.server, &opts.client, &mut on_event).await;
     let mut record = BenchRecord {
         schema: BENCH_SCHEMA,
         id: format!("{:016x}", rand::random::<u64>()),
@@ -565,6 +566,7 @@ pub async fn run_collectives_bench(
             ceiling: Some(ceiling),
         }),
         saved_to: None,
+        expectations,
     };
     record.saved_to = Some(super::save(lab, &record)?.display().to_string());
     Ok(record)

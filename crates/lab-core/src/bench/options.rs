@@ -32,6 +32,9 @@ pub struct BenchOptions {
     pub sweep_sizes: Vec<u64>,
     /// `Suite::Collectives`: what Open MPI's side moves its bytes over.
     pub mpi_transport: MpiTransport,
+    /// The figures to measure after the pairs instead of the lab's
+    /// `expect:` (`--expect FILE`); None: the lab's.
+    pub expect: Option<lab_model::expect::Expectations>,
 }
 
 /// The transport Open MPI's side of the collectives suite is told to use.

@@ -317,6 +317,7 @@ pub async fn run_orchestration(
         }),
         collectives: None,
         saved_to: None,
+        expectations: Vec::new(),
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
     Ok(record)

@@ -12,6 +12,10 @@
 //! program or run failed, never when a workload's bytes did not verify
 //! ([`retry`]).
 //!
+//! After the steps, each entry of the lab's and the suite's `expect:` is a
+//! case of its own: node facts as `doctor` reads them, workload figures by
+//! a run each ([`crate::expect`]).
+//!
 //! This module holds the runner and the checks that need the lab facts'
 //! placeholder grammar; the suite model is `lab_model::suite`, the report
 //! `lab_results::ci`; the binary adds the signal handling that makes the
@@ -28,6 +32,7 @@ use std::time::Instant;
 
 use lab_model::suite::{StepKind, Suite, SuiteError};
 use lab_results::ci::{not_verified_reason, CaseStatus, CiReport, FailureKind};
+use lab_results::expect::{expect_cases, misses, ExpectCase};
 use lab_results::run::RunRecord;
 use lab_results::trace::{chrome_trace, SideTrace, TraceContext};
 use lab_state::progress::Reporter;
@@ -166,6 +171,90 @@ pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mu
     }
     if let Some(setup) = failed_setup {
         report.mark_not_run(&format!("setup step `{setup}` failed"));
+        return;
+    }
+    run_expectations(lab, suite, report, reporter).await;
+}
+
+/// The cases of the lab's and the suite's `expect:`, after the steps: the
+/// node facts from one read of every node (as `doctor` reads them, without
+/// its pair runs), then each workload figure by a run of its own between
+/// the lab's first two nodes.
+async fn run_expectations(lab: &Lab, suite: &Suite, report: &mut CiReport, reporter: &dyn Reporter) {
+    let expect = lab.spec.expect.overlaid(&suite.expect);
+    let cases = expect_cases(&expect);
+    let first = suite.steps.len();
+    // The nodes are read once for every fact; the first fact's case gets the time.
+    let reading = Instant::now();
+    let facts = if cases.iter().any(|(_, c)| matches!(c, ExpectCase::NodeFact(_))) {
+        let opts = crate::doctor::DoctorOptions {
+            no_run: true,
+            expect: Some(expect.clone()),
+        };
+        Some(
+            lab.doctor(&opts, |_| {})
+                .await
+                .map(|r| r.expectations)
+                .map_err(|e| e.to_string()),
+        )
+    } else {
+        None
+    };
+    let nodes: Vec<&str> = lab.spec.nodes.iter().map(|n| n.name.as_str()).collect();
+    let at = crate::expect::Placement {
+        server: nodes[0].to_string(),
+        client: nodes.get(1).unwrap_or(&nodes[0]).to_string(),
+        timeout: std::time::Duration::from_secs(120),
+    };
+    let mut read_time = Some(reading.elapsed());
+    let total = first + cases.len();
+    for (k, (name, case)) in cases.into_iter().enumerate() {
+        let label = format!("[{}/{total}] {name}", first + k + 1);
+        reporter.begin("ci", &label);
+        let started = Instant::now();
+        let before = match case {
+            ExpectCase::NodeFact(_) => read_time.take().unwrap_or_default(),
+            ExpectCase::Workload(_) => std::time::Duration::ZERO,
+        };
+        let outcomes = match (&case, &facts) {
+            (ExpectCase::NodeFact(fact), Some(Ok(all))) => {
+                Ok(all.iter().filter(|o| o.what == *fact).cloned().collect())
+            }
+            (ExpectCase::NodeFact(_), Some(Err(e))) => Err(format!("the nodes could not be read: {e}")),
+            (ExpectCase::NodeFact(_), None) => Err("the nodes were not read".to_string()),
+            (ExpectCase::Workload(w), _) => Ok(vec![crate::expect::measure(lab, &expect, w, &at).await]),
+        };
+        let case = &mut report.cases[first + k];
+        case.duration_s = (before + started.elapsed()).as_secs_f64();
+        case.attempts = 1;
+        match outcomes {
+            Ok(outcomes) => {
+                let missed: Vec<&str> = misses(&outcomes).map(|o| o.message.as_str()).collect();
+                case.status = if missed.is_empty() && !outcomes.is_empty() {
+                    CaseStatus::Passed
+                } else {
+                    CaseStatus::Failed
+                };
+                case.message = match (missed.is_empty(), outcomes.is_empty()) {
+                    (true, false) => None,
+                    (true, true) => Some("no node answered".into()),
+                    (false, _) => Some(missed.join("\n")),
+                };
+                case.expectations = outcomes;
+            }
+            Err(e) => {
+                case.status = CaseStatus::Failed;
+                case.message = Some(e);
+            }
+        }
+        case.failure = (case.status == CaseStatus::Failed).then_some(FailureKind::Run);
+        reporter.end("ci", &label, started.elapsed());
+        let verdict = match &case.message {
+            None => "passed".to_string(),
+            Some(why) => format!("FAILED: {}", why.lines().next().unwrap_or_default()),
+        };
+        reporter.note("ci", &format!("{name} {verdict}"));
+        report.tally();
     }
 }
 

@@ -7,6 +7,7 @@ use agent_proto::data_path::{self, DataPath, LinkLayer};
 use agent_proto::v1::{NodeInfoReply, RdmaPort};
 use lab_model::labs::Fabric;
 use lab_results::doctor::{Check, Scope, Verdict};
+use lab_results::expect::{ExpectOutcome, ExpectVerdict};
 use workload_catalogue::limits::DEFAULT_MAX_SIZE;
 
 use super::probe::NodeProbe;
@@ -55,6 +56,32 @@ impl NodeFound {
     pub fn active_mtu(&self) -> Option<u32> {
         Some(self.data_port()?.active_mtu)
     }
+}
+
+/// The node facts of the lab's `expect:`, as judged on each node, as checks, one per fact and node: `expect
+/// mtu` and so on, failed with the fix when the node misses it.
+pub fn expectation_checks(outcomes: &[ExpectOutcome]) -> Vec<Check> {
+    outcomes
+        .iter()
+        .cloned()
+        .map(|o| {
+            let scope = Scope::Node {
+                node: o.node.clone().unwrap_or_default(),
+            };
+            let check = format!("expect {}", o.what);
+            let evidence = format!("expected {}, found {}", o.expected, o.measured.unwrap_or_default());
+            if o.verdict == ExpectVerdict::Met {
+                return Check::ok(&scope, &check, evidence);
+            }
+            let fix = match o.what.as_str() {
+                "devices" => "the node has fewer RDMA devices than the lab expects: `ibv_devices` lists them; load the driver (`lsmod`, the modules check above) or lower `expect: devices`",
+                "link_rate" => "the data port runs below the expected rate: `ibstat` or `ethtool` on the port's netdev shows the negotiated speed and width (cable, switch port); or lower `expect: link_rate`",
+                "mtu" => "the port's active MTU is the largest IB MTU below the netdev's (RoCE: `ip link set DEV mtu 4200` for 4096 on every node, and the switch's); or change `expect: mtu`",
+                _ => "install the libfabric provider the lab expects (EFA: the AWS EFA installer; verbs: libfabric built with verbs) so `fi_info -l` lists it; or change `expect: fi_provider`",
+            };
+            Check::not_ok(&scope, &check, Verdict::Fail, evidence, fix)
+        })
+        .collect()
 }
 
 /// The kernel module of the RDMA driver a fabric needs, when one is known.
@@ -141,10 +168,16 @@ pub fn node_checks(fabric: Fabric, node: &NodeFound) -> Vec<Check> {
                 checks.push(Check::ok(
                     &scope,
                     "port",
-                    format!(
-                        "{} port {}: {}, {}",
-                        path.device, path.port, port.state, port.link_layer
-                    ),
+                    match port.rate.as_str() {
+                        "" => format!(
+                            "{} port {}: {}, {}",
+                            path.device, path.port, port.state, port.link_layer
+                        ),
+                        rate => format!(
+                            "{} port {}: {}, {}, {rate}",
+                            path.device, path.port, port.state, port.link_layer
+                        ),
+                    },
                 ));
             } else {
                 checks.push(Check::not_ok(

@@ -64,6 +64,7 @@ pub(crate) fn info(last: u8, index: u32, cpus: u32) -> NodeInfoReply {
                 netdev: "eth1".into(),
                 ipv4_addrs: vec![format!("10.77.0.{last}")],
                 ipoib_netdevs: Vec::new(),
+                rate: "2.5 Gb/sec (1X SDR)".into(),
                 gids: vec![
                     gid(0, "fe80:0000:0000:0000:5054:00ff:febb:0001", "RoCE v1"),
                     gid(1, "fe80:0000:0000:0000:5054:00ff:febb:0001", "RoCE v2"),

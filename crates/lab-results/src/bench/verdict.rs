@@ -213,6 +213,8 @@ impl BenchRecord {
         let orchestration_ok = self.orchestration.as_ref().is_none_or(super::orchestration_ok);
         if !orchestration_ok || f.ours() > 0 || !f.pairs_without_ours.is_empty() {
             BenchOutcome::OursFailed
+        } else if crate::expect::misses(&self.expectations).next().is_some() {
+            BenchOutcome::ExpectMissed
         } else if f.reference_failed > 0 || !f.pairs_without_reference.is_empty() {
             BenchOutcome::ReferenceFailed
         } else {

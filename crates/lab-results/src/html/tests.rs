@@ -93,6 +93,7 @@ fn bench(id: &str, started_at: &str) -> BenchRecord {
         orchestration: None,
         collectives: None,
         saved_to: None,
+        expectations: Vec::new(),
     }
 }
 

@@ -2,8 +2,11 @@
 //! (or, `--suite collectives`, our collectives against Open MPI's on every
 //! node), warm-up rounds first, then reference and ours in ABBA order;
 //! prints a table (or `--json`) and saves the record under the lab's
-//! results directory. Exit status: 0 everything ran and verified, 1 a run of ours
-//! failed or did not verify, 3 only the reference tools failed.
+//! results directory. After the suite, each figure of the lab's `expect:`
+//! (or `--expect FILE`'s) is measured by a run of its own. Exit status: 0
+//! everything ran, verified and met its expectations, 1 a run of ours failed
+//! or did not verify, 3 only the reference tools failed, 4 an expectation
+//! was missed (or could not be measured).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -96,6 +99,11 @@ pub struct BenchArgs {
     /// --sweep: where the charts go (default: beside the saved record).
     #[arg(short, long, value_name = "DIR", requires = "sweep")]
     pub output: Option<std::path::PathBuf>,
+    /// Measure these figures after the suite instead of the lab's `expect:`:
+    /// a YAML file holding what `expect:` holds (`write-bw: {size: 64KiB,
+    /// min: 10Gb/s}`, one per line). Its node facts are doctor's to check.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<std::path::PathBuf>,
     /// Print the record as JSON.
     #[arg(long)]
     pub json: bool,
@@ -159,7 +167,12 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
         Suite::Collectives => lab.nodes.get(i).map_or(pair_default.to_string(), |n| n.name.clone()),
         _ => pair_default.to_string(),
     };
+    let expect = match &bench.expect {
+        Some(path) => Some(lab_model::expect::Expectations::load(path).map_err(super::global::BadInput)?),
+        None => None,
+    };
     let opts = BenchOptions {
+        expect,
         suite,
         rounds: bench.rounds.max(1),
         warmup: bench.warmup,
@@ -193,6 +206,10 @@ pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCod
                 eprint!("  {pair:<16} {which:<7} {} {tool:<13} ... ", round + 1);
             }
             BenchEvent::Step { what } => eprintln!("  {what}"),
+            BenchEvent::Expect { outcome } => {
+                let verdict = if outcome.met() { "met" } else { "MISSED" };
+                eprintln!("  {verdict:<6} {}", outcome.message);
+            }
             BenchEvent::Done { sample, .. } => match (&sample.error, sample.value, &sample.collective) {
                 (Some(e), _, _) => eprintln!("FAILED: {}", e.lines().next().unwrap_or_default()),
                 (None, Some(v), Some(c)) => eprintln!("busbw {} GB/s, {:.1} us/op", sig(v), c.time_us),
@@ -395,6 +412,7 @@ fn print_rss_failures_saved(r: &BenchRecord) {
         ]);
     }
     rss_table.print();
+    print_expectations(r);
     print_failures(r);
     if let Some(path) = &r.saved_to {
         println!("  saved       {path}");
@@ -539,6 +557,19 @@ fn print_pair_notes(r: &BenchRecord) {
     }
 }
 
+/// The lab's expectations, each met or missed with its figure and gap.
+fn print_expectations(r: &BenchRecord) {
+    if r.expectations.is_empty() {
+        return;
+    }
+    println!("  expectations:");
+    for o in &r.expectations {
+        let verdict = if o.met() { "met" } else { "MISSED" };
+        let run = o.run_id.as_deref().map(|id| format!(" [run {id}]")).unwrap_or_default();
+        println!("    {verdict:<6} {}{run}", o.message);
+    }
+}
+
 /// Failed rounds, the reference tools' apart from ours, and what the bench
 /// comes to.
 fn print_failures(r: &BenchRecord) {
@@ -572,6 +603,11 @@ fn print_failures(r: &BenchRecord) {
             rounds(f.ours_unverified),
             f.pairs_without_ours.len(),
             rounds(f.reference_failed)
+        ),
+        BenchOutcome::ExpectMissed => println!(
+            "  outcome: {} of {} expectations missed or not measured (every run of the suite verified): exit status 4",
+            lab_results::expect::misses(&r.expectations).count(),
+            r.expectations.len()
         ),
         BenchOutcome::ReferenceFailed => println!(
             "  outcome: only the reference tools failed ({}; every run of ours verified): exit status 3",

@@ -19,12 +19,24 @@ pub struct DoctorArgs {
     /// Leave out each pair's one-shot RDMA write-read (node checks, reach and MTU only).
     #[arg(long)]
     pub no_run: bool,
+    /// Check these node facts instead of the lab's `expect:`: a YAML file
+    /// holding what `expect:` holds (`mtu: 4096`, `devices: 4`, ...); its
+    /// workload figures are bench's and ci's to measure.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<std::path::PathBuf>,
 }
 
 /// Exit status: 0 when every check is ok or warn, 1 when one fails.
 pub async fn run(args: &GlobalArgs, doctor: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let lab = open_lab(args)?;
-    let opts = DoctorOptions { no_run: doctor.no_run };
+    let expect = match &doctor.expect {
+        Some(path) => Some(lab_model::expect::Expectations::load(path).map_err(super::global::BadInput)?),
+        None => None,
+    };
+    let opts = DoctorOptions {
+        no_run: doctor.no_run,
+        expect,
+    };
     let report = lab.doctor(&opts, |step| eprintln!("doctor: {step}")).await?;
     if doctor.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -112,6 +124,7 @@ mod tests {
                 Check::not_ok(&pair, "mtu", Verdict::Fail, "1500 vs 1200", "set one MTU on both"),
             ],
             took_s: 2.04,
+            expectations: Vec::new(),
         };
         let lines = report_lines(&r);
         assert_eq!(lines[0], "lab `rdma` (fabric rxe)");

@@ -206,6 +206,13 @@ pub(crate) fn print_record(r: &RunRecord) {
             println!("              {}: {}", side.node, side.verify_detail);
         }
     }
+    // What really carried each side (no silent fallback).
+    let carriers = [&r.client, &r.server]
+        .into_iter()
+        .filter_map(|side| side.carrier().map(|c| format!("{}: {c}", side.node)));
+    for (i, line) in carriers.enumerate() {
+        println!("{:<14}{line}", if i == 0 { "  over" } else { "" });
+    }
     for side in [&r.client, &r.server] {
         if let Some(fault) = side.facts.get("fault") {
             println!("  injected    {}: {fault}", side.node);

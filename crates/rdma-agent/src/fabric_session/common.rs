@@ -177,8 +177,32 @@ pub(super) fn open(
     let ip = bind_ip(&spec.bind_addr)?;
     let info = Hints::new().provider(provider(&spec.params)).node(ip).get()?;
     let mut ep = fabric::Endpoint::open_observed(info, trace.map(FabricTrace::observer))?;
+    refuse_unexpected_provider(&spec.params, &ep)?;
     ep.set_cancel(Arc::clone(cancel));
     Ok(ep)
+}
+
+/// No silent fallback: the provider the endpoint opened against the one the
+/// lab expects, checked before any byte moves.
+fn refuse_unexpected_provider(params: &WorkloadParams, ep: &fabric::Endpoint) -> Result<(), SessionError> {
+    let expected = params.expect_provider.as_str();
+    let opened = ep.provider();
+    let parts: Vec<&str> = opened.split(';').collect();
+    if expected.is_empty() || expected.split(';').all(|p| parts.contains(&p)) {
+        return Ok(());
+    }
+    let asked = if params.provider.is_empty() {
+        format!("the run named no provider and got the default, {DEFAULT_PROVIDER}")
+    } else {
+        format!("the run asked for `{}`", params.provider)
+    };
+    Err(SessionError::Setup(format!(
+        "the endpoint opened libfabric provider `{opened}` (fabric {}, domain {}), but the lab expects `{expected}` \
+         (expect: fi_provider): {asked}; run on `{expected}` (--provider {expected}, where `fi_info -l` lists it: \
+         labctl doctor shows each node's) or change the expectation",
+        ep.info().fabric_name(),
+        ep.info().domain_name(),
+    )))
 }
 
 pub(super) fn bind_ip(bind_addr: &str) -> Result<String, SessionError> {

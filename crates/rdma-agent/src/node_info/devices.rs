@@ -85,6 +85,7 @@ fn device(root: &Path, name: &str, links: &NetLinks, addrs: &NetdevAddrs) -> Rdm
                 ipv4_addrs: addrs_of(&netdev),
                 netdev,
                 ipoib_netdevs,
+                rate: read_trimmed(pdir.join("rate")).unwrap_or_default(),
             }
         })
         .collect();

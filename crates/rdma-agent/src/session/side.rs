@@ -409,6 +409,12 @@ impl Side {
         facts.insert("gid".into(), std::net::Ipv6Addr::from(self.location.gid).to_string());
         facts.insert("gid_index".into(), self.location.sgid_index.to_string());
         facts.insert("port".into(), self.location.port.to_string());
+        let carrier = crate::verbs::link::carrier_facts(
+            self.link.context(),
+            self.location.port,
+            u32::from(self.location.sgid_index),
+        );
+        facts.extend(carrier.into_iter().map(|(k, v)| (k.to_string(), v)));
         if self.location.lid != 0 {
             facts.insert("lid".into(), self.location.lid.to_string());
         }

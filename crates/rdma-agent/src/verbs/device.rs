@@ -87,6 +87,30 @@ pub fn port_active_mtu(ctx: &DeviceContext, port: u8) -> Option<u32> {
     Some(mtu_bytes(attr.active_mtu() as u32))
 }
 
+/// What carries a side's traffic on `port`, for its run record (no silent
+/// fallback): the link layer, the port's active MTU and the type of the GID
+/// at `gid_index`. A fact the device does not answer is left out.
+pub fn carrier_facts(ctx: &DeviceContext, port: u8, gid_index: u32) -> Vec<(&'static str, String)> {
+    let mut facts = Vec::new();
+    if let Ok(attr) = ctx.query_port(port) {
+        let layer = match attr.link_layer() {
+            sideway::ibverbs::device_context::LinkLayer::Ethernet => "Ethernet",
+            sideway::ibverbs::device_context::LinkLayer::InfiniBand => "InfiniBand",
+            sideway::ibverbs::device_context::LinkLayer::Unspecified => "unspecified",
+        };
+        facts.push(("link_layer", layer.to_string()));
+        facts.push(("active_mtu", mtu_bytes(attr.active_mtu() as u32).to_string()));
+    }
+    let row = super::gids::gid_table(ctx).and_then(|rows| {
+        rows.into_iter()
+            .find(|r| r.port == u32::from(port) && r.index == gid_index)
+    });
+    if let Some(row) = row {
+        facts.push(("gid_type", row.gid_type.to_string()));
+    }
+    facts
+}
+
 /// IBV_MTU_* enum value to bytes.
 pub fn mtu_bytes(ibv_mtu: u32) -> u32 {
     match ibv_mtu {

@@ -27,7 +27,7 @@ use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair, QueuePairAttribute
 use sideway::ibverbs::AccessFlags;
 
 use super::device::verbs_err;
-pub use super::device::{device_names, mtu_bytes, open_device, port_active_mtu, LinkError};
+pub use super::device::{carrier_facts, device_names, mtu_bytes, open_device, port_active_mtu, LinkError};
 use super::posted::traced_send;
 use super::wr::{Access, BufId, Completion, LocalSlice, RecvChain, RemoteBuf, SendChain, SendOp, SendWr};
 

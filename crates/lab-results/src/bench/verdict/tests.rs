@@ -74,6 +74,7 @@ fn bench(pairs: Vec<PairRecord>) -> BenchRecord {
         orchestration: None,
         collectives: None,
         saved_to: None,
+        expectations: Vec::new(),
     }
 }
 
