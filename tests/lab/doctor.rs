@@ -1,9 +1,9 @@
 //! `labctl doctor` on the real lab: every check passes on the healthy lab,
 //! and each misconfiguration made for real on one node (its data NIC's MTU,
 //! its rxe link removed, UDP 4791 dropped by its firewall, its agent started
-//! with a low locked-memory limit) is found by the right check, with the
-//! evidence and the fix; a run on the broken lab names the same cause;
-//! after the repair the lab is healthy again.
+//! with a low locked-memory limit, its wall clock set 2 s ahead) is found by
+//! the right check, with the evidence and the fix; a run on the broken lab
+//! names the same cause; after the repair the lab is healthy again.
 
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
@@ -36,7 +36,44 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             "test_doctor_finds_an_agent_memlock_limit_too_low_the_run_names_it_and_passes_after_the_repair",
             test_doctor_finds_an_agent_memlock_limit_too_low_the_run_names_it_and_passes_after_the_repair,
         ),
+        t(
+            "test_doctor_warns_of_a_node_clock_set_ahead_and_up_sets_it_back",
+            test_doctor_warns_of_a_node_clock_set_ahead_and_up_sets_it_back,
+        ),
     ]
+}
+
+fn test_doctor_warns_of_a_node_clock_set_ahead_and_up_sets_it_back(lab: &Labctl) -> Result<(), Failed> {
+    // `up` set both clocks from this machine's: they agree to the estimate's error.
+    let (_, healthy) = doctor(lab, &["--no-run"])?;
+    let clock = find(&healthy, "pair", "clock").ok_or("no clock check")?;
+    check(clock["verdict"] == "ok", || format!("healthy clock: {clock}"))?;
+    // Break it: the client's clock 2 s ahead. A warning, not a failure: RDMA
+    // does not care, the timestamps of what runs on the nodes do.
+    let guard = RepairOnDrop::new(lab, &["up"]);
+    lab.run(&["exec", "client", "--", "date", "-s", "now + 2 seconds"])
+        .ok()?;
+    let (code, broken) = doctor(lab, &["--no-run"])?;
+    let clock = find(&broken, "pair", "clock").ok_or("no clock check")?;
+    let evidence = clock["evidence"].as_str().unwrap_or_default();
+    let ahead_ms: f64 = evidence
+        .strip_prefix("client's wall clock is ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|ms| ms.parse().ok())
+        .ok_or_else(|| format!("clock evidence: {evidence}"))?;
+    check(
+        code == 0
+            && clock["verdict"] == "warn"
+            && evidence.contains("ms ahead of server's")
+            && (1950.0..2100.0).contains(&ahead_ms)
+            && clock["fix"].as_str().unwrap_or_default().contains("chrony"),
+        || format!("exit {code}, clock check: {clock}"),
+    )?;
+    // Repair: `up` on the lab that is up sets the clocks again.
+    drop(guard);
+    let (_, repaired) = doctor(lab, &["--no-run"])?;
+    let clock = find(&repaired, "pair", "clock").ok_or("no clock check")?;
+    check(clock["verdict"] == "ok", || format!("after `up`: {clock}"))
 }
 
 /// The node checks every node of the rxe lab gets, and the pair checks.
@@ -50,7 +87,7 @@ const NODE_CHECKS: [&str; 8] = [
     "memlock",
     "libfabric",
 ];
-const PAIR_CHECKS: [&str; 4] = ["reach", "mtu", "udp-4791", "write-read"];
+const PAIR_CHECKS: [&str; 5] = ["reach", "mtu", "udp-4791", "clock", "write-read"];
 
 fn doctor(lab: &Labctl, extra: &[&str]) -> Result<(i32, Value), Failed> {
     let mut args = vec!["doctor", "--json"];

@@ -29,7 +29,9 @@ use lab_remote::ssh::SshSession;
 use lab_results::doctor::{Check, DoctorReport, Scope, Verdict, DOCTOR_SCHEMA};
 use lab_state::{LabState, NodeState};
 
-use self::checks::{expectation_checks, node_checks, pair_checks, reach_of, udp_check, NodeFound, Reach, UDP_CHECK};
+use self::checks::{
+    clock_check, expectation_checks, node_checks, pair_checks, reach_of, udp_check, NodeFound, Reach, UDP_CHECK,
+};
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
 use crate::roce_port_probe;
@@ -117,6 +119,7 @@ impl Lab {
             for j in i + 1..found.len() {
                 let (a, b) = (&found[i], &found[j]);
                 report.checks.extend(pair_checks(a, b, &reaches[i][j], &reaches[j][i]));
+                report.checks.extend(clock_check(a, b));
                 if let Some((a_to_b, b_to_a)) = udp_probes.remove(&(i, j)) {
                     let scope = Scope::Pair {
                         a: a.name.clone(),
@@ -174,12 +177,14 @@ impl Lab {
             device: node.rdma_device.clone(),
             info: Err(String::new()),
             probe: Err(String::new()),
+            clock: Err(String::new()),
         };
         let session = match session {
             Ok(s) => s,
             Err(e) => {
                 found.info = Err(e.clone());
                 found.probe = Err(e.clone());
+                found.clock = Err(e.clone());
                 return (found, all.iter().map(|_| Reach::Failed(e.clone())).collect());
             }
         };
@@ -187,17 +192,20 @@ impl Lab {
         // couple of seconds on an emulated node) and the pings, at once over
         // the one session.
         let info = async {
-            match self.agent(session.clone(), node).await {
-                Ok(mut client) => lab_remote::agent::call(
-                    &node.name,
-                    "NodeInfo",
-                    lab_remote::agent::deadline::NODE_INFO,
-                    client.node_info(NodeInfoRequest {}),
-                )
-                .await
-                .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            }
+            let mut client = match self.agent(session.clone(), node).await {
+                Ok(client) => client,
+                Err(e) => return (Err(e.to_string()), Err(e.to_string())),
+            };
+            let info = lab_remote::agent::call(
+                &node.name,
+                "NodeInfo",
+                lab_remote::agent::deadline::NODE_INFO,
+                client.node_info(NodeInfoRequest {}),
+            )
+            .await
+            .map_err(|e| e.to_string());
+            let clock = crate::wall_clock::offset(&node.name, &mut client).await;
+            (info, clock)
         };
         let probe = async {
             match session.exec(&as_root(node, RemoteCommand::script(probe::SCRIPT))).await {
@@ -218,8 +226,9 @@ impl Lab {
                 Err(e) => Reach::Failed(e.to_string()),
             }
         }));
-        let (info, probe, reaches) = futures::join!(info, probe, reaches);
+        let ((info, clock), probe, reaches) = futures::join!(info, probe, reaches);
         found.info = info;
+        found.clock = clock;
         found.probe = probe;
         (found, reaches)
     }

@@ -355,6 +355,7 @@ impl Lab {
         let rxe = self.spec.fabric == Fabric::Rxe;
         let efa = self.spec.fabric == Fabric::Efa;
         let packages_in_image = provider.packages_in_image();
+        let set_clock = self.nodes_keep_no_time();
         let snapshot = state.clone();
         let mut nodes = state.nodes.clone();
         let jobs = nodes.iter_mut().map(|node| {
@@ -372,6 +373,7 @@ impl Lab {
                     agent,
                     ssh_wait,
                     console: provider.console_log(&self.dir, &name),
+                    set_clock,
                 };
                 let result =
                     provision::provision_node(job, reporter, || provider.check_alive(&self.dir, snapshot, &name)).await;
@@ -507,6 +509,7 @@ impl Lab {
     ) -> Result<T, LabError> {
         let provider = self.provider()?;
         let packages_in_image = provider.packages_in_image();
+        let set_clock = self.nodes_keep_no_time();
         let key = Arc::new(ssh::load_or_create_key(&self.dir.ssh_key())?);
         let secret = &self.load_or_create_agent_secret()?;
         for node in &state.nodes {
@@ -572,6 +575,20 @@ impl Lab {
                     session.close().await;
                     return Err(e.into());
                 }
+                if set_clock {
+                    let deploy = AgentDeploy { binary: agent, secret };
+                    let clocked = lab_state::progress::step(
+                        reporter,
+                        &name,
+                        "clock",
+                        provision::set_clock(&session, node, deploy),
+                    )
+                    .await;
+                    if let Err(e) = clocked {
+                        session.close().await;
+                        return Err(e.into());
+                    }
+                }
                 Ok::<_, LabError>(session)
             }
         });
@@ -608,6 +625,14 @@ impl Lab {
             session.close().await;
         }
         verified
+    }
+
+    /// Whether the nodes' wall clocks are labctl's to set at `up`: QEMU
+    /// nodes keep no time of their own (the host's RTC at boot, to the
+    /// second; no NTP in the image); the other providers' nodes keep theirs
+    /// (NTP, the cloud's time service) or are the user's hosts.
+    fn nodes_keep_no_time(&self) -> bool {
+        self.spec.provider == lab_model::ProviderKind::Qemu
     }
 
     /// Removes every VM, process and file of the lab. Idempotent.

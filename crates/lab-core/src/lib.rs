@@ -34,6 +34,8 @@
 //! - [`bulk`]: the same bytes by RDMA WRITE and by TCP.
 //! - [`impair`]: tc netem on a node's data NIC, and the RDMA hardware counters.
 //! - [`capture`]: tcpdump on a node's data NIC, the pcap copied home and summarized.
+//! - `wall_clock`: a node's wall clock against this machine's (doctor's
+//!   `clock` check, and `up` setting a QEMU node's).
 //! - [`ssh_client`]: the system ssh's argv and files for `labctl ssh` (as `up` logged in).
 #![warn(missing_docs)]
 
@@ -58,6 +60,7 @@ mod roce_port_probe;
 pub mod run;
 pub mod ssh_client;
 pub mod status;
+mod wall_clock;
 
 /// The agent contract, re-exported for the binary.
 pub use agent_proto;

@@ -31,4 +31,4 @@ pub use node_files::{remove_facts, write_facts, write_node_ssh, NodeSsh};
 pub use packages::{ensure_packages, PACKAGES};
 pub use privilege::as_root;
 pub use rdma::{check_efa, setup_rxe, RXE_SETUP};
-pub use steps::{provision_node, target, NodeJob, BOOT_DONE_MARK};
+pub use steps::{provision_node, set_clock, target, NodeJob, BOOT_DONE_MARK};

@@ -475,8 +475,12 @@ impl Agent for AgentService {
     }
 
     async fn clock(&self, _req: Request<ClockRequest>) -> Result<Response<ClockReply>, Status> {
+        let realtime_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         Ok(Response::new(ClockReply {
             now_ns: crate::trace::now_ns(),
+            realtime_ns,
         }))
     }
 

@@ -8,6 +8,7 @@ use agent_proto::v1::{NodeInfoReply, RdmaPort};
 use lab_model::labs::Fabric;
 use lab_results::doctor::{Check, Scope, Verdict};
 use lab_results::expect::{ExpectOutcome, ExpectVerdict};
+use lab_results::trace::ClockEstimate;
 use workload_catalogue::limits::DEFAULT_MAX_SIZE;
 
 use super::probe::NodeProbe;
@@ -28,6 +29,9 @@ pub struct NodeFound {
     pub info: Result<NodeInfoReply, String>,
     /// The probe script's facts, or why it did not run.
     pub probe: Result<NodeProbe, String>,
+    /// Its wall clock against the controller's (NTP's estimate from the
+    /// agent's Clock calls), or why there is none.
+    pub clock: Result<ClockEstimate, String>,
 }
 
 impl NodeFound {
@@ -380,6 +384,50 @@ pub fn pair_checks(a: &NodeFound, b: &NodeFound, a_to_b: &Reach, b_to_a: &Reach)
         }
     }
     checks
+}
+
+/// Above this (beyond the estimates' own error) the nodes' wall clocks are
+/// said to differ: unsynchronised clocks are hundreds of milliseconds to
+/// seconds apart (a QEMU node's starts from the host's RTC, to the second),
+/// while clocks set from one source agree to the error of setting them, a
+/// few milliseconds per node where a call's round trip is several (an
+/// emulated node under load).
+pub const CLOCK_OFFSET_WARN_NS: u64 = 50_000_000;
+
+/// The pair's `clock` check: `b`'s wall clock against `a`'s, each read
+/// against the controller's; warn when they differ by more than
+/// [`CLOCK_OFFSET_WARN_NS`] beyond the estimates' error. None when either
+/// node gave no reading (its agent check says why).
+pub fn clock_check(a: &NodeFound, b: &NodeFound) -> Option<Check> {
+    let (ca, cb) = (a.clock.as_ref().ok()?, b.clock.as_ref().ok()?);
+    let scope = Scope::Pair {
+        a: a.name.clone(),
+        b: b.name.clone(),
+    };
+    let offset = i128::from(cb.offset_ns) - i128::from(ca.offset_ns);
+    let error = u128::from(ca.error_ns) + u128::from(cb.error_ns);
+    let ms = |ns: u128| ns as f64 / 1e6;
+    let way = if offset >= 0 { "ahead of" } else { "behind" };
+    let evidence = format!(
+        "{}'s wall clock is {:.1} ms {way} {}'s (± {:.1} ms, each read against labctl's over {} Clock calls)",
+        b.name,
+        ms(offset.unsigned_abs()),
+        a.name,
+        ms(error),
+        ca.samples.min(cb.samples)
+    );
+    if offset.unsigned_abs() <= error + u128::from(CLOCK_OFFSET_WARN_NS) {
+        return Some(Check::ok(&scope, "clock", evidence));
+    }
+    Some(Check::not_ok(
+        &scope,
+        "clock",
+        Verdict::Warn,
+        evidence,
+        "the nodes' wall clocks differ: RDMA does not care, but timestamps of captures, logs and your \
+         tools' traces do not line up across them (`labctl run --trace` aligns its own); keep every node \
+         synchronised (chrony, or PTP with ptp4l and phc2sys on NICs that have a hardware clock)",
+    ))
 }
 
 /// The pair's `udp-4791` check: RoCE v2's port delivered both ways

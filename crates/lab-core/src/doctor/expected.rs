@@ -100,6 +100,7 @@ mod tests {
             device: Some("rxe0".into()),
             info: Ok(info(last, 1, 2)),
             probe: Ok(probe::parse(probe_text)),
+            clock: Err("not read".into()),
         }
     }
 

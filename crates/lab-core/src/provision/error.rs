@@ -52,6 +52,9 @@ pub enum ProvisionError {
         /// What to do.
         fix: String,
     },
+    /// The node's wall clock could not be read or set.
+    #[error("setting the clock from this machine's: {0}")]
+    Clock(String),
     /// The agent runs a different version than this labctl.
     #[error("node `{node}`: the deployed rdma-agent reports version {found} but labctl is {expected}; rebuild both from one checkout (cargo build --release -p labctl -p rdma-agent)")]
     AgentVersion {

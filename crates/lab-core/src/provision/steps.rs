@@ -16,6 +16,7 @@ use super::agent::{deploy_agent, AgentDeploy};
 use super::error::ProvisionError;
 use super::packages::ensure_packages;
 use super::rdma::{check_efa, setup_rxe};
+use lab_remote::command::RemoteCommand;
 
 /// How a node is reached and what to set up on it.
 pub struct NodeJob<'a> {
@@ -39,6 +40,10 @@ pub struct NodeJob<'a> {
     /// The node's console log, where the lab image's init says when it is
     /// done (`lab-boot:`); read only to time the boot (`up`'s phases).
     pub console: Option<std::path::PathBuf>,
+    /// Set the node's wall clock from this machine's: a machine whose clock
+    /// nothing else keeps (a QEMU node starts from the host's RTC, to the
+    /// second, and runs no NTP).
+    pub set_clock: bool,
 }
 
 /// What the lab image's boot script writes to the console when init is done.
@@ -162,6 +167,42 @@ where
         deploy_agent(&session, job.node, job.agent, reporter),
     )
     .await?;
+    if job.set_clock {
+        step(reporter, &name, "clock", set_clock(&session, job.node, job.agent)).await?;
+    }
     job.node.provisioned = true;
     Ok(session)
+}
+
+/// Below this the node's clock is left as it is: the reading's own error
+/// on an emulated node is a few milliseconds.
+const CLOCK_STEP_MIN_NS: u64 = 1_000_000;
+
+/// Steps the node's wall clock to this machine's, by the offset its agent's
+/// Clock calls show, so that the lab's nodes agree with each other to a few
+/// milliseconds (`doctor`'s `clock` check).
+pub async fn set_clock(
+    session: &Arc<SshSession>,
+    node: &NodeState,
+    agent: AgentDeploy<'_>,
+) -> Result<(), ProvisionError> {
+    let mut client = lab_remote::agent::connect(session.clone(), node.agent_port, agent.secret).await?;
+    let estimate = crate::wall_clock::offset(&node.name, &mut client)
+        .await
+        .map_err(|e| ProvisionError::Clock(format!("node `{}`: {e}", node.name)))?;
+    if estimate.offset_ns.unsigned_abs() < CLOCK_STEP_MIN_NS {
+        return Ok(());
+    }
+    let step = crate::wall_clock::step_argument(estimate.offset_ns);
+    let command = super::privilege::as_root(node, RemoteCommand::new("date").args(["-s", step.as_str()]));
+    let out = session.exec(&command).await?;
+    if out.status != 0 {
+        return Err(ProvisionError::Clock(format!(
+            "node `{}`: `date -s` exited {}: {}",
+            node.name,
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
 }

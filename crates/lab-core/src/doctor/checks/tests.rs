@@ -23,6 +23,7 @@ fn node(name: &str, last: u8, info: Result<NodeInfoReply, String>, probe: &str) 
         device: Some("rxe0".into()),
         info,
         probe: Ok(parse(probe)),
+        clock: Err("not read".into()),
     }
 }
 
@@ -186,6 +187,7 @@ fn test_an_infiniband_host_on_an_existing_fabric_is_judged_by_its_ipoib_netdev()
         device: None,
         info: Ok(reply),
         probe: Ok(parse(probe)),
+        clock: Err("not read".into()),
     };
     let checks = node_checks(Fabric::Existing, &n);
     let by = |name: &str| checks.iter().find(|c| c.check == name).unwrap().clone();
@@ -247,4 +249,38 @@ fn test_udp_4791_fails_on_the_direction_not_delivered_and_names_the_receivers_ru
         Err("bash: not found".into()),
     );
     assert_eq!(unprobed.verdict, Verdict::Warn);
+}
+
+#[test]
+fn test_the_clock_check_warns_when_wall_clocks_differ_beyond_the_error() {
+    let with_clock = |name: &str, last: u8, offset_ms: i64, error_ms: u64| {
+        let mut n = node(name, last, Ok(info(last, 1, 2)), &probe_text(1500, "unlimited"));
+        n.clock = Ok(ClockEstimate {
+            offset_ns: offset_ms * 1_000_000,
+            error_ns: error_ms * 1_000_000,
+            rtt_ns: 2 * error_ms * 1_000_000,
+            samples: 8,
+            agent_ns: 0,
+        });
+        n
+    };
+    let server = with_clock("server", 1, 1, 2);
+    // 399 ms apart, ± 5 ms: beyond 10 ms and the error.
+    let check = clock_check(&server, &with_clock("client", 2, 400, 3)).unwrap();
+    assert_eq!(check.verdict, Verdict::Warn);
+    assert_eq!(
+        check.evidence,
+        "client's wall clock is 399.0 ms ahead of server's (± 5.0 ms, each read against labctl's over 8 Clock calls)"
+    );
+    assert!(check.fix.unwrap().contains("chrony"));
+    // 54 ms behind, but the estimates' error (± 5 ms) leaves it within 50 ms.
+    let check = clock_check(&server, &with_clock("client", 2, -53, 3)).unwrap();
+    assert_eq!(check.verdict, Verdict::Ok, "{}", check.evidence);
+    assert!(check.evidence.contains("54.0 ms behind"), "{}", check.evidence);
+    // 56 ms behind is beyond it.
+    let check = clock_check(&server, &with_clock("client", 2, -55, 3)).unwrap();
+    assert_eq!(check.verdict, Verdict::Warn, "{}", check.evidence);
+    // A node without a reading: no check (its agent check says why).
+    let unread = node("client", 2, Ok(info(2, 1, 2)), &probe_text(1500, "unlimited"));
+    assert!(clock_check(&server, &unread).is_none());
 }
