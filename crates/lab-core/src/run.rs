@@ -270,17 +270,26 @@ pub async fn run_workload_traced(
         )
     )?;
 
-    // A verbs run needs each node's data address on an RDMA port; say so
-    // now, as `doctor` would, rather than as the verbs call that fails.
+    // A verbs run needs each node's data address on an RDMA port of the
+    // lab's fabric; say so now, as `doctor` would, rather than as the verbs
+    // call that fails or a run that measures another device than asked.
     if workload_catalogue::find(&opts.params.workload).is_some_and(|w| w.family == Family::Verbs) {
         for (peer, info) in [(&server, &server_info), (&client, &client_info)] {
             let node = &peer.node;
-            if data_path::find(&info.devices, node.data_addr, node.rdma_device.as_deref()).is_none() {
+            let Some(path) = data_path::find(&info.devices, node.data_addr, node.rdma_device.as_deref()) else {
                 return Err(RunError::NoDataPath {
                     node: node.name.clone(),
                     role: peer.role,
                     evidence: data_path_missing::evidence(node.data_addr, info),
                     fix: data_path_missing::fix(lab.spec.fabric),
+                });
+            };
+            if let Some((evidence, fix)) = data_path_missing::wrong_kind(lab.spec.fabric, info, &path) {
+                return Err(RunError::WrongDevice {
+                    node: node.name.clone(),
+                    role: peer.role,
+                    evidence,
+                    fix,
                 });
             }
         }

@@ -152,6 +152,10 @@ pub fn node_checks(fabric: Fabric, node: &NodeFound) -> Vec<Check> {
             checks.push(Check::not_ok(&scope, "device", Verdict::Fail, evidence, fix));
             return checks;
         };
+        if let Some((evidence, fix)) = data_path_missing::wrong_kind(fabric, info, &path) {
+            checks.push(Check::not_ok(&scope, "device", Verdict::Fail, evidence, fix));
+            return checks;
+        }
         checks.push(Check::ok(
             &scope,
             "device",

@@ -51,6 +51,19 @@ pub enum RunError {
         /// What to do.
         fix: &'static str,
     },
+    /// A verbs workload whose data address is on a device of another kind
+    /// than the lab's fabric (a NIC on an rxe lab): no silent fallback.
+    #[error("node `{node}` ({role}): {evidence}.\n  fix: {fix}\n  `labctl doctor` checks this (device) on every node")]
+    WrongDevice {
+        /// The node.
+        node: String,
+        /// server or client.
+        role: &'static str,
+        /// The device, its kind and the fabric's.
+        evidence: String,
+        /// What to do.
+        fix: &'static str,
+    },
     /// The workload name is not known.
     #[error("unknown workload `{name}`; supported: {}", workload_catalogue::names().collect::<Vec<_>>().join(", "))]
     UnknownWorkload {

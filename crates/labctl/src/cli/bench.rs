@@ -335,12 +335,13 @@ pub(crate) fn print_table(r: &BenchRecord) {
         return;
     }
     println!(
-        "bench `{}` suite on lab `{}`: {} -> {}, {} rounds (perftest {}, {})",
+        "bench `{}` suite on lab `{}`: {} -> {}, {} round{} (perftest {}, {})",
         r.suite.label(),
         r.lab,
         r.client,
         r.server,
         r.rounds,
+        if r.rounds == 1 { "" } else { "s" },
         r.perftest_version,
         order_words(r, "perftest")
     );

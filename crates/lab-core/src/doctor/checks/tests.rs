@@ -284,3 +284,27 @@ fn test_the_clock_check_warns_when_wall_clocks_differ_beyond_the_error() {
     let unread = node("client", 2, Ok(info(2, 1, 2)), &probe_text(1500, "unlimited"));
     assert!(clock_check(&server, &unread).is_none());
 }
+
+#[test]
+fn test_a_lab_that_says_rxe_on_a_nics_port_fails_the_device_check() {
+    // The recorded ConnectX host, its RoCE address on mlx5_4, in a lab that
+    // says `fabric: rxe`: its runs would measure the NIC.
+    let mut reply = info(1, 1, 8);
+    reply.devices = agent_proto::fixtures::ib_and_roce_host();
+    let n = NodeFound {
+        name: "server".into(),
+        data_addr: Ipv4Addr::new(192, 168, 6, 6),
+        device: None,
+        info: Ok(reply),
+        probe: Ok(parse(&probe_text(1500, "unlimited"))),
+        clock: Err("not read".into()),
+    };
+    let checks = node_checks(Fabric::Rxe, &n);
+    let device = checks.iter().find(|c| c.check == "device").unwrap();
+    assert_eq!(device.verdict, Verdict::Fail);
+    assert_eq!(
+        device.evidence,
+        "the data address is on mlx5_4 port 1, a hardware device, but the lab's fabric is rxe (SoftRoCE)"
+    );
+    assert!(device.fix.as_deref().unwrap().contains("fabric: existing"));
+}
