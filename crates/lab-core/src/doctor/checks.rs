@@ -315,8 +315,7 @@ fn libfabric_check(scope: &Scope, fabric: Fabric, probe: &NodeProbe) -> Check {
             "fi_info is not installed",
             "fabric-* workloads need libfabric: install libfabric1 and libfabric-bin (Debian) or libfabric (EFA installer)",
         ),
-        // `fi_info -l` lists a layered provider's parts (verbs, ofi_rxd).
-        Some(providers) if wanted.split(';').all(|part| providers.iter().any(|p| p == part)) => Check::ok(
+        Some(providers) if super::probe::lists_provider(providers, wanted) => Check::ok(
             scope,
             "libfabric",
             format!("provider {wanted} present (fi_info -l: {})", providers.join(" ")),

@@ -16,14 +16,15 @@ pub fn node_facts(expect: &Expectations, nodes: &[NodeFound]) -> Vec<ExpectOutco
     let mut out = Vec::new();
     for node in nodes {
         let Ok(info) = &node.info else { continue };
+        // Where the data address lives, read once for every fact below.
+        let (path, port) = (node.data_path(), node.data_port());
         if let Some(want) = expect.devices {
             out.push(devices(&node.name, info, want));
         }
         if let Some(want) = &expect.link_rate {
-            let port = node.data_port();
             let found = port.map(|p| p.rate.clone()).unwrap_or_default();
             let gbps = port_rate_gbps(&found);
-            let found_words = match (&node.data_path(), found.is_empty()) {
+            let found_words = match (&path, found.is_empty()) {
                 (None, _) => "no data port".to_string(),
                 (Some(_), true) => "no rate (the port does not report one)".to_string(),
                 (Some(p), false) => format!("{found} ({} port {})", p.device, p.port),
@@ -38,7 +39,7 @@ pub fn node_facts(expect: &Expectations, nodes: &[NodeFound]) -> Vec<ExpectOutco
             ));
         }
         if let Some(want) = expect.mtu {
-            let (found, met) = match (node.data_path(), node.active_mtu()) {
+            let (found, met) = match (&path, port.map(|p| p.active_mtu)) {
                 (Some(p), Some(mtu)) => (format!("{mtu} ({} port {})", p.device, p.port), mtu == want),
                 _ => ("no data port".to_string(), false),
             };
@@ -48,7 +49,7 @@ pub fn node_facts(expect: &Expectations, nodes: &[NodeFound]) -> Vec<ExpectOutco
             let (found, met) = match node.probe.as_ref().ok().and_then(|p| p.fi_providers.as_ref()) {
                 Some(have) => (
                     format!("fi_info lists {}", have.join(", ")),
-                    want.split(';').all(|part| have.iter().any(|h| h == part)),
+                    super::probe::lists_provider(have, want),
                 ),
                 None => ("no fi_info on the node".to_string(), false),
             };

@@ -47,6 +47,12 @@ pub struct NodeProbe {
     pub fi_providers: Option<Vec<String>>,
 }
 
+/// Whether every part of `provider` (`verbs;ofi_rxd`: `fi_info -l` lists
+/// a layered provider's parts apart) is among `listed`.
+pub fn lists_provider(listed: &[String], provider: &str) -> bool {
+    provider.split(';').all(|part| listed.iter().any(|p| p == part))
+}
+
 /// Parses the script's output.
 pub fn parse(text: &str) -> NodeProbe {
     let mut probe = NodeProbe::default();
