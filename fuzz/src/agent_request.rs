@@ -87,6 +87,7 @@ fn accepted(params: &WorkloadParams, runner: Runner) {
     for role in [Role::Server, Role::Client] {
         let spec = SessionSpec {
             id: "fuzz".into(),
+            proof: agent_proto::auth::AgentSecret::generate().connect_proof(&params.run_nonce),
             params: params.clone(),
             role,
             bind_addr: "10.77.0.1".into(),

@@ -4,9 +4,10 @@
 //! secret, which a non-root user on the node can neither read nor guess,
 //! and which no output, log, state or results file contains (but its own
 //! file and the nodes' boot archives that carry it, all readable by their
-//! owner only).
+//! owner only). On the data path, a run's server lets in only the client
+//! that opens with the run's connect proof (issue 36, item 2).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use libtest_mimic::{Failed, Trial};
 
@@ -33,6 +34,10 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
         t(
             "test_security_the_agent_secret_appears_in_no_output_log_state_or_result",
             test_security_the_agent_secret_appears_in_no_output_log_state_or_result,
+        ),
+        t(
+            "test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_run_verifies",
+            test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_run_verifies,
         ),
     ]
 }
@@ -251,4 +256,99 @@ fn files_under(root: &std::path::Path) -> Result<Vec<std::path::PathBuf>, Failed
         }
     }
     Ok(out)
+}
+
+/// The data address and port the server's agent listens on for a run: its
+/// rdma_cm listener (`rdma resource show cm_id`, state LISTEN) or its TCP
+/// socket (`ss`), polled until it appears.
+fn agent_listener(lab: &Labctl, rdma_cm: bool, within: Duration) -> Result<String, Failed> {
+    let started = Instant::now();
+    let listing = if rdma_cm {
+        "rdma resource show cm_id"
+    } else {
+        "ss -Hltnp"
+    };
+    loop {
+        let out = lab.run(&["exec", "server", "--", listing]).ok()?.stdout;
+        let found = out
+            .lines()
+            // rdma names the agent's session thread (`comm session-…`), ss the process.
+            .filter(|l| (l.contains("rdma-agent") || l.contains("comm session-")) && (!rdma_cm || l.contains("LISTEN")))
+            .find_map(|l| {
+                let addr = if rdma_cm {
+                    l.split("src-addr ").nth(1)?.split_whitespace().next()?
+                } else {
+                    l.split_whitespace().nth(3)?
+                };
+                (!addr.starts_with("127.") && !addr.starts_with("0.0.0.0")).then(|| addr.to_string())
+            });
+        if let Some(addr) = found {
+            return Ok(addr);
+        }
+        if started.elapsed() > within {
+            return Err(format!("no agent listener in `{listing}` after {within:?}:\n{out}").into());
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_run_verifies(
+    lab: &Labctl,
+) -> Result<(), Failed> {
+    for (workload, rdma_cm) in [("write-read", true), ("bulk-tcp", false)] {
+        // The client holds off for 8 s, so the server waits; meanwhile a
+        // stranger on the client node connects to the server's listener.
+        let run = {
+            let lab = lab.clone();
+            let workload = workload.to_string();
+            std::thread::spawn(move || lab.run(&["run", &workload, "--connect-delay", "8", "--json"]))
+        };
+        let listener = agent_listener(lab, rdma_cm, Duration::from_secs(40))?;
+        let (ip, port) = listener.rsplit_once(':').ok_or("listener without a port")?;
+        let stranger = if rdma_cm {
+            // rdmacm-utils' client: no private data, so no proof.
+            format!("timeout 20 rdma_client -s {ip} -p {port}; echo exit=$?")
+        } else {
+            format!(
+                "timeout 20 bash -c 'exec 3<>/dev/tcp/{ip}/{port}; printf \"sixteen bytes!!!\" >&3; cat <&3 | wc -c'; echo exit=$?"
+            )
+        };
+        let tried = lab.run(&["exec", "client", "--", &stranger]);
+        let run = run.join().map_err(|_| "the run's thread panicked")?.ok()?;
+        let record = run.json()?;
+        check(record["verified"] == true, || {
+            format!("{workload}: the run did not verify after the stranger:\n{}", run.stdout)
+        })?;
+        let refused = record["server"]["facts"]["refused_connects"]
+            .as_str()
+            .unwrap_or_default();
+        check(refused.starts_with("1 (10.77.0."), || {
+            format!(
+                "{workload}: the server's refused_connects is {refused:?}; the stranger ran `{stranger}`:\n{}{}",
+                tried.stdout, tried.stderr
+            )
+        })?;
+        if !rdma_cm {
+            // The stranger was closed on without a byte of answer.
+            check(tried.stdout.lines().next() == Some("0"), || {
+                format!("{workload}: the stranger read an answer: {}", tried.stdout)
+            })?;
+        }
+        // The agent logged it, with the stranger's address.
+        let transport = if rdma_cm { "rdma_cm" } else { "tcp" };
+        let log = lab
+            .run(&[
+                "exec",
+                "server",
+                "--",
+                "grep 'refused a connect' /var/log/rdma-agent.log | tail -n 1",
+            ])
+            .ok()?
+            .stdout;
+        let stranger_addr = refused.trim_start_matches("1 (").trim_end_matches(')');
+        check(log.contains(transport) && log.contains(stranger_addr), || {
+            format!("{workload}: the agent's log does not name the refused {stranger_addr}: {log}")
+        })?;
+    }
+    Ok(())
 }

@@ -8,6 +8,12 @@
 //! SSH into a root-only 0600 file on each node, which the agent reads at
 //! start. A call sends it as `authorization: Bearer <hex>` metadata; the
 //! agent compares in constant time.
+//!
+//! The same secret keeps strangers off the data path: a run's client proves
+//! to its server that it belongs to the lab and to this run with a
+//! [`ConnectProof`] (an HMAC of the run's nonce under the secret) in its
+//! first message (rdma_cm private data, libfabric CONNECT, bulk-tcp's first
+//! bytes), so the server hands its buffer's address and key to no one else.
 
 use std::fmt;
 use std::path::Path;
@@ -24,6 +30,43 @@ const METADATA_KEY: &str = "authorization";
 const SCHEME: &str = "Bearer ";
 /// Secret length in bytes (256 bits).
 const LEN: usize = 32;
+
+/// Bytes of a [`ConnectProof`]: HMAC-SHA-256 cut to 128 bits, which fits
+/// beside the 32-byte capability blob in the 56 bytes of private data an
+/// rdma_cm connect request carries on RoCE and InfiniBand.
+pub const CONNECT_PROOF_LEN: usize = 16;
+
+/// What the HMAC is computed over besides the run's nonce, so that the
+/// proof is of no use as anything else keyed by the secret.
+const CONNECT_PROOF_CONTEXT: &[u8] = b"labctl data-path connect v1\0";
+
+/// A run's connect proof: what its client sends first and its server
+/// requires before it answers with anything of the run's. Both agents derive
+/// it from the lab's secret and the nonce the controller drew for the run;
+/// nothing else holds the secret, and a proof seen on the wire is worth
+/// nothing in another run. `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConnectProof([u8; CONNECT_PROOF_LEN]);
+
+impl fmt::Debug for ConnectProof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ConnectProof(<redacted>)")
+    }
+}
+
+impl ConnectProof {
+    /// The proof's bytes, as the client sends them.
+    pub fn as_bytes(&self) -> &[u8; CONNECT_PROOF_LEN] {
+        &self.0
+    }
+
+    /// Whether `presented` starts with this proof (transports may pad what
+    /// they carry, and the rest of a message is the caller's). The
+    /// comparison takes the same time whatever the two share.
+    pub fn admits(&self, presented: &[u8]) -> bool {
+        presented.len() >= CONNECT_PROOF_LEN && bool::from(presented[..CONNECT_PROOF_LEN].ct_eq(&self.0))
+    }
+}
 
 /// A lab's agent secret. Its `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]
@@ -87,6 +130,19 @@ impl AgentSecret {
         }
         let text = std::fs::read_to_string(path).map_err(|e| problem(format!("cannot read it: {e}")))?;
         AgentSecret::parse(&text).ok_or_else(|| problem(format!("it does not hold {} hex digits", LEN * 2)))
+    }
+
+    /// The connect proof of the run whose nonce is `run_nonce` (see
+    /// [`ConnectProof`]).
+    pub fn connect_proof(&self, run_nonce: &[u8]) -> ConnectProof {
+        use hmac::{KeyInit, Mac};
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        mac.update(CONNECT_PROOF_CONTEXT);
+        mac.update(run_nonce);
+        let full = mac.finalize().into_bytes();
+        let mut proof = [0u8; CONNECT_PROOF_LEN];
+        proof.copy_from_slice(&full[..CONNECT_PROOF_LEN]);
+        ConnectProof(proof)
     }
 
     /// Adds the secret to a call's metadata.
@@ -158,6 +214,36 @@ mod tests {
             secret.check(garbled.metadata()).unwrap_err().code(),
             tonic::Code::PermissionDenied
         );
+    }
+
+    #[test]
+    fn test_a_connect_proof_is_the_labs_and_the_runs_only() {
+        let secret = AgentSecret::generate();
+        let proof = secret.connect_proof(b"run-1");
+        // The other agent of the lab derives the same proof, and it admits
+        // the proof followed by whatever the transport carries after it.
+        let twin = AgentSecret::parse(&secret.to_file_text()).unwrap();
+        assert_eq!(twin.connect_proof(b"run-1"), proof);
+        let mut sent = proof.as_bytes().to_vec();
+        sent.extend_from_slice(&[0xAB; 32]);
+        assert!(proof.admits(&sent));
+        // Another run's proof, another lab's, a short or empty one: refused.
+        assert!(!proof.admits(secret.connect_proof(b"run-2").as_bytes()));
+        assert!(!proof.admits(AgentSecret::generate().connect_proof(b"run-1").as_bytes()));
+        assert!(!proof.admits(&proof.as_bytes()[..CONNECT_PROOF_LEN - 1]));
+        assert!(!proof.admits(&[]));
+        assert!(!format!("{proof:?}").contains(&hex::encode(proof.as_bytes())));
+    }
+
+    #[test]
+    fn test_a_connect_proof_is_hmac_sha256_of_the_context_and_nonce() {
+        // A known answer from another implementation (Python's `hmac`):
+        // hmac.new(b"Jefe" + bytes(28), CONTEXT + nonce, sha256), first 16
+        // bytes. Any HMAC-SHA-256 computes the same proof from the secret.
+        let mut key = [0u8; LEN];
+        key[..4].copy_from_slice(b"Jefe");
+        let proof = AgentSecret(key).connect_proof(b"what do ya want for nothing?");
+        assert_eq!(hex::encode(proof.as_bytes()), "957c753e9ed09def7a4d87a9838ed297");
     }
 
     #[test]

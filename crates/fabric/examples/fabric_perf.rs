@@ -15,7 +15,7 @@ use std::thread;
 use std::time::Duration;
 
 use fabric::perf::{BwClient, BwServer, LatClient, LatServer, Stop};
-use fabric::write::{scatter_pages, Client, RandomFill, Server, MR_COUNT, MR_SIZE};
+use fabric::write::{scatter_pages, Client, Gate, RandomFill, Server, MR_COUNT, MR_SIZE};
 use fabric::{Endpoint, Hints};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -65,12 +65,12 @@ fn main() {
     let point = pair(
         &provider,
         move |ep| {
-            let mut s = BwServer::accept(ep, size, DEPTH, seed, TIMEOUT).expect("bw accept");
+            let mut s = BwServer::accept(ep, size, DEPTH, seed, &mut Gate::open(), TIMEOUT).expect("bw accept");
             let served = s.serve_size(ep, 0, size, TIMEOUT).expect("bw serve");
             served.verdict.expect("target slots hold the stream");
         },
         |ep, addr| {
-            let mut c = BwClient::connect(ep, addr, size, seed, TIMEOUT).expect("bw connect");
+            let mut c = BwClient::connect(ep, addr, size, seed, &[], TIMEOUT).expect("bw connect");
             c.run_size(ep, 0, size, DEPTH, Stop::Count(writes), TIMEOUT, &mut |_| {})
                 .expect("bw run")
         },
@@ -90,13 +90,13 @@ fn main() {
         &provider,
         move |ep| {
             let mut s = Server::new(ep, (4 << 20).max(size)).expect("staging");
-            s.accept(ep, TIMEOUT).expect("CONNECT");
+            s.accept(ep, &mut Gate::open(), TIMEOUT).expect("CONNECT");
             for _ in 0..rounds {
                 s.serve(ep, TIMEOUT).expect("serve");
             }
         },
         |ep, addr| {
-            let mut c = Client::connect(ep, addr, MR_SIZE, TIMEOUT).expect("connect");
+            let mut c = Client::connect(ep, addr, MR_SIZE, &[], TIMEOUT).expect("connect");
             let (mut bytes, mut elapsed) = (0u64, Duration::ZERO);
             for r in 0..rounds {
                 let req = RandomFill {
@@ -122,11 +122,11 @@ fn main() {
     let lat = pair(
         &provider,
         move |ep| {
-            let mut s = LatServer::accept(ep, 64, seed, TIMEOUT).expect("lat accept");
+            let mut s = LatServer::accept(ep, 64, seed, &mut Gate::open(), TIMEOUT).expect("lat accept");
             s.serve_size(ep, 0, 64, TIMEOUT).expect("lat serve");
         },
         |ep, addr| {
-            let mut c = LatClient::connect(ep, addr, 64, seed, TIMEOUT).expect("lat connect");
+            let mut c = LatClient::connect(ep, addr, 64, seed, &[], TIMEOUT).expect("lat connect");
             c.run_size(ep, 0, 64, Stop::Count(5000), TIMEOUT).expect("lat run")
         },
     );

@@ -2,8 +2,9 @@
 //! verbs `write-bw` and `send-lat`, over the same RDM endpoint as `fabric-write`.
 //!
 //! Both start with the same handshake: the client sends CONNECT {its fabric
-//! address, no MRs}; the server inserts it and answers CONNECT {its address,
-//! its target MR (bw) or none (lat)}. The answer is also the server's "ready".
+//! address, no MRs, its proof}; the server waits for one its [`Gate`]
+//! admits, inserts it and answers CONNECT {its address, its target MR (bw)
+//! or none (lat)}. The answer is also the server's "ready".
 //!
 //! `fabric-bw` (per size of the run): the client keeps up to `slots`
 //! `fi_writemsg` of `size` bytes outstanding (`slots = min(depth, target MR /
@@ -42,7 +43,7 @@ use std::time::{Duration, Instant};
 use rand_mt::Mt64;
 
 use crate::endpoint::{Access, Endpoint, MrHandle, OpId, PeerAddr, RemoteMr};
-use crate::write::{fill_page, Connect, Message, WriteError};
+use crate::write::{fill_page, wait_connect, Connect, Gate, Message, WriteError};
 
 /// Largest target region a `fabric-bw` server registers (its slots).
 pub const TARGET_MAX: usize = 16 << 20;
@@ -131,14 +132,20 @@ fn send_and_wait(ep: &mut Endpoint, peer: PeerAddr, msg: &[u8], timeout: Duratio
     Ok(())
 }
 
-/// Client side of the handshake: inserts the server, sends CONNECT, returns
-/// the server's answer (its MRs).
-pub fn connect(ep: &mut Endpoint, server_address: &[u8], timeout: Duration) -> Result<(PeerAddr, Connect), WriteError> {
+/// Client side of the handshake: inserts the server, sends CONNECT with
+/// `proof`, returns the server's answer (its MRs).
+pub fn connect(
+    ep: &mut Endpoint,
+    server_address: &[u8],
+    proof: &[u8],
+    timeout: Duration,
+) -> Result<(PeerAddr, Connect), WriteError> {
     let start = Instant::now();
     let server = ep.insert_peer(server_address)?;
     let hello = Message::Connect(Connect {
         address: ep.address()?,
         mrs: Vec::new(),
+        proof: proof.to_vec(),
     });
     send_and_wait(ep, server, &hello.encode(), timeout)?;
     match Message::decode(&ep.recv_message(timeout.saturating_sub(start.elapsed()))?)? {
@@ -149,18 +156,21 @@ pub fn connect(ep: &mut Endpoint, server_address: &[u8], timeout: Duration) -> R
     }
 }
 
-/// Server side of the handshake: waits for CONNECT, inserts the client and
-/// answers with `mrs`.
-pub fn accept(ep: &mut Endpoint, mrs: Vec<RemoteMr>, timeout: Duration) -> Result<(PeerAddr, Connect), WriteError> {
+/// Server side of the handshake: waits for the CONNECT `gate` admits,
+/// inserts the client and answers with `mrs`.
+pub fn accept(
+    ep: &mut Endpoint,
+    mrs: Vec<RemoteMr>,
+    gate: &mut Gate<'_>,
+    timeout: Duration,
+) -> Result<(PeerAddr, Connect), WriteError> {
     let start = Instant::now();
-    let c = match Message::decode(&ep.recv_message(timeout)?)? {
-        Message::Connect(c) => c,
-        other => return Err(WriteError::Protocol(format!("expected CONNECT, got {other:?}"))),
-    };
+    let c = wait_connect(ep, gate, timeout)?;
     let client = ep.insert_peer(&c.address)?;
     let answer = Message::Connect(Connect {
         address: ep.address()?,
         mrs,
+        proof: Vec::new(),
     });
     send_and_wait(ep, client, &answer.encode(), timeout.saturating_sub(start.elapsed()))?;
     Ok((client, c))
@@ -195,9 +205,10 @@ impl BwClient {
         server_address: &[u8],
         max_size: usize,
         seed: u64,
+        proof: &[u8],
         timeout: Duration,
     ) -> Result<BwClient, WriteError> {
-        let (server, answer) = connect(ep, server_address, timeout)?;
+        let (server, answer) = connect(ep, server_address, proof, timeout)?;
         let target = *answer
             .mrs
             .first()
@@ -375,11 +386,12 @@ impl BwServer {
         max_size: usize,
         depth: usize,
         seed: u64,
+        gate: &mut Gate<'_>,
         timeout: Duration,
     ) -> Result<BwServer, WriteError> {
         let slots = (TARGET_MAX / max_size.max(1)).clamp(1, depth.max(1));
         let target = ep.register(max_size * slots, Access::Remote)?;
-        let (client, _) = accept(ep, vec![ep.remote_mr(target)?], timeout)?;
+        let (client, _) = accept(ep, vec![ep.remote_mr(target)?], gate, timeout)?;
         Ok(BwServer {
             client,
             target,
@@ -475,10 +487,11 @@ impl LatClient {
         server_address: &[u8],
         max_size: usize,
         seed: u64,
+        proof: &[u8],
         timeout: Duration,
     ) -> Result<LatClient, WriteError> {
         check_ping_size(ep, max_size)?;
-        let (server, _) = connect(ep, server_address, timeout)?;
+        let (server, _) = connect(ep, server_address, proof, timeout)?;
         Ok(LatClient {
             server,
             base: stream(seed, max_size),
@@ -582,10 +595,16 @@ fn check_ping_size(ep: &Endpoint, size: usize) -> Result<(), WriteError> {
 }
 
 impl LatServer {
-    /// Waits for the client's CONNECT and answers it.
-    pub fn accept(ep: &mut Endpoint, max_size: usize, seed: u64, timeout: Duration) -> Result<LatServer, WriteError> {
+    /// Waits for the CONNECT `gate` admits and answers it.
+    pub fn accept(
+        ep: &mut Endpoint,
+        max_size: usize,
+        seed: u64,
+        gate: &mut Gate<'_>,
+        timeout: Duration,
+    ) -> Result<LatServer, WriteError> {
         check_ping_size(ep, max_size)?;
-        let (client, _) = accept(ep, Vec::new(), timeout)?;
+        let (client, _) = accept(ep, Vec::new(), gate, timeout)?;
         Ok(LatServer {
             client,
             base: stream(seed, max_size),

@@ -11,8 +11,12 @@
 //! page and offset. Fabric addresses travel out of band (the controller in the
 //! product, a channel or socket in tests).
 //!
+//! Before anything else the server waits for a CONNECT its [`Gate`] admits
+//! (in labctl, one carrying the run's connect proof); every other message
+//! that comes first is refused and reported to the gate, and the wait goes on.
+//!
 //! Wire format (little-endian): CONNECT = `1u8, addr_len u16, addr, mr_count u8,
-//! mr_count × (addr u64, size u64, key u64)`; RandomFill = `2u8, context u64,
+//! mr_count × (addr u64, size u64, key u64), proof_len u8, proof`; RandomFill = `2u8, context u64,
 //! seed u64, page_size u64, count u32, count × (mr u32, page u32)`.
 
 use std::time::{Duration, Instant};
@@ -60,6 +64,60 @@ pub struct Connect {
     pub address: Vec<u8>,
     /// The regions the server may write.
     pub mrs: Vec<RemoteMr>,
+    /// The client's proof that it is the peer the server waits for (opaque
+    /// here; empty in the server's answer).
+    pub proof: Vec<u8>,
+}
+
+/// Which CONNECT a server takes: the first whose proof `admits` accepts.
+/// Every message before it that is not such a CONNECT goes to `refused`,
+/// with the fabric address it claims (if it is a CONNECT) and what was
+/// wrong, and the server waits on.
+pub struct Gate<'a> {
+    admits: Admits<'a>,
+    refused: Refused<'a>,
+}
+
+/// Whether a CONNECT's proof is the awaited one.
+type Admits<'a> = Box<dyn Fn(&[u8]) -> bool + 'a>;
+/// Told of each message refused: the address a CONNECT claims, and why.
+type Refused<'a> = Box<dyn FnMut(Option<&[u8]>, String) + 'a>;
+
+impl<'a> Gate<'a> {
+    /// A gate of `admits` that tells `refused` of everything it turned away.
+    pub fn new(admits: impl Fn(&[u8]) -> bool + 'a, refused: impl FnMut(Option<&[u8]>, String) + 'a) -> Gate<'a> {
+        Gate {
+            admits: Box::new(admits),
+            refused: Box::new(refused),
+        }
+    }
+
+    /// A gate that takes the first CONNECT whatever its proof (a peer whose
+    /// only clients are its own, as in tests).
+    pub fn open() -> Gate<'static> {
+        Gate::new(|_| true, |_, _| {})
+    }
+}
+
+/// Waits for the CONNECT `gate` admits (see [`Gate`]).
+pub fn wait_connect(ep: &mut Endpoint, gate: &mut Gate<'_>, timeout: Duration) -> Result<Connect, WriteError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let msg = ep.recv_message(deadline.saturating_duration_since(Instant::now()))?;
+        match Message::decode(&msg) {
+            Ok(Message::Connect(c)) if (gate.admits)(&c.proof) => return Ok(c),
+            Ok(Message::Connect(c)) => {
+                let why = if c.proof.is_empty() {
+                    "its CONNECT carries no proof"
+                } else {
+                    "its CONNECT's proof is not the one this server waits for"
+                };
+                (gate.refused)(Some(&c.address), why.into())
+            }
+            Ok(other) => (gate.refused)(None, format!("{} before any CONNECT", other.name())),
+            Err(e) => (gate.refused)(None, format!("a message that is not of this protocol ({e})")),
+        }
+    }
 }
 
 /// One target page: region index and page index within it.
@@ -93,6 +151,16 @@ pub enum Message {
     RandomFill(RandomFill),
 }
 
+impl Message {
+    /// The message's name, for errors.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Connect(_) => "CONNECT",
+            Message::RandomFill(_) => "RandomFill",
+        }
+    }
+}
+
 const TAG_CONNECT: u8 = 1;
 const TAG_RANDOM_FILL: u8 = 2;
 /// Bytes of a RandomFill before its pages: tag, context, seed, page size, count.
@@ -117,6 +185,8 @@ impl Message {
                         out.extend_from_slice(&v.to_le_bytes());
                     }
                 }
+                out.push(c.proof.len() as u8);
+                out.extend_from_slice(&c.proof);
             }
             Message::RandomFill(r) => {
                 out.push(TAG_RANDOM_FILL);
@@ -150,7 +220,9 @@ impl Message {
                         })
                     })
                     .collect::<Result<_, WriteError>>()?;
-                Ok(Message::Connect(Connect { address, mrs }))
+                let proof_len = r.u8()? as usize;
+                let proof = r.bytes(proof_len)?.to_vec();
+                Ok(Message::Connect(Connect { address, mrs, proof }))
             }
             TAG_RANDOM_FILL => {
                 let (context, seed, page_size) = (r.u64()?, r.u64()?, r.u64()?);
@@ -276,15 +348,16 @@ pub struct FillReport {
 
 impl Client {
     /// Registers [`MR_COUNT`] regions of `mr_size` bytes, inserts the server's
-    /// address and sends CONNECT.
+    /// address and sends CONNECT with `proof`.
     pub fn connect(
         ep: &mut Endpoint,
         server_address: &[u8],
         mr_size: usize,
+        proof: &[u8],
         timeout: Duration,
     ) -> Result<Client, WriteError> {
         let client = Client::register(ep, server_address, mr_size)?;
-        client.send_connect(ep, timeout)?;
+        client.send_connect(ep, proof, timeout)?;
         Ok(client)
     }
 
@@ -301,8 +374,8 @@ impl Client {
     }
 
     /// The second half of [`Client::connect`]: sends CONNECT (this side's
-    /// address and its regions) and waits for the send to complete.
-    pub fn send_connect(&self, ep: &mut Endpoint, timeout: Duration) -> Result<(), WriteError> {
+    /// address, its regions and `proof`) and waits for the send to complete.
+    pub fn send_connect(&self, ep: &mut Endpoint, proof: &[u8], timeout: Duration) -> Result<(), WriteError> {
         let remote = self
             .mrs
             .iter()
@@ -311,6 +384,7 @@ impl Client {
         let msg = Message::Connect(Connect {
             address: ep.address()?,
             mrs: remote,
+            proof: proof.to_vec(),
         })
         .encode();
         let op = ep.send(self.server, &msg)?;
@@ -414,12 +488,10 @@ impl Server {
         self.corrupt_page = true;
     }
 
-    /// Waits for CONNECT and inserts the client's address.
-    pub fn accept(&mut self, ep: &mut Endpoint, timeout: Duration) -> Result<Connect, WriteError> {
-        match Message::decode(&ep.recv_message(timeout)?)? {
-            Message::Connect(c) => self.accept_connect(ep, c),
-            other => Err(WriteError::Protocol(format!("expected CONNECT, got {other:?}"))),
-        }
+    /// Waits for the CONNECT `gate` admits and inserts the client's address.
+    pub fn accept(&mut self, ep: &mut Endpoint, gate: &mut Gate<'_>, timeout: Duration) -> Result<Connect, WriteError> {
+        let c = wait_connect(ep, gate, timeout)?;
+        self.accept_connect(ep, c)
     }
 
     /// Takes a CONNECT received by the caller: inserts the client's address.
@@ -558,6 +630,7 @@ mod tests {
                 };
                 2
             ],
+            proof: vec![0x5A; 16],
         });
         assert_eq!(Message::decode(&c.encode()).unwrap(), c);
         let r = Message::RandomFill(RandomFill {

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::Duration;
 
 use fabric::observe::{completion_name, Call, Event, Observer};
-use fabric::write::{scatter_pages, Client, RandomFill, Server, WriteError, MR_SIZE};
+use fabric::write::{scatter_pages, Client, Gate, RandomFill, Server, WriteError, MR_SIZE};
 use fabric::{Access, Endpoint, FabricError, Hints, RemoteMr};
 
 const PROVIDER: &str = "tcp;ofi_rxm";
@@ -29,7 +29,7 @@ fn test_fabric_write_verifies_scattered_pages() {
         let mut ep = open();
         addr_tx.send(ep.address().unwrap()).unwrap();
         let mut server = Server::new(&mut ep, 4 << 20).unwrap();
-        let connect = server.accept(&mut ep, TIMEOUT).unwrap();
+        let connect = server.accept(&mut ep, &mut Gate::open(), TIMEOUT).unwrap();
         assert_eq!(connect.mrs.len(), 2);
         let mut reports = Vec::new();
         for _ in 0..2 {
@@ -39,7 +39,7 @@ fn test_fabric_write_verifies_scattered_pages() {
     });
     let mut ep = open();
     let server_addr = addr_rx.recv().unwrap();
-    let mut client = Client::connect(&mut ep, &server_addr, MR_SIZE, TIMEOUT).unwrap();
+    let mut client = Client::connect(&mut ep, &server_addr, MR_SIZE, &[], TIMEOUT).unwrap();
     // 8 × 1 MiB pages across both MRs (the demo's default), then 2 KiB pages
     // with a page count that needs several staging batches on the server.
     let requests = [
@@ -197,7 +197,7 @@ fn fabric_bw(sizes: &[usize], depth: usize, writes: u64, lose_one: bool) -> Vec<
     let server = thread::spawn(move || {
         let mut ep = open();
         addr_tx.send(ep.address().unwrap()).unwrap();
-        let mut server = BwServer::accept(&mut ep, max, depth, 42, TIMEOUT).unwrap();
+        let mut server = BwServer::accept(&mut ep, max, depth, 42, &mut Gate::open(), TIMEOUT).unwrap();
         server_sizes
             .iter()
             .enumerate()
@@ -209,7 +209,7 @@ fn fabric_bw(sizes: &[usize], depth: usize, writes: u64, lose_one: bool) -> Vec<
     });
     let mut ep = open();
     let server_addr = addr_rx.recv().unwrap();
-    let mut client = BwClient::connect(&mut ep, &server_addr, max, 42, TIMEOUT).unwrap();
+    let mut client = BwClient::connect(&mut ep, &server_addr, max, 42, &[], TIMEOUT).unwrap();
     if lose_one {
         client.claim_a_lost_write();
     }
@@ -270,14 +270,14 @@ fn test_fabric_lat_server_catches_a_corrupted_ping() {
     let server = thread::spawn(move || {
         let mut ep = open();
         addr_tx.send(ep.address().unwrap()).unwrap();
-        let mut server = LatServer::accept(&mut ep, 64, 5, TIMEOUT).unwrap();
+        let mut server = LatServer::accept(&mut ep, 64, 5, &mut Gate::open(), TIMEOUT).unwrap();
         (0..2)
             .map(|i| server.serve_size(&mut ep, i, 64, TIMEOUT).unwrap())
             .collect::<Vec<_>>()
     });
     let mut ep = open();
     let server_addr = addr_rx.recv().unwrap();
-    let mut client = LatClient::connect(&mut ep, &server_addr, 64, 5, TIMEOUT).unwrap();
+    let mut client = LatClient::connect(&mut ep, &server_addr, 64, 5, &[], TIMEOUT).unwrap();
     client.corrupt_a_ping();
     for i in 0..2 {
         let point = client.run_size(&mut ep, i, 64, Stop::Count(10), TIMEOUT).unwrap();
@@ -354,6 +354,85 @@ fn open_observed() -> (Endpoint, Arc<Mutex<Vec<Seen>>>) {
 }
 
 #[test]
+fn test_a_gated_server_waits_past_strangers_for_the_connect_it_admits() {
+    const PROOF: &[u8] = b"the run's proof.";
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let server = thread::spawn(move || {
+        let mut ep = open();
+        addr_tx.send(ep.address().unwrap()).unwrap();
+        let mut server = Server::new(&mut ep, 1 << 20).unwrap();
+        let mut refused = Vec::new();
+        let connect = {
+            let mut gate = Gate::new(
+                |proof| proof == PROOF,
+                |claimed, why| refused.push((claimed.is_some(), why)),
+            );
+            server.accept(&mut ep, &mut gate, TIMEOUT).unwrap()
+        };
+        let report = server.serve(&mut ep, TIMEOUT).unwrap();
+        (connect, refused, report)
+    });
+    let server_addr = addr_rx.recv().unwrap();
+    // Strangers first, each from an endpoint of its own: a request before
+    // any CONNECT, a CONNECT without a proof, one with another proof.
+    let stranger_sends = |msg: Vec<u8>| {
+        let mut ep = open();
+        let server = ep.insert_peer(&server_addr).unwrap();
+        let op = ep.send(server, &msg).unwrap();
+        ep.wait_op(op, TIMEOUT).unwrap();
+        ep
+    };
+    let fill = RandomFill {
+        context: 1,
+        seed: 2,
+        page_size: 4096,
+        pages: scatter_pages(1, 1, 4096, 2, MR_SIZE),
+    };
+    let mut kept = vec![stranger_sends(fabric::write::Message::RandomFill(fill).encode())];
+    for proof in [Vec::new(), b"someone else's!".to_vec()] {
+        let ep = open();
+        let hello = fabric::write::Message::Connect(fabric::write::Connect {
+            address: ep.address().unwrap(),
+            mrs: Vec::new(),
+            proof,
+        });
+        kept.push(stranger_sends(hello.encode()));
+    }
+    // The run's client then gets in, and its pages are written and verified.
+    let mut ep = open();
+    let mut client = Client::connect(&mut ep, &server_addr, MR_SIZE, PROOF, TIMEOUT).unwrap();
+    let req = RandomFill {
+        context: 7,
+        seed: 99,
+        page_size: 4096,
+        pages: scatter_pages(3, 16, 4096, 2, MR_SIZE),
+    };
+    let filled = client.random_fill(&mut ep, &req, TIMEOUT).unwrap();
+    assert_eq!(filled.bytes, 16 * 4096);
+    let (connect, refused, report) = server.join().unwrap();
+    assert_eq!(
+        connect.address,
+        ep.address().unwrap(),
+        "the server took the run's client"
+    );
+    assert_eq!(report.pages, 16);
+    let whys: Vec<&str> = refused.iter().map(|(_, why)| why.as_str()).collect();
+    assert_eq!(
+        whys,
+        [
+            "RandomFill before any CONNECT",
+            "its CONNECT carries no proof",
+            "its CONNECT's proof is not the one this server waits for"
+        ]
+    );
+    assert_eq!(
+        refused.iter().map(|(claimed, _)| *claimed).collect::<Vec<_>>(),
+        [false, true, true]
+    );
+    drop(kept);
+}
+
+#[test]
 fn test_observer_sees_each_write_its_completion_and_the_immediate() {
     const PAGES: usize = 6;
     const PAGE: u64 = 4096;
@@ -362,14 +441,14 @@ fn test_observer_sees_each_write_its_completion_and_the_immediate() {
         let (mut ep, seen) = open_observed();
         addr_tx.send(ep.address().unwrap()).unwrap();
         let mut server = Server::new(&mut ep, 2 * PAGE as usize).unwrap();
-        server.accept(&mut ep, TIMEOUT).unwrap();
+        server.accept(&mut ep, &mut Gate::open(), TIMEOUT).unwrap();
         let report = server.serve(&mut ep, TIMEOUT).unwrap();
         drop(ep);
         (report, Arc::try_unwrap(seen).unwrap().into_inner().unwrap())
     });
     let (mut ep, client_seen) = open_observed();
     let server_addr = addr_rx.recv().unwrap();
-    let mut client = Client::connect(&mut ep, &server_addr, MR_SIZE, TIMEOUT).unwrap();
+    let mut client = Client::connect(&mut ep, &server_addr, MR_SIZE, &[], TIMEOUT).unwrap();
     let regions: Vec<RemoteMr> = client.mrs().iter().map(|m| ep.remote_mr(*m).unwrap()).collect();
     let req = RandomFill {
         context: 0x5eed,

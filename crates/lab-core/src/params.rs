@@ -115,6 +115,11 @@ pub struct WorkloadRequest {
     /// Abort the run after this many seconds [default: 120].
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     pub timeout: Option<Duration>,
+    /// The client waits this many seconds before it connects, while the server waits for
+    /// it: to watch a server wait, or to see it refuse a connect that is not its run's
+    /// [default: 0; at most 60].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_connect_delay)]
+    pub connect_delay: Option<Duration>,
     /// Record both nodes' RDMA hardware counters (retransmissions, NAKs, ...) before and
     /// after the run, and show what it added; automatic when a node is impaired (`labctl impair`).
     #[arg(long)]
@@ -125,6 +130,15 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
     text.parse::<u64>()
         .map(Duration::from_secs)
         .map_err(|_| format!("`{text}` is not a whole number of seconds"))
+}
+
+fn parse_connect_delay(text: &str) -> Result<Duration, String> {
+    let delay = parse_seconds(text)?;
+    let most = Duration::from_millis(u64::from(workload_catalogue::limits::MAX_CONNECT_DELAY_MS));
+    if delay > most {
+        return Err(format!("at most {} s", most.as_secs()));
+    }
+    Ok(delay)
 }
 
 /// The workload argument's values: every catalogue entry, its doc as help.
@@ -324,6 +338,9 @@ impl WorkloadRequest {
         if let Some(total) = self.total {
             params.total = total;
         }
+        if let Some(delay) = self.connect_delay {
+            params.connect_delay_ms = u32::try_from(delay.as_millis()).unwrap_or(u32::MAX);
+        }
         Ok(RunOptions {
             params,
             server: self.server.clone().unwrap_or_else(|| "server".into()),
@@ -398,6 +415,32 @@ mod tests {
         assert!(opts.params.ping_pong);
         assert_eq!(opts.timeout, Duration::from_secs(30));
         assert_eq!((opts.server.as_str(), opts.client.as_str()), ("server", "client"));
+    }
+
+    #[test]
+    fn test_the_connect_delay_is_whole_seconds_up_to_a_minute() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            request: WorkloadRequest,
+        }
+        use clap::Parser;
+        let cli = Cli::try_parse_from(["run", "write-read", "--connect-delay", "8"]).unwrap();
+        assert_eq!(cli.request.run_options().unwrap().params.connect_delay_ms, 8000);
+        let too_long = Cli::try_parse_from(["run", "write-read", "--connect-delay", "61"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(too_long.contains("at most 60 s"), "{too_long}");
+        assert_eq!(
+            WorkloadRequest::from(&entry("workloads:\n  - workload: write-read\n"))
+                .run_options()
+                .unwrap()
+                .params
+                .connect_delay_ms,
+            0,
+            "no delay unless asked for"
+        );
     }
 
     #[test]

@@ -318,6 +318,9 @@ pub async fn run_workload_traced(
         };
     }
     let mut params = opts.params.clone();
+    // Each run its own nonce, so the connect proof the agents derive from it
+    // (see agent_proto::auth::ConnectProof) admits this run's client only.
+    params.run_nonce = rand::random::<[u8; 16]>().to_vec();
     if params.timeout_ms == 0 {
         params.timeout_ms = opts.timeout.as_millis() as u64;
     }

@@ -161,7 +161,14 @@ pub async fn local_sha256(path: &Path) -> Result<String, TransferError> {
     tokio::task::spawn_blocking(move || {
         let mut file = std::fs::File::open(&owned)?;
         let mut hasher = Sha256::new();
-        std::io::copy(&mut file, &mut hasher)?;
+        let mut chunk = vec![0u8; 1 << 16];
+        loop {
+            let n = std::io::Read::read(&mut file, &mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&chunk[..n]);
+        }
         Ok::<_, std::io::Error>(hex::encode(hasher.finalize()))
     })
     .await

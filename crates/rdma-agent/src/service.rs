@@ -43,11 +43,14 @@ impl From<SessionError> for Status {
 pub struct AgentService {
     started: Instant,
     sessions: Arc<Mutex<HashMap<String, SessionHandle>>>,
+    /// The lab's secret: the key of each run's connect proof.
+    secret: AgentSecret,
 }
 
-impl Default for AgentService {
-    fn default() -> Self {
+impl AgentService {
+    fn new(secret: AgentSecret) -> Self {
         AgentService {
+            secret,
             started: Instant::now(),
             sessions: Arc::new(Mutex::new(HashMap::new())),
         }
@@ -62,15 +65,13 @@ pub async fn run(
     secret: AgentSecret,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
+    let service = AgentService::new(secret.clone());
     let only_the_controller = move |request: Request<()>| {
         secret.check(request.metadata())?;
         Ok(request)
     };
     tonic::transport::Server::builder()
-        .add_service(AgentServer::with_interceptor(
-            AgentService::default(),
-            only_the_controller,
-        ))
+        .add_service(AgentServer::with_interceptor(service, only_the_controller))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
 }
@@ -169,6 +170,7 @@ impl AgentService {
         }
         let spec = SessionSpec {
             id: req.session_id.clone(),
+            proof: self.secret.connect_proof(&params.run_nonce),
             params,
             role,
             bind_addr: req.bind_addr,
@@ -222,6 +224,7 @@ impl AgentService {
     ) -> Result<PrepareReply, SessionError> {
         let spec = SessionSpec {
             id: req.session_id.clone(),
+            proof: self.secret.connect_proof(&params.run_nonce),
             params,
             role,
             bind_addr: req.bind_addr,
@@ -300,6 +303,7 @@ impl AgentService {
         // was started by Prepare and only gets its peer.
         let spec = SessionSpec {
             id: req.session_id.clone(),
+            proof: self.secret.connect_proof(&params.run_nonce),
             params,
             role: Role::Client,
             bind_addr: req.bind_addr,

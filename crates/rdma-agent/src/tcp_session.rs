@@ -5,13 +5,16 @@
 //!
 //! - Prepare (server): allocates its TOTAL-byte buffer, listens on
 //!   `bind_addr:0` and returns that address and port in its [`Endpoint`], as a
-//!   rdma_cm server does. Its thread accepts one connection, reads until it
-//!   has TOTAL bytes, answers one acknowledgement byte, then checks every byte
-//!   against the pattern (after its clock stopped, as bulk-rdma's server).
+//!   rdma_cm server does. Its thread accepts connections until one opens with
+//!   the run's connect proof (any other is closed, logged and counted: see
+//!   [`crate::session::admission`]), reads until it has TOTAL bytes, answers
+//!   one acknowledgement byte, then checks every byte against the pattern
+//!   (after its clock stopped, as bulk-rdma's server).
 //! - Run (client): fills TOTAL bytes with the pattern (before its clock
-//!   starts), connects, writes them in CHUNK-sized writes, and waits for the
-//!   acknowledgement: its elapsed time ends when the server has all the
-//!   bytes, as bulk-rdma's ends when the done message is delivered.
+//!   starts), connects, sends the proof, writes the bytes in CHUNK-sized
+//!   writes, and waits for the acknowledgement: its elapsed time ends when
+//!   the server has all the bytes, as bulk-rdma's ends when the done message
+//!   is delivered.
 //!
 //! Like a verbs session it runs on its own OS thread, so the per-thread CPU
 //! time ([`crate::cpu`]) is the transfer's: the socket calls and the kernel's
@@ -22,11 +25,13 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use agent_proto::auth::{ConnectProof, CONNECT_PROOF_LEN};
 use agent_proto::v1::{CmMode, CpuUsage, Endpoint, Progress, Role, SideResult, WorkloadParams};
 use tokio::sync::oneshot;
 
 use crate::cpu::{CpuTimes, NodeBusy};
 use crate::metrics::{bandwidth, PeakTracker};
+use crate::session::admission::{connect_delay, Refused};
 use crate::session::bounds::Bounds;
 use crate::session::{peer_socket_addr, ProgressSink, SessionError, SessionHandle, SessionSpec};
 use crate::timeline::Timeline;
@@ -42,6 +47,10 @@ const POLL: Duration = Duration::from_millis(100);
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 /// The server's acknowledgement that it holds every byte.
 const ACK: u8 = 0xAC;
+/// How long an accepted connection has to send its proof: the run's client
+/// sends it at once, so this bounds only how long a silent stranger holds
+/// up the real client's turn.
+const PROOF_WAIT: Duration = Duration::from_secs(2);
 
 /// bulk-tcp's own checks: the same bytes as bulk-rdma, so the same total
 /// limit, over a connection its server's Prepare listens for.
@@ -173,17 +182,20 @@ fn serve(
             qps: Vec::new(),
         }));
     }
+    let mut refused = Refused::default();
     let (mut stream, peer) = loop {
         alive.check("the bulk-tcp client to connect")?;
         match listener.accept() {
-            Ok(accepted) => break accepted,
+            Ok((stream, peer)) => match read_proof(&stream, &spec.proof) {
+                Ok(()) => break (stream, peer),
+                Err(why) => refused.refuse("tcp", &peer.to_string(), &why),
+            },
             Err(e) if timed_out(&e) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(SessionError::Setup(format!("accepting on {local}: {e}"))),
         }
     };
     drop(listener);
     let setup = |e: std::io::Error| SessionError::Setup(format!("the connection from {peer}: {e}"));
-    stream.set_nonblocking(false).map_err(setup)?;
     stream.set_read_timeout(Some(POLL)).map_err(setup)?;
     let clock = Clock::start();
     let mut timeline = Timeline::new();
@@ -217,8 +229,25 @@ fn serve(
     result.timeline = timeline.finish();
     result.facts.insert("peer".into(), peer.to_string());
     result.facts.insert("local".into(), local.to_string());
+    refused.report(&mut result);
     crate::workload::verdict(&mut result, verify_total(&spec.params, &buf, "TCP"));
     Ok(result)
+}
+
+/// Reads an accepted connection's first bytes, which must be the run's
+/// proof; Err says what was wrong. Leaves the stream blocking.
+fn read_proof(mut stream: &TcpStream, proof: &ConnectProof) -> Result<(), String> {
+    let mut presented = [0u8; CONNECT_PROOF_LEN];
+    stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_read_timeout(Some(PROOF_WAIT)))
+        .map_err(|e| format!("preparing the connection: {e}"))?;
+    match stream.read_exact(&mut presented) {
+        Ok(()) if proof.admits(&presented) => Ok(()),
+        Ok(()) => Err("its first bytes are not this run's connect proof".into()),
+        Err(e) if timed_out(&e) => Err(format!("it sent no connect proof within {PROOF_WAIT:?}")),
+        Err(e) => Err(format!("reading its connect proof: {e}")),
+    }
 }
 
 fn client(
@@ -236,11 +265,13 @@ fn client(
     if corrupt {
         src[total as usize / 2] ^= 0xFF;
     }
+    connect_delay(&spec.params, &alive.cancel, alive.deadline)?;
     alive.check("connecting")?;
     let connect_timeout = Duration::from_secs(5).min(alive.left());
     let mut stream = TcpStream::connect_timeout(&dst, connect_timeout.max(Duration::from_millis(1)))
         .map_err(|e| SessionError::Setup(format!("connecting to the bulk-tcp server {dst}: {e}")))?;
     let setup = |e: std::io::Error| SessionError::Setup(format!("the connection to {dst}: {e}"));
+    stream.write_all(spec.proof.as_bytes()).map_err(setup)?;
     stream.set_write_timeout(Some(POLL)).map_err(setup)?;
     stream.set_read_timeout(Some(POLL)).map_err(setup)?;
     let local = stream.local_addr().map_err(setup)?;

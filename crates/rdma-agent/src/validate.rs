@@ -10,7 +10,7 @@
 
 use agent_proto::v1::{Fault, WorkloadParams};
 use workload_catalogue::limits::{
-    DEFAULT_MAX_SIZE, MAX_BULK_TOTAL, MAX_DURATION_S, MAX_ITERATIONS, MAX_QPS, MAX_TIMEOUT_MS,
+    DEFAULT_MAX_SIZE, MAX_BULK_TOTAL, MAX_CONNECT_DELAY_MS, MAX_DURATION_S, MAX_ITERATIONS, MAX_QPS, MAX_TIMEOUT_MS,
 };
 use workload_catalogue::Opt;
 
@@ -268,6 +268,13 @@ pub fn validate(
         });
     }
     check_range("tx_depth", params.tx_depth as i64, 0, 4096, "0 (default) ..= 4096")?;
+    check_range(
+        "connect_delay_ms",
+        i64::from(params.connect_delay_ms),
+        0,
+        i64::from(MAX_CONNECT_DELAY_MS),
+        "0 ..= 60000 (one minute)",
+    )?;
     check_range(
         "cq_moderation",
         params.cq_moderation as i64,

@@ -26,6 +26,16 @@ fn params(total: u64, chunk: u64, seed: u64) -> WorkloadParams {
 
 /// Prepare on one agent, Run on another, Collect: (server, client).
 async fn transfer(p: WorkloadParams, id: &str) -> (SideResult, SideResult) {
+    transfer_after(p, id, |_| {}).await
+}
+
+/// [`transfer`], with `meanwhile` run between the server's Prepare and the
+/// client's Run (given the server's endpoint).
+async fn transfer_after(
+    p: WorkloadParams,
+    id: &str,
+    meanwhile: impl FnOnce(&agent_proto::v1::Endpoint),
+) -> (SideResult, SideResult) {
     let (mut server, _stop_server) = start().await;
     let (mut client, _stop_client) = start().await;
     let endpoint = server
@@ -42,6 +52,7 @@ async fn transfer(p: WorkloadParams, id: &str) -> (SideResult, SideResult) {
         .expect("an endpoint");
     assert_eq!(endpoint.address, "127.0.0.1");
     assert_ne!(endpoint.port, 0, "the server listens on a real port");
+    meanwhile(&endpoint);
     let mut stream = client
         .run(RunRequest {
             session_id: id.into(),
@@ -173,5 +184,43 @@ async fn test_bulk_tcp_server_aborted_while_waiting_frees_its_session() {
             .into_inner()
             .active_sessions,
         0
+    );
+}
+
+#[tokio::test]
+async fn test_bulk_tcp_server_refuses_strangers_and_takes_its_client() {
+    use std::io::Write;
+    let mut p = params(1 << 20, 64 << 10, 21);
+    p.run_nonce = b"this run's nonce".to_vec();
+    let strangers = std::sync::Mutex::new(Vec::new());
+    let (server, client) = transfer_after(p.clone(), "strangers", |endpoint| {
+        let at = std::net::SocketAddr::new(endpoint.address.parse().unwrap(), endpoint.port as u16);
+        // Bytes that are no proof, a proof cut short, another run's proof.
+        let another_runs = common::lab_secret().connect_proof(b"another run");
+        for first in [
+            vec![0x42; 16],
+            another_runs.as_bytes()[..5].to_vec(),
+            another_runs.as_bytes().to_vec(),
+        ] {
+            let mut stream = std::net::TcpStream::connect(at).unwrap();
+            strangers.lock().unwrap().push(stream.local_addr().unwrap().to_string());
+            stream.write_all(&first).unwrap();
+            // The server closes each connection without answering.
+            let mut answer = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut stream, &mut answer);
+            assert!(answer.is_empty(), "a stranger was answered {answer:?}");
+        }
+    })
+    .await;
+    assert!(server.verified, "{}", server.verify_detail);
+    assert_eq!(client.bytes, 1 << 20, "{client:?}");
+    let strangers = strangers.into_inner().unwrap();
+    assert_eq!(
+        server.facts["refused_connects"],
+        format!("3 ({})", strangers.join(", "))
+    );
+    assert_ne!(
+        server.facts["peer"], strangers[0],
+        "the server's peer is the run's client"
     );
 }

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use fabric::perf::{BwClient, LatServer};
-use fabric::write::{Message, Server};
+use fabric::write::{Gate, Message, Server};
 use fabric::{Endpoint, Hints};
 use tonic::Code;
 
@@ -365,7 +365,9 @@ fn corrupting_write_server(addr_tx: mpsc::Sender<Vec<u8>>) -> std::thread::JoinH
         let mut ep = open_peer();
         addr_tx.send(ep.address().unwrap()).unwrap();
         let mut server = Server::new(&mut ep, 1 << 20).unwrap();
-        server.accept(&mut ep, Duration::from_secs(20)).unwrap();
+        server
+            .accept(&mut ep, &mut Gate::open(), Duration::from_secs(20))
+            .unwrap();
         let Message::RandomFill(mut req) = Message::decode(&ep.recv_message(Duration::from_secs(20)).unwrap()).unwrap()
         else {
             panic!("expected RandomFill");
@@ -406,7 +408,17 @@ async fn corrupted_bytes_are_reported_with_their_location_through_the_agent() {
     let server_addr = prepare_server(&mut agent, "cb", &p).await.fabric_addr;
     std::thread::spawn(move || {
         let mut ep = open_peer();
-        let mut c = BwClient::connect(&mut ep, &server_addr, 4096, 43, Duration::from_secs(20)).unwrap();
+        // The run's proof (its params carry no nonce): the peer gets in, and only its bytes are wrong.
+        let proof = common::lab_secret().connect_proof(&[]);
+        let mut c = BwClient::connect(
+            &mut ep,
+            &server_addr,
+            4096,
+            43,
+            proof.as_bytes(),
+            Duration::from_secs(20),
+        )
+        .unwrap();
         c.run_size(
             &mut ep,
             0,
@@ -438,7 +450,8 @@ async fn a_peer_that_vanishes_ends_bw_and_lat_in_a_timeout() {
     let server_addr = prepare_server(&mut agent, "vb", &p).await.fabric_addr;
     std::thread::spawn(move || {
         let mut ep = open_peer();
-        fabric::perf::connect(&mut ep, &server_addr, Duration::from_secs(10)).unwrap();
+        let proof = common::lab_secret().connect_proof(&[]);
+        fabric::perf::connect(&mut ep, &server_addr, proof.as_bytes(), Duration::from_secs(10)).unwrap();
     })
     .join()
     .unwrap();
@@ -452,7 +465,7 @@ async fn a_peer_that_vanishes_ends_bw_and_lat_in_a_timeout() {
     let fake = std::thread::spawn(move || {
         let mut ep = open_peer();
         addr_tx.send(ep.address().unwrap()).unwrap();
-        LatServer::accept(&mut ep, 64, 42, Duration::from_secs(10)).unwrap();
+        LatServer::accept(&mut ep, 64, 42, &mut Gate::open(), Duration::from_secs(10)).unwrap();
     });
     let peer = FabricEndpoint {
         fabric_addr: addr_rx.recv().unwrap(),
@@ -521,4 +534,48 @@ async fn fabric_endpoint_that_opens_another_provider_than_expected_fails_naming_
     let peer = prepare_server(&mut server, "xm", &met).await;
     let (result, _) = run_client(&mut client, "xm", &met, peer).await.expect("Run");
     assert!(result.verified, "{}", result.verify_detail);
+}
+
+#[tokio::test]
+async fn a_fabric_server_refuses_connects_without_the_runs_proof_and_takes_its_client() {
+    let (mut server, _stop_s) = start().await;
+    let (mut client, _stop_c) = start().await;
+    for (workload, id) in [
+        ("fabric-bw", "gate-bw"),
+        ("fabric-lat", "gate-lat"),
+        ("fabric-write", "gate-w"),
+    ] {
+        let mut p = perf(workload, 4096, 16);
+        p.run_nonce = format!("nonce of {id}").into_bytes();
+        let peer = prepare_server(&mut server, id, &p).await;
+        // Two strangers: one with no proof, one with another run's; each
+        // CONNECT goes unanswered, so its handshake runs out of time.
+        let server_addr = peer.fabric_addr.clone();
+        std::thread::spawn(move || {
+            let another_runs = common::lab_secret().connect_proof(b"another run");
+            for proof in [&[][..], &another_runs.as_bytes()[..]] {
+                let mut ep = open_peer();
+                let err = fabric::perf::connect(&mut ep, &server_addr, proof, Duration::from_millis(1500)).unwrap_err();
+                assert!(
+                    err.to_string().contains("timed out") || err.to_string().contains("waiting"),
+                    "{err}"
+                );
+            }
+        })
+        .join()
+        .unwrap();
+        let (result, _) = run_client(&mut client, id, &p, peer).await.expect("Run");
+        let served = collect(&mut server, id).await.expect("Collect");
+        let verified = if workload == "fabric-write" { &result } else { &served };
+        assert!(
+            verified.checked && verified.verified,
+            "{workload}: {}",
+            verified.verify_detail
+        );
+        let refused = &served.facts["refused_connects"];
+        assert!(
+            refused.starts_with("2 (127.0.0.1:") && refused.matches("(claimed)").count() == 2,
+            "{workload}: {refused}"
+        );
+    }
 }

@@ -28,6 +28,10 @@ pub const MAX_DURATION_S: f64 = 86_400.0;
 /// Longest session timeout (`timeout_ms`), one week: a session deadline is
 /// `now + timeout`, which must not overflow the clock.
 pub const MAX_TIMEOUT_MS: u64 = 7 * 86_400 * 1000;
+/// Longest wait of a client before it connects (`connect_delay_ms`), one
+/// minute: long enough to watch a server wait, short enough that a typo
+/// does not hold a lab.
+pub const MAX_CONNECT_DELAY_MS: u32 = 60_000;
 /// Largest `total` of a bulk transfer (the server holds all of it in memory).
 pub const MAX_BULK_TOTAL: u64 = 1 << 30;
 /// A run's timeout unless told otherwise, seconds.

@@ -218,6 +218,13 @@ pub(crate) fn print_record(r: &RunRecord) {
             println!("  injected    {}: {fault}", side.node);
         }
     }
+    // Connects the server turned away for want of the run's proof.
+    if let Some(refused) = r.server.facts.get("refused_connects") {
+        println!(
+            "  refused     {}: {refused}, without this run's connect proof",
+            r.server.node
+        );
+    }
     if !r.server.immediates.is_empty() {
         println!("  immediates  {:?} (server, in arrival order)", r.server.immediates);
     }

@@ -1,6 +1,7 @@
 //! fabric-bw: the client keeps `tx_depth` writes in flight per size; the
 //! server is their target and checks every size's slots.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use super::common::*;
 use crate::cpu::CpuTimes;
 use crate::fabric_trace::FabricTrace;
 use crate::metrics::{bandwidth, PeakTracker};
+use crate::session::admission::{connect_delay, Refused};
 use crate::session::{ProgressSink, SessionError, SessionSpec};
 
 /// fabric-bw server: the target of the client's writes; checks every size's slots.
@@ -25,7 +27,15 @@ pub(super) fn serve_bw(
     let sizes = sizes(&spec.params, Kind::Bw);
     let max = *sizes.iter().max().expect("at least one size");
     announce(spec, ep, endpoint_tx)?;
-    let mut server = BwServer::accept(ep, max, tx_depth(&spec.params), spec.params.seed, left(deadline))?;
+    let refused = RefCell::new(Refused::default());
+    let mut server = BwServer::accept(
+        ep,
+        max,
+        tx_depth(&spec.params),
+        spec.params.seed,
+        &mut gate(spec, &refused),
+        left(deadline),
+    )?;
     let (start, cpu_start) = (Instant::now(), CpuTimes::thread_now());
     let (mut writes, mut bytes, mut problems) = (0u64, 0u64, Vec::new());
     for (i, &size) in sizes.iter().enumerate() {
@@ -53,6 +63,7 @@ pub(super) fn serve_bw(
     result
         .facts
         .insert("tx_depth".into(), tx_depth(&spec.params).to_string());
+    refused.borrow().report(&mut result);
     Ok(result)
 }
 
@@ -77,7 +88,15 @@ pub(super) fn client_bw(
         0,
         format!("{}: CONNECT to {}", ep.provider(), ep.address_string(&peer.fabric_addr)),
     );
-    let mut client = BwClient::connect(&mut ep, &peer.fabric_addr, max, spec.params.seed, left(deadline))?;
+    connect_delay(&spec.params, cancel, deadline)?;
+    let mut client = BwClient::connect(
+        &mut ep,
+        &peer.fabric_addr,
+        max,
+        spec.params.seed,
+        spec.proof.as_bytes(),
+        left(deadline),
+    )?;
     let lose_one = spec.params.fault() == agent_proto::v1::Fault::Skip;
     if lose_one {
         client.claim_a_lost_write();

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use crate::cpu::CpuTimes;
 use crate::fabric_trace::FabricTrace;
 use crate::plan::{self, Plan};
+use crate::session::admission::Refused;
 use crate::session::{ProgressSink, SessionError, SessionSpec};
 use crate::validate::{OwnCheck, ValidationError};
 
@@ -203,6 +204,45 @@ fn refuse_unexpected_provider(params: &WorkloadParams, ep: &fabric::Endpoint) ->
         ep.info().fabric_name(),
         ep.info().domain_name(),
     )))
+}
+
+/// The gate of a run's server: it admits the CONNECT that carries the run's
+/// proof, and logs and counts in `refused` every message before it.
+pub(super) fn gate<'a>(spec: &'a SessionSpec, refused: &'a std::cell::RefCell<Refused>) -> fabric::write::Gate<'a> {
+    fabric::write::Gate::new(
+        |proof| spec.proof.admits(proof),
+        |claimed, why| {
+            refused
+                .borrow_mut()
+                .refuse("libfabric", &claimed_address(claimed), &why)
+        },
+    )
+}
+
+/// A refused CONNECT's claimed fabric address as an administrator reads it:
+/// `ip:port` when it is a socket address (tcp, verbs and rxd providers),
+/// else its bytes in hex (EFA's GID and QPN). An RDM message does not say
+/// who sent it, so this is what the message claims.
+fn claimed_address(claimed: Option<&[u8]>) -> String {
+    let Some(bytes) = claimed else {
+        return "a peer that sent no CONNECT".into();
+    };
+    let family = bytes.get(..2).map(|f| u16::from_ne_bytes([f[0], f[1]]));
+    let port = || u16::from_be_bytes([bytes[2], bytes[3]]);
+    match family.map(i32::from) {
+        Some(libc::AF_INET) if bytes.len() >= 8 => {
+            let ip = std::net::Ipv4Addr::new(bytes[4], bytes[5], bytes[6], bytes[7]);
+            format!("{ip}:{} (claimed)", port())
+        }
+        Some(libc::AF_INET6) if bytes.len() >= 24 => {
+            let octets: [u8; 16] = bytes[8..24].try_into().expect("16 bytes");
+            format!("[{}]:{} (claimed)", std::net::Ipv6Addr::from(octets), port())
+        }
+        _ => {
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            format!("fabric address {hex} (claimed)")
+        }
+    }
 }
 
 pub(super) fn bind_ip(bind_addr: &str) -> Result<String, SessionError> {

@@ -1,6 +1,7 @@
 //! fabric-lat: send/recv ping-pong per size; the server echoes and checks
 //! every ping, the client every echo.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +14,7 @@ use super::common::*;
 use crate::cpu::CpuTimes;
 use crate::fabric_trace::FabricTrace;
 use crate::metrics::latency;
+use crate::session::admission::{connect_delay, Refused};
 use crate::session::{ProgressSink, SessionError, SessionSpec};
 
 /// fabric-lat server: echoes every ping and checks it.
@@ -25,7 +27,8 @@ pub(super) fn serve_lat(
     let sizes = sizes(&spec.params, Kind::Lat);
     let max = *sizes.iter().max().expect("at least one size");
     announce(spec, ep, endpoint_tx)?;
-    let mut server = LatServer::accept(ep, max, spec.params.seed, left(deadline))?;
+    let refused = RefCell::new(Refused::default());
+    let mut server = LatServer::accept(ep, max, spec.params.seed, &mut gate(spec, &refused), left(deadline))?;
     let (start, cpu_start) = (Instant::now(), CpuTimes::thread_now());
     let (mut pings, mut bytes, mut problems) = (0u64, 0u64, Vec::new());
     for (i, &size) in sizes.iter().enumerate() {
@@ -37,7 +40,7 @@ pub(super) fn serve_lat(
         }
     }
     let cpu = CpuTimes::thread_now().since(&cpu_start);
-    Ok(served_result(
+    let mut result = served_result(
         ep,
         pings,
         bytes,
@@ -45,7 +48,9 @@ pub(super) fn serve_lat(
         &cpu,
         &problems,
         format!("echoed {pings} pings; each held the seed's stream and its counter"),
-    ))
+    );
+    refused.borrow().report(&mut result);
+    Ok(result)
 }
 
 /// fabric-lat client: send/recv ping-pong per size, every echo checked.
@@ -68,7 +73,15 @@ pub(super) fn client_lat(
         0,
         format!("{}: CONNECT to {}", ep.provider(), ep.address_string(&peer.fabric_addr)),
     );
-    let mut client = LatClient::connect(&mut ep, &peer.fabric_addr, max, spec.params.seed, left(deadline))?;
+    connect_delay(&spec.params, cancel, deadline)?;
+    let mut client = LatClient::connect(
+        &mut ep,
+        &peer.fabric_addr,
+        max,
+        spec.params.seed,
+        spec.proof.as_bytes(),
+        left(deadline),
+    )?;
     let corrupt = spec.params.fault() == agent_proto::v1::Fault::Corrupt;
     if corrupt {
         client.corrupt_a_ping();

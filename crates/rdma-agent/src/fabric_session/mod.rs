@@ -160,7 +160,8 @@ fn serve(
         server.corrupt_a_page();
     }
     announce(spec, &ep, endpoint_tx)?;
-    let connect = server.accept(&mut ep, left(deadline))?;
+    let refused = std::cell::RefCell::new(crate::session::admission::Refused::default());
+    let connect = server.accept(&mut ep, &mut gate(spec, &refused), left(deadline))?;
     if let Some(trace) = trace {
         for mr in &connect.mrs {
             trace.blob(false, mr);
@@ -174,6 +175,7 @@ fn serve(
     let cpu = CpuTimes::thread_now().since(&cpu_start);
     let mut facts = base_facts(&ep);
     facts.push(("client_fabric_addr".into(), ep.address_string(&connect.address)));
+    facts.extend(refused.borrow().fact());
     facts.push(("immediate".into(), format!("{:#x}", report.immediate)));
     facts.push(("staging_bytes".into(), staging.to_string()));
     if corrupt {
@@ -239,7 +241,8 @@ fn client(
             trace.blob(true, &ep.remote_mr(*mr)?);
         }
     }
-    client.send_connect(&mut ep, left(deadline))?;
+    crate::session::admission::connect_delay(&spec.params, cancel, deadline)?;
+    client.send_connect(&mut ep, spec.proof.as_bytes(), left(deadline))?;
     let page = spec.params.size;
     let count = spec.params.iterations as usize;
     let req = random_fill(&spec.params, context_of(&spec.id));

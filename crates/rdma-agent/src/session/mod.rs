@@ -8,13 +8,15 @@
 //! [`Command`]), the thread plumbing ([`spawn_thread_session`],
 //! [`finish_side`]), the errors ([`SessionError`]), the limits of a
 //! session's waits (`bounds`), and what a verbs workload sees of its side
-//! ([`side`]) with the peer's buffer as rdma_cm carries it ([`blob`]).
+//! ([`side`]) with the peer's buffer as rdma_cm carries it ([`blob`]), and
+//! who a server lets in ([`admission`]).
 //!
 //! It must not know any workload, nor the sessions that run one: those sit
 //! above it and above [`crate::workload`] — the verbs sessions in
 //! [`crate::verbs_session`], the libfabric and TCP ones in `fabric_session`
 //! and `tcp_session`.
 
+pub mod admission;
 pub mod blob;
 pub(crate) mod bounds;
 mod error;
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agent_proto::auth::ConnectProof;
 use agent_proto::v1::{CmMode, Endpoint, FabricEndpoint, Role, SideResult, WorkloadParams};
 use tokio::sync::oneshot;
 
@@ -104,6 +107,9 @@ where
 pub struct SessionSpec {
     /// The controller's session id.
     pub id: String,
+    /// What the run's client sends first and its server requires before it
+    /// answers (see [`agent_proto::auth::ConnectProof`]).
+    pub proof: ConnectProof,
     /// Workload parameters.
     pub params: WorkloadParams,
     /// Server or client.
@@ -120,7 +126,13 @@ impl SessionSpec {
         } else {
             Duration::from_millis(self.params.timeout_ms)
         };
-        // Timed runs get their duration on top of the setup allowance.
+        // A client's connect delay and a timed run's duration come on top of
+        // the setup allowance.
+        let delay = self
+            .params
+            .connect_delay_ms
+            .min(workload_catalogue::limits::MAX_CONNECT_DELAY_MS);
+        let base = base + Duration::from_millis(u64::from(delay));
         if self.params.iterations == 0 && self.params.duration_s > 0.0 {
             base + crate::validate::duration(&self.params)
         } else {
@@ -225,6 +237,7 @@ mod tests {
     fn timed_runs_extend_the_timeout() {
         let mut spec = SessionSpec {
             id: "s".into(),
+            proof: agent_proto::auth::AgentSecret::generate().connect_proof(b""),
             params: WorkloadParams::default(),
             role: Role::Server,
             bind_addr: "10.0.0.1".into(),

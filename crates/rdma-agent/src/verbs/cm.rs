@@ -400,6 +400,31 @@ impl CmId {
         u16::from_be(port)
     }
 
+    /// The peer's address: on a CONNECT_REQUEST's new id, where the request
+    /// came from. None when the family is neither IPv4 nor IPv6.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: `raw` is live; librdmacm fills `dst_addr_union` of a
+        // request's new id before the event is delivered. The family field
+        // sits at the same offset in every member, and only the member it
+        // names is read.
+        unsafe {
+            let dst = &(*self.raw.as_ptr()).route.addr.dst_addr_union;
+            match i32::from(dst.dst_addr.sa_family) {
+                libc::AF_INET => {
+                    let sin = dst.dst_sin;
+                    let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                    Some(SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)))
+                }
+                libc::AF_INET6 => {
+                    let sin6 = dst.dst_sin6;
+                    let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+                    Some(SocketAddr::new(ip.into(), u16::from_be(sin6.sin6_port)))
+                }
+                _ => None,
+            }
+        }
+    }
+
     /// Starts resolving `dst` (from `src` if given); ADDR_RESOLVED follows.
     pub fn resolve_addr(&self, src: Option<SocketAddr>, dst: SocketAddr, timeout: Duration) -> Result<(), CmError> {
         let mut src_sa = src.map(RawSockAddr::new);

@@ -5,12 +5,18 @@
 //! The client resolves, connects, reads the blob from CONNECT_RESPONSE, goes
 //! RTR→RTS, and establishes. A run over several QPs makes one connection
 //! per QP to the same listener.
+//!
+//! Every connect request's private data opens with the run's connect proof
+//! (then, from a client that exposes a buffer, its blob). The server rejects
+//! a request without it before creating anything for it, logs the peer,
+//! and waits on for its client ([`crate::session::admission`]).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_proto::auth::CONNECT_PROOF_LEN;
 use agent_proto::v1::{Endpoint, Progress, SideResult};
 use sideway::ibverbs::queue_pair::QueuePairState;
 use sideway::ibverbs::AccessFlags;
@@ -19,6 +25,7 @@ use tokio::sync::oneshot;
 use super::setup::{
     apply_corrupt_rkey, attach_trace, fill_local_gid, link_config, new_side, rd_atomic, resolve_completion, trace_blob,
 };
+use crate::session::admission::{connect_delay, Refused};
 use crate::session::{blob, peer_socket_addr, ProgressSink, SessionError, SessionSpec, Side};
 use crate::trace::{now_ns, What};
 use crate::verbs::cm::ConnectParams;
@@ -27,6 +34,63 @@ use crate::workload::Workload;
 
 /// Waits for one rdma_cm event of `want`; any other event is an error naming it.
 fn wait_cm_event(
+    channel: &Arc<EventChannel>,
+    want: CmEventKind,
+    cancel: &AtomicBool,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<crate::verbs::CmEvent, SessionError> {
+    let ev = next_cm_event(channel, want, cancel, deadline, timeout)?;
+    expect_kind(ev, want)
+}
+
+/// `ev` if it is of `want`; else an error naming both.
+fn expect_kind(ev: crate::verbs::CmEvent, want: CmEventKind) -> Result<crate::verbs::CmEvent, SessionError> {
+    if ev.kind == want {
+        return Ok(ev);
+    }
+    Err(SessionError::Protocol(format!(
+        "expected rdma_cm {want:?}, got {} (status {})",
+        ev.name, ev.status
+    )))
+}
+
+/// The server's rdma_cm events. Whatever the server waits for, a
+/// CONNECT_REQUEST that does not open with the run's proof is rejected,
+/// logged and counted in `refused`, and the wait goes on.
+struct ServerEvents<'a> {
+    channel: &'a Arc<EventChannel>,
+    spec: &'a SessionSpec,
+    cancel: &'a AtomicBool,
+    deadline: Instant,
+    refused: Refused,
+}
+
+impl ServerEvents<'_> {
+    /// Waits for the next event of `want` (see the type's doc).
+    fn wait(&mut self, want: CmEventKind) -> Result<crate::verbs::CmEvent, SessionError> {
+        loop {
+            let mut ev = next_cm_event(self.channel, want, self.cancel, self.deadline, self.spec.timeout())?;
+            if ev.kind == CmEventKind::ConnectRequest && !self.spec.proof.admits(&ev.private_data) {
+                let peer = ev.new_id.as_ref().and_then(|id| id.peer_addr());
+                if let Some(id) = ev.new_id.take() {
+                    id.reject();
+                }
+                // Transports pad private data (with zeros on RoCE), so a
+                // request without a proof mostly arrives with 16 bytes that
+                // are not one.
+                let why = "its private data does not open with this run's connect proof";
+                let peer = peer.map_or("an unknown address".into(), |a| a.to_string());
+                self.refused.refuse("rdma_cm", &peer, why);
+                continue;
+            }
+            return expect_kind(ev, want);
+        }
+    }
+}
+
+/// The next rdma_cm event, of any kind (`want` names the wait in errors).
+fn next_cm_event(
     channel: &Arc<EventChannel>,
     want: CmEventKind,
     cancel: &AtomicBool,
@@ -46,13 +110,7 @@ fn wait_cm_event(
             });
         }
         match channel.next_event(left.min(Duration::from_millis(200)), &what) {
-            Ok(ev) if ev.kind == want => return Ok(ev),
-            Ok(ev) => {
-                return Err(SessionError::Protocol(format!(
-                    "expected rdma_cm {what}, got {} (status {})",
-                    ev.name, ev.status
-                )))
-            }
+            Ok(ev) => return Ok(ev),
             Err(CmError::Timeout { .. }) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -94,7 +152,14 @@ pub(crate) fn server(
             qps: Vec::new(),
         }));
     }
-    let mut request = wait_cm_event(&channel, CmEventKind::ConnectRequest, cancel, deadline, spec.timeout())?;
+    let mut events = ServerEvents {
+        channel: &channel,
+        spec,
+        cancel,
+        deadline,
+        refused: Refused::default(),
+    };
+    let mut request = events.wait(CmEventKind::ConnectRequest)?;
     let request_at = now_ns();
     let id: CmId = request
         .new_id
@@ -107,11 +172,10 @@ pub(crate) fn server(
         let mut side = new_side(spec, link, cancel, deadline, None);
         trace_cm(&mut side, request_at, 0, &request);
         side.location.port = id.port_num();
-        // A client that exposes a buffer too (write-lat's ping-pong) sends its blob.
-        if !request.private_data.is_empty() {
-            if let Ok(peer) = blob::decode(&request.private_data) {
-                side.peer = peer;
-            }
+        // A client that exposes a buffer too (write-lat's ping-pong) sends
+        // its blob after the proof.
+        if let Ok(peer) = blob::decode(&request.private_data[CONNECT_PROOF_LEN..]) {
+            side.peer = peer;
         }
         side.link.modify_qp(&id.qp_attr(QueuePairState::Init)?, "INIT")?;
         workload.prepare(&mut side)?;
@@ -137,14 +201,14 @@ pub(crate) fn server(
         responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
     })?;
     trace_blob(&mut side, true, &exposed);
-    let established = wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+    let established = events.wait(CmEventKind::Established)?;
     trace_cm(&mut side, now_ns(), 0, &established);
     tracing::info!(qpn = side.link.qp_num(), "connection established");
     // The other QPs of a multi-QP run: one rdma_cm connection each, to the
     // same listener, each accepted onto the next QP of the link.
     let mut ids = vec![id];
     for i in 1..side.link.num_qps() {
-        let request = wait_cm_event(&channel, CmEventKind::ConnectRequest, cancel, deadline, spec.timeout())?;
+        let request = events.wait(CmEventKind::ConnectRequest)?;
         let id: CmId = request
             .new_id
             .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
@@ -167,7 +231,7 @@ pub(crate) fn server(
             initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
             responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
         })?;
-        let established = wait_cm_event(&channel, CmEventKind::Established, cancel, deadline, spec.timeout())?;
+        let established = events.wait(CmEventKind::Established)?;
         trace_cm(&mut side, now_ns(), i, &established);
         tracing::info!(qpn = side.link.qp_num_at(i), qp = i, "connection established");
         ids.push(id);
@@ -178,6 +242,9 @@ pub(crate) fn server(
         id.disconnect();
     }
     attach_trace(&mut side, &mut result, &spec.id);
+    if let Ok(result) = &mut result {
+        events.refused.report(result);
+    }
     result
 }
 
@@ -192,6 +259,7 @@ pub(crate) fn client(
 ) -> Result<SideResult, SessionError> {
     let ip = spec.bind_ip()?;
     let dst = peer_socket_addr(peer)?;
+    connect_delay(&spec.params, cancel, deadline)?;
     let channel = EventChannel::new()?;
     let id = channel.create_id()?;
     let step_timeout = Duration::from_secs(5).min(spec.timeout());
@@ -222,11 +290,15 @@ pub(crate) fn client(
     );
     side.link.modify_qp(&init, "INIT")?;
     workload.prepare(&mut side)?;
-    // Workloads where the server writes back (write-lat) expose a client buffer.
-    let client_blob = side.exposed.map(|b| blob::encode(&side.link.remote_buf(b)));
+    // The run's proof, then, from workloads where the server writes back
+    // (write-lat), the client's buffer.
+    let mut hello = spec.proof.as_bytes().to_vec();
+    if let Some(b) = side.exposed {
+        hello.extend_from_slice(&blob::encode(&side.link.remote_buf(b)));
+    }
     id.connect(&ConnectParams {
         qp_num: side.link.qp_num(),
-        private_data: client_blob.as_ref().map_or(&[][..], |b| &b[..]),
+        private_data: &hello,
         initiator_depth: rd_atomic(&side.link),
         responder_resources: rd_atomic(&side.link),
     })?;
@@ -252,7 +324,7 @@ pub(crate) fn client(
         workload.qp_in_init(&mut side, i)?;
         id.connect(&ConnectParams {
             qp_num: side.link.qp_num_at(i),
-            private_data: &[],
+            private_data: spec.proof.as_bytes(),
             initiator_depth: rd_atomic(&side.link),
             responder_resources: rd_atomic(&side.link),
         })?;

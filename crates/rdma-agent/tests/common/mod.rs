@@ -1,5 +1,7 @@
 //! Shared by the agent's in-process tests: an agent served on 127.0.0.1:0
-//! and a generated client connected to it with the agent's secret.
+//! and a generated client connected to it with the agent's secret. Every
+//! agent of a test binary is of one lab: they share [`lab_secret`], as a
+//! lab's agents do, so a run's two sides derive the same connect proof.
 #![allow(dead_code)] // each test binary uses part of it
 
 use agent_proto::auth::AgentSecret;
@@ -20,12 +22,18 @@ pub struct Started {
     pub stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Starts an agent with a fresh secret.
+/// The secret of the lab every agent of this test binary belongs to.
+pub fn lab_secret() -> &'static AgentSecret {
+    static SECRET: std::sync::OnceLock<AgentSecret> = std::sync::OnceLock::new();
+    SECRET.get_or_init(AgentSecret::generate)
+}
+
+/// Starts an agent of the test binary's lab.
 pub async fn start_agent() -> Started {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let secret = AgentSecret::generate();
+    let secret = lab_secret().clone();
     tokio::spawn(rdma_agent::service::run(listener, secret.clone(), async {
         let _ = stop_rx.await;
     }));
