@@ -71,21 +71,21 @@ pub struct Connect {
 
 /// Which CONNECT a server takes: the first whose proof `admits` accepts.
 /// Every message before it that is not such a CONNECT goes to `refused`,
-/// with the fabric address it claims (if it is a CONNECT) and what was
-/// wrong, and the server waits on.
+/// with the fabric address it claims (if it is a CONNECT; printed by
+/// [`Endpoint::address_string`]) and what was wrong, and the server waits on.
 pub struct Gate<'a> {
     admits: Admits<'a>,
-    refused: Refused<'a>,
+    refused: OnRefused<'a>,
 }
 
 /// Whether a CONNECT's proof is the awaited one.
 type Admits<'a> = Box<dyn Fn(&[u8]) -> bool + 'a>;
 /// Told of each message refused: the address a CONNECT claims, and why.
-type Refused<'a> = Box<dyn FnMut(Option<&[u8]>, String) + 'a>;
+type OnRefused<'a> = Box<dyn FnMut(Option<String>, String) + 'a>;
 
 impl<'a> Gate<'a> {
     /// A gate of `admits` that tells `refused` of everything it turned away.
-    pub fn new(admits: impl Fn(&[u8]) -> bool + 'a, refused: impl FnMut(Option<&[u8]>, String) + 'a) -> Gate<'a> {
+    pub fn new(admits: impl Fn(&[u8]) -> bool + 'a, refused: impl FnMut(Option<String>, String) + 'a) -> Gate<'a> {
         Gate {
             admits: Box::new(admits),
             refused: Box::new(refused),
@@ -112,7 +112,7 @@ pub fn wait_connect(ep: &mut Endpoint, gate: &mut Gate<'_>, timeout: Duration) -
                 } else {
                     "its CONNECT's proof is not the one this server waits for"
                 };
-                (gate.refused)(Some(&c.address), why.into())
+                (gate.refused)(Some(ep.address_string(&c.address)), why.into())
             }
             Ok(other) => (gate.refused)(None, format!("{} before any CONNECT", other.name())),
             Err(e) => (gate.refused)(None, format!("a message that is not of this protocol ({e})")),

@@ -574,7 +574,9 @@ async fn a_fabric_server_refuses_connects_without_the_runs_proof_and_takes_its_c
         );
         let refused = &served.facts["refused_connects"];
         assert!(
-            refused.starts_with("2 (127.0.0.1:") && refused.matches("(claimed)").count() == 2,
+            refused.starts_with("2 (fi_sockaddr_in://127.0.0.1:")
+                && refused.matches("fi_sockaddr_in://127.0.0.1:").count() == 2
+                && refused.matches("(claimed)").count() == 2,
             "{workload}: {refused}"
         );
     }

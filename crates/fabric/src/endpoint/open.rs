@@ -152,8 +152,16 @@ impl Endpoint {
         Ok(buf)
     }
 
-    /// A printable form of a fabric address (`fi_av_straddr`).
+    /// A printable form of a fabric address (`fi_av_straddr`). Bytes shorter
+    /// than this endpoint's own address (a stranger's message may claim
+    /// anything) are shown in hex instead: `fi_av_straddr` reads an address
+    /// of the provider's own length and is not told how long `addr` is.
     pub fn address_string(&self, addr: &[u8]) -> String {
+        let own_len = self.address().map_or(usize::MAX, |own| own.len());
+        if addr.len() < own_len {
+            let hex: String = addr.iter().map(|b| format!("{b:02x}")).collect();
+            return format!("fabric address {hex} ({} bytes)", addr.len());
+        }
         let mut buf = vec![0u8; 256];
         let mut len = buf.len();
         // SAFETY: `av` is open; `addr` is readable (the provider reads its own address format

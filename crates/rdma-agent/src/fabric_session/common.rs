@@ -212,37 +212,11 @@ pub(super) fn gate<'a>(spec: &'a SessionSpec, refused: &'a std::cell::RefCell<Re
     fabric::write::Gate::new(
         |proof| spec.proof.admits(proof),
         |claimed, why| {
-            refused
-                .borrow_mut()
-                .refuse("libfabric", &claimed_address(claimed), &why)
+            // An RDM message does not say who sent it: this is what it claims.
+            let peer = claimed.map_or("a peer that sent no CONNECT".into(), |a| format!("{a} (claimed)"));
+            refused.borrow_mut().refuse("libfabric", &peer, &why)
         },
     )
-}
-
-/// A refused CONNECT's claimed fabric address as an administrator reads it:
-/// `ip:port` when it is a socket address (tcp, verbs and rxd providers),
-/// else its bytes in hex (EFA's GID and QPN). An RDM message does not say
-/// who sent it, so this is what the message claims.
-fn claimed_address(claimed: Option<&[u8]>) -> String {
-    let Some(bytes) = claimed else {
-        return "a peer that sent no CONNECT".into();
-    };
-    let family = bytes.get(..2).map(|f| u16::from_ne_bytes([f[0], f[1]]));
-    let port = || u16::from_be_bytes([bytes[2], bytes[3]]);
-    match family.map(i32::from) {
-        Some(libc::AF_INET) if bytes.len() >= 8 => {
-            let ip = std::net::Ipv4Addr::new(bytes[4], bytes[5], bytes[6], bytes[7]);
-            format!("{ip}:{} (claimed)", port())
-        }
-        Some(libc::AF_INET6) if bytes.len() >= 24 => {
-            let octets: [u8; 16] = bytes[8..24].try_into().expect("16 bytes");
-            format!("[{}]:{} (claimed)", std::net::Ipv6Addr::from(octets), port())
-        }
-        _ => {
-            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            format!("fabric address {hex} (claimed)")
-        }
-    }
 }
 
 pub(super) fn bind_ip(bind_addr: &str) -> Result<String, SessionError> {
