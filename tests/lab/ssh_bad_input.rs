@@ -53,12 +53,14 @@ pub fn test_ssh_lab_bad_inputs_fail_clearly_and_leave_nothing(qemu: &Labctl) -> 
     let mut elf = std::fs::read(bin_dir().join("rdma-agent"))?;
     elf[18..20].copy_from_slice(&0xB7u16.to_le_bytes()); // e_machine = EM_AARCH64
     std::fs::write(&foreign, elf)?;
-    // A user that may log in but not use sudo.
+    // A user that may log in but not use sudo. Its password is `*` (none,
+    // not locked): the node's sshd runs without PAM, and OpenSSH alone
+    // refuses a locked account even a key login.
     qemu.run(&[
         "exec",
         "server",
         "--",
-        "id labnosudo >/dev/null 2>&1 || useradd -m -s /bin/sh labnosudo; install -d -o labnosudo -m 700 ~labnosudo/.ssh; \
+        "id labnosudo >/dev/null 2>&1 || useradd -m -p '*' -s /bin/sh labnosudo; install -d -o labnosudo -m 700 ~labnosudo/.ssh; \
          install -o labnosudo -m 600 /root/.ssh/authorized_keys ~labnosudo/.ssh/authorized_keys",
     ])
     .ok()?;
