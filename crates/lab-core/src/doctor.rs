@@ -30,7 +30,8 @@ use lab_results::doctor::{Check, DoctorReport, Scope, Verdict, DOCTOR_SCHEMA};
 use lab_state::{LabState, NodeState};
 
 use self::checks::{
-    clock_check, expectation_checks, node_checks, pair_checks, reach_of, udp_check, NodeFound, Reach, UDP_CHECK,
+    clock_check, efa_check, expectation_checks, node_checks, pair_checks, reach_of, udp_check, NodeFound, Reach,
+    UDP_CHECK,
 };
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
@@ -105,11 +106,20 @@ impl Lab {
         );
         let (examined, mut udp_probes) = futures::join!(examine, udp_probes);
         let (found, reaches): (Vec<NodeFound>, Vec<Vec<Reach>>) = examined.into_iter().unzip();
+        // What EC2 launched, for the EFA check (other providers record nothing).
+        let efa = lab_providers::aws::AwsState::from_lab_state(&state).and_then(|aws| aws.efa);
         let mut report = DoctorReport {
             schema: DOCTOR_SCHEMA,
             lab: self.spec.name.clone(),
             fabric: fabric.to_string(),
-            checks: found.iter().flat_map(|n| node_checks(fabric, n)).collect(),
+            checks: found
+                .iter()
+                .flat_map(|n| {
+                    node_checks(fabric, n)
+                        .into_iter()
+                        .chain(efa_check(fabric, n, efa.as_ref()))
+                })
+                .collect(),
             took_s: 0.0,
             expectations: Vec::new(),
         };

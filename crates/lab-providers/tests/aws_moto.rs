@@ -13,7 +13,7 @@ use std::time::Duration;
 use aws_sdk_ec2::Client;
 use common::{some_linux_ami, tagged, temp_dir, Moto};
 use lab_model::{Fabric, LabSpec, LabsFile};
-use lab_providers::aws::{scan_leaked, AwsError, AwsProvider, AwsState, Leftover, Waits};
+use lab_providers::aws::{scan_leaked, AwsError, AwsProvider, AwsState, EfaInterfaces, Leftover, Waits};
 use lab_providers::{Provider, ProviderError};
 use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
@@ -316,6 +316,28 @@ async fn test_launch_refused_midway_leaves_nothing_after_delete() {
     let state = dir.load().unwrap();
     f.provider(&spec).delete(&dir, state.as_ref()).await.unwrap();
     assert_eq!(tagged(&f.client, "refused").await, vec![]);
+}
+
+#[tokio::test]
+async fn test_an_efa_lab_records_its_efa_interfaces_against_what_the_type_takes() {
+    let f = fixture("efacount").await;
+    let (spec, dir) = f.lab("efacount", "p4d.24xlarge", "efa", "");
+    // moto has no placement groups (DescribePlacementGroups answers 500):
+    // create stops there, after the security group, with what
+    // DescribeInstanceTypes said of p4d.24xlarge already recorded.
+    let err = f.create(&spec, &dir).await.unwrap_err();
+    assert!(err.to_string().contains("DescribePlacementGroups"), "{err}");
+    let recorded = AwsState::from_lab_state(&dir.load().unwrap().unwrap()).unwrap();
+    assert_eq!(
+        recorded.efa,
+        Some(EfaInterfaces {
+            instance_type: "p4d.24xlarge".into(),
+            attached: 1,
+            maximum: Some(4),
+        })
+    );
+    // No `delete` here: an EFA lab's teardown looks up its placement group,
+    // which moto cannot answer either. The emulator goes with the fixture.
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ use std::net::Ipv4Addr;
 use agent_proto::data_path::{self, DataPath, LinkLayer};
 use agent_proto::v1::{NodeInfoReply, RdmaPort};
 use lab_model::labs::Fabric;
+use lab_providers::aws::EfaInterfaces;
 use lab_results::doctor::{Check, Scope, Verdict};
 use lab_results::expect::{ExpectOutcome, ExpectVerdict};
 use lab_results::trace::ClockEstimate;
@@ -328,6 +329,80 @@ fn libfabric_check(scope: &Scope, fabric: Fabric, probe: &NodeProbe) -> Check {
             format!("fabric-* workloads default to {wanted} on this fabric; install a libfabric built with it, or pass --provider"),
         ),
     }
+}
+
+/// The name of the EFA check.
+pub const EFA_CHECK: &str = "efa devices";
+
+/// On a fabric-efa lab: the node's EFA devices (RDMA devices bound to the
+/// `efa` driver) against the interfaces its instance was launched with and
+/// the most its type takes, when the lab's provider recorded them (EC2).
+/// Fewer devices than interfaces fails; fewer interfaces than the type
+/// takes warns, since collectives then get that share of the fabric.
+pub fn efa_check(fabric: Fabric, node: &NodeFound, launched: Option<&EfaInterfaces>) -> Option<Check> {
+    if fabric != Fabric::Efa {
+        return None;
+    }
+    let probe = node.probe.as_ref().ok()?;
+    let scope = Scope::Node {
+        node: node.name.clone(),
+    };
+    let devices = probe.devices_of_driver("efa");
+    let found = u32::try_from(devices.len()).unwrap_or(u32::MAX);
+    let listed = match devices.as_slice() {
+        [] => "no EFA device".to_string(),
+        names => format!("{found} EFA device(s) ({})", names.join(" ")),
+    };
+    let Some(launched) = launched else {
+        return Some(if found == 0 {
+            Check::not_ok(
+                &scope,
+                EFA_CHECK,
+                Verdict::Fail,
+                format!("{listed}: no RDMA device is bound to the efa driver"),
+                "install the AWS EFA software (its installer loads the efa driver), and check the instance was launched with an EFA interface",
+            )
+        } else {
+            Check::ok(
+                &scope,
+                EFA_CHECK,
+                format!("{listed}; how many the instance type takes is unknown to this lab: `expect: {{devices: N}}` states it"),
+            )
+        });
+    };
+    let instance_type = &launched.instance_type;
+    Some(if found < launched.attached {
+        Check::not_ok(
+            &scope,
+            EFA_CHECK,
+            Verdict::Fail,
+            format!(
+                "{listed}; the {instance_type} was launched with {} EFA interface(s)",
+                launched.attached
+            ),
+            "an EFA interface has no device: check the efa driver is loaded (`lsmod | grep efa`) and the AWS EFA software installed, then `labctl up` again",
+        )
+    } else if let Some(maximum) = launched.maximum.filter(|&m| found < m) {
+        Check::not_ok(
+            &scope,
+            EFA_CHECK,
+            Verdict::Warn,
+            format!("{listed} of the {maximum} a {instance_type} takes: collectives get about {found}/{maximum} of its EFA bandwidth"),
+            format!(
+                "labctl launches {} EFA interface(s) per instance; for all {maximum}, launch the instances with one EFA interface per network card and use them as a `provider: ssh` lab",
+                launched.attached
+            ),
+        )
+    } else {
+        Check::ok(
+            &scope,
+            EFA_CHECK,
+            match launched.maximum {
+                Some(maximum) => format!("{listed}, every one a {instance_type} takes ({maximum})"),
+                None => format!("{listed}, as launched ({} per instance)", launched.attached),
+            },
+        )
+    })
 }
 
 /// Whether a ping from one node reached another, as the orchestration saw it.

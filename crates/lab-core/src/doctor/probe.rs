@@ -21,6 +21,11 @@ for d in /sys/class/net/*; do
     [ -r "$f" ] && echo "rp_filter $n $(cat "$f")"
 done
 echo "rp_filter all $(cat /proc/sys/net/ipv4/conf/all/rp_filter 2>/dev/null)"
+for d in /sys/class/infiniband/*; do
+    [ -e "$d" ] || continue
+    drv=$(readlink "$d/device/driver" 2>/dev/null)
+    echo "rdma_driver ${d##*/} ${drv##*/}"
+done
 "#,
     agent_memlock_script!(),
     r#"
@@ -45,6 +50,20 @@ pub struct NodeProbe {
     pub agent: AgentMemlock,
     /// libfabric's providers (`fi_info -l`); None without fi_info.
     pub fi_providers: Option<Vec<String>>,
+    /// Every RDMA device and the kernel driver bound to it (`efa`,
+    /// `mlx5_core`); "" for a software device (rxe, siw), which has none.
+    pub rdma_drivers: BTreeMap<String, String>,
+}
+
+impl NodeProbe {
+    /// The RDMA devices whose driver is `driver`, by name.
+    pub fn devices_of_driver(&self, driver: &str) -> Vec<&str> {
+        self.rdma_drivers
+            .iter()
+            .filter(|(_, d)| d.as_str() == driver)
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
 }
 
 /// Whether every part of `provider` (`verbs;ofi_rxd`: `fi_info -l` lists
@@ -74,6 +93,12 @@ pub fn parse(text: &str) -> NodeProbe {
             }
             agent if probe.agent.take_line(agent) => {}
             ["fi_provider", p] => providers.push((*p).to_string()),
+            ["rdma_driver", dev] => {
+                probe.rdma_drivers.insert((*dev).to_string(), String::new());
+            }
+            ["rdma_driver", dev, driver] => {
+                probe.rdma_drivers.insert((*dev).to_string(), (*driver).to_string());
+            }
             ["fi_info", "missing"] => have_fi_info = false,
             _ => {}
         }
@@ -105,10 +130,24 @@ mod tests {
             p.fi_providers.as_ref().unwrap(),
             &["psm2", "verbs", "ofi_rxm", "ofi_rxd", "tcp"]
         );
+        assert!(p.rdma_drivers.is_empty());
         // No agent, no fi_info, a limit in bytes.
         let p = parse("memlock none none\nfi_info missing\n");
         assert_eq!(p.agent.limit, None);
         assert_eq!(p.fi_providers, None);
         assert_eq!(parse("memlock 65536 65536\n").agent.limit, Some(Memlock::Bytes(65536)));
+    }
+
+    #[test]
+    fn test_the_probe_reads_each_rdma_devices_driver() {
+        // rxe0 is software (no device/driver link); two EFA devices and a
+        // ConnectX port, named as the kernel names PCI RDMA devices.
+        let p = parse(
+            "rdma_driver rxe0\nrdma_driver rdmap16s27 efa\nrdma_driver rdmap32s27 efa\nrdma_driver mlx5_0 mlx5_core\n",
+        );
+        assert_eq!(p.rdma_drivers["rxe0"], "");
+        assert_eq!(p.devices_of_driver("efa"), ["rdmap16s27", "rdmap32s27"]);
+        assert_eq!(p.devices_of_driver("mlx5_core"), ["mlx5_0"]);
+        assert!(p.devices_of_driver("irdma").is_empty());
     }
 }

@@ -63,6 +63,23 @@ pub struct AwsState {
     /// Node name → instance id.
     #[serde(default)]
     pub instances: BTreeMap<String, String>,
+    /// fabric efa: how many EFA interfaces each instance has against how
+    /// many its type takes (`labctl doctor` compares both with the EFA
+    /// devices it finds on the node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efa: Option<EfaInterfaces>,
+}
+
+/// The EFA interfaces of a lab's instances.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EfaInterfaces {
+    /// The instances' type.
+    pub instance_type: String,
+    /// EFA interfaces each instance was launched with.
+    pub attached: u32,
+    /// The most the type takes (DescribeInstanceTypes'
+    /// `NetworkInfo.EfaInfo.MaximumEfaInterfaces`); `None` when EC2 did not say.
+    pub maximum: Option<u32>,
 }
 
 impl AwsState {

@@ -24,6 +24,11 @@ use crate::HostKeyPair;
 /// The address space of a VPC labctl creates, and its one subnet.
 const VPC_CIDR: &str = "10.78.0.0/16";
 const SUBNET_CIDR: &str = "10.78.1.0/24";
+/// EFA interfaces an instance of a fabric-efa lab is launched with: one, on
+/// network card 0 (more would need one per network card and an Elastic IP
+/// per instance for SSH, as EC2 gives no public address to an instance
+/// launched with several interfaces).
+pub(super) const EFA_INTERFACES_PER_INSTANCE: u32 = 1;
 
 impl Ec2<'_> {
     pub(super) async fn ensure_key_pair(&self, plan: &Plan<'_>, public_key: &str) -> Result<String, AwsError> {
@@ -318,6 +323,8 @@ impl Ec2<'_> {
             .delete_on_termination(true)
             .associate_public_ip_address(plan.spec.ssh_address == SshAddress::Public);
         if plan.efa {
+            // EFA_INTERFACES_PER_INSTANCE, this one: on types
+            // that take more, `doctor` says how many the lab leaves unused.
             nic = nic.interface_type("efa");
         }
         let placement = (plan.spec.availability_zone.is_some() || placement_group.is_some()).then(|| {

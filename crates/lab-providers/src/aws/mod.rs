@@ -43,7 +43,9 @@ use aws_sdk_ec2::Client;
 
 use self::address::controller_cidr;
 use self::ec2::{live, Ctx, Ec2, Found, Plan};
-pub use self::ec2::{resource_name, AwsState, Waits, TAG_CREATED, TAG_LAB, TAG_LAB_ID, TAG_NODE, TAG_OWNER};
+pub use self::ec2::{
+    resource_name, AwsState, EfaInterfaces, Waits, TAG_CREATED, TAG_LAB, TAG_LAB_ID, TAG_NODE, TAG_OWNER,
+};
 pub use self::error::AwsError;
 use self::launch::NodeLogin;
 pub use self::leftovers::{find_leftovers, Leftover};
@@ -194,6 +196,24 @@ pub fn default_owner() -> String {
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
     format!("{user}@{host}")
+}
+
+/// The most EFA interfaces an instance of `instance_type` takes, as
+/// DescribeInstanceTypes says (`None` when it does not).
+async fn efa_maximum(client: &Client, ctx: &Ctx<'_>, instance_type: &str) -> Result<Option<u32>, AwsError> {
+    let types = client
+        .describe_instance_types()
+        .instance_types(InstanceType::from(instance_type))
+        .send()
+        .await
+        .map_err(|e| ctx.err("DescribeInstanceTypes", instance_type, e))?;
+    Ok(types
+        .instance_types()
+        .first()
+        .and_then(|t| t.network_info())
+        .and_then(|n| n.efa_info())
+        .and_then(|e| e.maximum_efa_interfaces())
+        .and_then(|n| u32::try_from(n).ok()))
 }
 
 impl AwsProvider {
@@ -384,6 +404,14 @@ impl AwsProvider {
         .await?;
         aws.security_group_id = recorded.or(Some(group.clone()));
 
+        if plan.efa {
+            aws.efa = Some(EfaInterfaces {
+                instance_type: spec.instance_type.clone(),
+                attached: launch::EFA_INTERFACES_PER_INSTANCE,
+                maximum: efa_maximum(&client, &ec2.ctx, &spec.instance_type).await?,
+            });
+            aws.save(dir, state)?;
+        }
         let placement_group = if plan.efa {
             let group = step(reporter, "lab", "placement group", ec2.ensure_placement_group(&plan)).await?;
             aws.placement_group = Some(group.clone());

@@ -308,3 +308,80 @@ fn test_a_lab_that_says_rxe_on_a_nics_port_fails_the_device_check() {
     );
     assert!(device.fix.as_deref().unwrap().contains("fabric: existing"));
 }
+
+#[test]
+fn test_efa_devices_are_counted_against_what_the_instance_was_launched_with_and_its_type_takes() {
+    let efa_node = |drivers: &str| {
+        let mut n = node("n1", 1, Err("not read".into()), drivers);
+        n.device = None;
+        n
+    };
+    let p4d = |attached, maximum| EfaInterfaces {
+        instance_type: "p4d.24xlarge".into(),
+        attached,
+        maximum,
+    };
+    let one = efa_node("rdma_driver rdmap16s27 efa\n");
+    let four = efa_node(
+        "rdma_driver rdmap16s27 efa\nrdma_driver rdmap32s27 efa\nrdma_driver rdmap144s27 efa\nrdma_driver rdmap160s27 efa\n",
+    );
+    let none = efa_node("rdma_driver rxe0\n");
+
+    // Not an EFA lab: no check.
+    assert!(efa_check(Fabric::Rxe, &one, Some(&p4d(1, Some(4)))).is_none());
+
+    // One interface launched on a type that takes four: a warning that says the share.
+    let c = efa_check(Fabric::Efa, &one, Some(&p4d(1, Some(4)))).unwrap();
+    assert_eq!((c.check.as_str(), c.verdict), (EFA_CHECK, Verdict::Warn));
+    assert_eq!(
+        c.evidence,
+        "1 EFA device(s) (rdmap16s27) of the 4 a p4d.24xlarge takes: collectives get about 1/4 of its EFA bandwidth"
+    );
+    assert!(
+        c.fix
+            .as_deref()
+            .unwrap_or_default()
+            .contains("one EFA interface per network card"),
+        "{c:?}"
+    );
+
+    // As many as the type takes.
+    let c = efa_check(Fabric::Efa, &four, Some(&p4d(4, Some(4)))).unwrap();
+    assert_eq!(c.verdict, Verdict::Ok, "{c:?}");
+    assert!(
+        c.evidence
+            .starts_with("4 EFA device(s) (rdmap144s27 rdmap160s27 rdmap16s27 rdmap32s27), every one"),
+        "{}",
+        c.evidence
+    );
+
+    // An interface without a device (driver not loaded): a failure.
+    let c = efa_check(Fabric::Efa, &none, Some(&p4d(1, Some(4)))).unwrap();
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(
+        c.evidence,
+        "no EFA device; the p4d.24xlarge was launched with 1 EFA interface(s)"
+    );
+
+    // EC2 did not say the maximum: judged on what was launched.
+    let c = efa_check(Fabric::Efa, &one, Some(&p4d(1, None))).unwrap();
+    assert_eq!(
+        (c.verdict, c.evidence.as_str()),
+        (
+            Verdict::Ok,
+            "1 EFA device(s) (rdmap16s27), as launched (1 per instance)"
+        )
+    );
+
+    // Hosts the lab did not launch (provider ssh): no device fails, devices pass
+    // and point at `expect: devices` for the count.
+    assert_eq!(efa_check(Fabric::Efa, &none, None).unwrap().verdict, Verdict::Fail);
+    let c = efa_check(Fabric::Efa, &four, None).unwrap();
+    assert_eq!(c.verdict, Verdict::Ok);
+    assert!(c.evidence.contains("`expect: {devices: N}`"), "{}", c.evidence);
+
+    // A probe that did not run says nothing here (the probe check fails instead).
+    let mut unprobed = one.clone();
+    unprobed.probe = Err("no SSH".into());
+    assert!(efa_check(Fabric::Efa, &unprobed, Some(&p4d(1, Some(4)))).is_none());
+}
