@@ -122,11 +122,15 @@ pub struct Suite {
     pub expect: crate::expect::Expectations,
 }
 
-/// A workload's name: one of the catalogue's, so an editor offers them.
+/// A step's workload: one of the catalogue's pair workloads (the ones
+/// [`Suite::check`] lets a step run), so an editor offers exactly those.
 fn workload_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let names: Vec<&str> = workload_catalogue::names().collect();
+    let names: Vec<&str> = workload_catalogue::CATALOGUE
+        .iter()
+        .filter(|w| w.shape.collective().is_none())
+        .map(|w| w.name)
+        .collect();
     schemars::json_schema!({
-        "description": "A workload of `labctl run`.",
         "type": "string",
         "enum": names,
     })
@@ -159,7 +163,8 @@ pub struct SuiteStep {
     #[schemars(range(max = 5))]
     pub retries: u32,
 
-    /// A workload of `labctl run`.
+    /// A pair workload of `labctl run` (collectives are not suite steps:
+    /// `labctl run` runs them on a lab brought up with `labctl up`).
     #[serde(
         default,
         deserialize_with = "de_some_workload",

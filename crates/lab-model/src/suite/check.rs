@@ -105,7 +105,7 @@ impl Suite {
                         return Err(mismatch(
                             index,
                             format!("`{workload}` is a collective, which runs on several nodes at once"),
-                            "suite steps run pair workloads; run collectives with `labctl run` (or a `run:` step calling it)".into(),
+                            "suite steps run pair workloads; run collectives with `labctl run` on a lab brought up with `labctl up`".into(),
                         ));
                     }
                     let asks = Asks {

@@ -53,7 +53,11 @@ fn test_suite_must_fit_the_lab() {
     // Both sides on one node: one agent holds both (Lab A: one host, two QPs).
     assert_eq!(check("workloads:\n  - workload: read\n    client: server\n"), Ok(()));
     let e = check("workloads:\n  - workload: allreduce\n").unwrap_err();
-    assert!(e.contains("`allreduce` is a collective"), "{e}");
+    assert!(
+        e.contains("`allreduce` is a collective")
+            && e.contains("run collectives with `labctl run` on a lab brought up with `labctl up`"),
+        "{e}"
+    );
     let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
     assert!(
         e.contains("`provider` applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, alltoall, broadcast, incast, not to read (verbs workload)"),
