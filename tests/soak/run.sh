@@ -68,6 +68,9 @@ agent_sample() {
         'p=$(pgrep -xo rdma-agent); echo $(awk "/^VmRSS/{print \$2}" /proc/$p/status) $(ls /proc/$p/fd | wc -l) $(ls /proc/$p/task | wc -l)'
 }
 kib() { du -sk "$1" 2>/dev/null | cut -f1; }
+# Every file of the lab's state directory with its size, for the list of
+# what grew at the end.
+state_files() { find "$LABCTL_STATE_DIR/local" -type f -printf '%s %P\n' 2>/dev/null | sort -k2; }
 
 printf '| runs | server agent RSS KiB / fds / threads | client agent RSS KiB / fds / threads | controller temp files | lab state dir KiB | saved results (files, KiB) |\n'
 printf '|---:|---|---|---:|---:|---|\n'
@@ -82,7 +85,7 @@ sample() {
     printf '| %s | %s | %s | %s | %s | %s, %s |\n' "$1" "${s// / \/ }" "${c// / \/ }" "$tmp" "$state" \
         "$results_files" "${results_kib:-0}"
     last="$s $c $tmp $state"
-    [ -n "$first" ] || first=$last
+    [ -n "$first" ] || { first=$last; state_files >"$soak/state-files.first"; }
 }
 
 unexpected=0; faulted=0; failed_as_injected=0
@@ -127,5 +130,9 @@ bound "server agent threads" $((s_thr2 - s_thr)) 0
 bound "client agent threads" $((c_thr2 - c_thr)) 0
 bound "controller temp files" $((tmp2 - tmp)) 0
 bound "lab state dir KiB" $((state2 - state)) $state_bound_kib
+# Which files the state directory's growth is in (bytes, since the first sample).
+state_files >"$soak/state-files.last"
+join -1 2 -2 2 -a 2 -e 0 -o '0,1.1,2.1' "$soak/state-files.first" "$soak/state-files.last" |
+    awk '$3 != $2 { printf "grew: %s by %d bytes (%d -> %d)\n", $1, $3 - $2, $2, $3 }'
 echo "runs: $runs, faults injected: $faulted (failed their verdict: $failed_as_injected), unexpected outcomes: $unexpected"
 (( unexpected == 0 && bad == 0 ))
