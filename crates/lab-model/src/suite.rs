@@ -125,11 +125,7 @@ pub struct Suite {
 /// A step's workload: one of the catalogue's pair workloads (the ones
 /// [`Suite::check`] lets a step run), so an editor offers exactly those.
 fn workload_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let names: Vec<&str> = workload_catalogue::CATALOGUE
-        .iter()
-        .filter(|w| w.shape.collective().is_none())
-        .map(|w| w.name)
-        .collect();
+    let names: Vec<&str> = workload_catalogue::pair_names().collect();
     schemars::json_schema!({
         "type": "string",
         "enum": names,

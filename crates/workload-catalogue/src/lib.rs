@@ -39,6 +39,15 @@ pub fn names() -> impl Iterator<Item = &'static str> {
     CATALOGUE.iter().map(|w| w.name)
 }
 
+/// The pair workloads' names (every workload but the collectives), in
+/// catalogue order: what a suite step may run.
+pub fn pair_names() -> impl Iterator<Item = &'static str> {
+    CATALOGUE
+        .iter()
+        .filter(|w| w.shape.collective().is_none())
+        .map(|w| w.name)
+}
+
 /// The workloads that take `opt`, comma separated (for help and errors).
 pub fn taking(opt: Opt) -> String {
     CATALOGUE

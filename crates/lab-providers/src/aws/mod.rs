@@ -38,7 +38,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{InstanceStateName, InstanceType};
+use aws_sdk_ec2::types::{InstanceStateName, InstanceType, InstanceTypeInfo};
 use aws_sdk_ec2::Client;
 
 use self::address::controller_cidr;
@@ -198,22 +198,37 @@ pub fn default_owner() -> String {
     format!("{user}@{host}")
 }
 
-/// The most EFA interfaces an instance of `instance_type` takes, as
-/// DescribeInstanceTypes says (`None` when it does not).
-async fn efa_maximum(client: &Client, ctx: &Ctx<'_>, instance_type: &str) -> Result<Option<u32>, AwsError> {
+/// What DescribeInstanceTypes says of `instance_type` in `region`; a type
+/// EC2 does not know there is [`AwsError::UnknownInstanceType`].
+async fn describe_instance_type(
+    client: &Client,
+    region: &str,
+    lab: &str,
+    instance_type: &str,
+) -> Result<InstanceTypeInfo, AwsError> {
+    let unknown = |detail: String| AwsError::UnknownInstanceType {
+        instance_type: instance_type.to_string(),
+        region: region.to_string(),
+        detail,
+    };
     let types = client
         .describe_instance_types()
         .instance_types(InstanceType::from(instance_type))
         .send()
         .await
-        .map_err(|e| ctx.err("DescribeInstanceTypes", instance_type, e))?;
-    Ok(types
+        .map_err(
+            |e| match AwsError::from_sdk("DescribeInstanceTypes", region, lab, instance_type, e) {
+                AwsError::Api { code, message, .. } if code.starts_with("InvalidInstanceType") => {
+                    unknown(format!("{code}: {message}"))
+                }
+                other => other,
+            },
+        )?;
+    types
         .instance_types()
         .first()
-        .and_then(|t| t.network_info())
-        .and_then(|n| n.efa_info())
-        .and_then(|e| e.maximum_efa_interfaces())
-        .and_then(|n| u32::try_from(n).ok()))
+        .cloned()
+        .ok_or_else(|| unknown("DescribeInstanceTypes returned nothing".into()))
 }
 
 impl AwsProvider {
@@ -272,30 +287,7 @@ impl AwsProvider {
                 });
             }
         }
-        let types = client
-            .describe_instance_types()
-            .instance_types(InstanceType::from(spec.instance_type.as_str()))
-            .send()
-            .await
-            .map_err(
-                |e| match AwsError::from_sdk("DescribeInstanceTypes", &region, lab, &spec.instance_type, e) {
-                    AwsError::Api { code, message, .. } if code.starts_with("InvalidInstanceType") => {
-                        AwsError::UnknownInstanceType {
-                            instance_type: spec.instance_type.clone(),
-                            region: region.clone(),
-                            detail: format!("{code}: {message}"),
-                        }
-                    }
-                    other => other,
-                },
-            )?;
-        let Some(info) = types.instance_types().first() else {
-            return Err(AwsError::UnknownInstanceType {
-                instance_type: spec.instance_type.clone(),
-                region,
-                detail: "DescribeInstanceTypes returned nothing".into(),
-            });
-        };
+        let info = describe_instance_type(&client, &region, lab, &spec.instance_type).await?;
         if self.fabric == Fabric::Efa {
             let supported = info.network_info().and_then(|n| n.efa_supported());
             if supported != Some(true) {
@@ -408,7 +400,12 @@ impl AwsProvider {
             aws.efa = Some(EfaInterfaces {
                 instance_type: spec.instance_type.clone(),
                 attached: launch::EFA_INTERFACES_PER_INSTANCE,
-                maximum: efa_maximum(&client, &ec2.ctx, &spec.instance_type).await?,
+                maximum: describe_instance_type(&client, &region, &lab.name, &spec.instance_type)
+                    .await?
+                    .network_info()
+                    .and_then(|n| n.efa_info())
+                    .and_then(|e| e.maximum_efa_interfaces())
+                    .and_then(|n| u32::try_from(n).ok()),
             });
             aws.save(dir, state)?;
         }
