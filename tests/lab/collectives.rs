@@ -50,6 +50,13 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
     ));
     let l = lab.clone();
     trials.push(crate::timing::trial(
+        "test_quad_traced_collectives_draw_every_rank_and_pair_each_write_with_its_arrival",
+        move || {
+            crate::trace_collective::test_traced_collectives_draw_every_rank_and_pair_each_write_with_its_arrival(&l)
+        },
+    ));
+    let l = lab.clone();
+    trials.push(crate::timing::trial(
         "test_quad_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout",
         move || test_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout(&l),
     ));

@@ -43,6 +43,7 @@ mod ssh_jump;
 mod ssh_unreachable;
 mod timing;
 mod trace;
+mod trace_collective;
 mod trace_fabric;
 mod trace_failed;
 mod trace_show;

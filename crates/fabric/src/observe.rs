@@ -59,6 +59,8 @@ pub enum Event<'a> {
         call: Call,
         /// The operation's id (its [`OpId`](crate::OpId); the completion carries it).
         op: u64,
+        /// The peer's address-vector entry (sends and writes; None for a receive).
+        dest: Option<u64>,
         /// Bytes (a receive: the room).
         len: u64,
         /// Remote address written (writes; 0 otherwise).

@@ -10,6 +10,11 @@
 //! one barrier per operation among themselves. When a rank fails, the
 //! others are aborted at once, and every rank's error (which says what it
 //! was waiting for) is reported.
+//!
+//! Traced (`--trace`), every rank records its side as a pair's sides do,
+//! and each node's agent clock is sampled before and after the run (ranks
+//! of one node share its agent, so its clock); a failed rank's trace is
+//! taken from its agent (`TakeTrace`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -24,10 +29,12 @@ use lab_results::collective::{
     point, verdict, CollectiveParamsRecord, CollectiveRecord, RankRecord, COLLECTIVE_SCHEMA,
 };
 use lab_results::run::{cpu, node_record};
+use lab_results::trace::{ClockEstimate, SideTrace};
 use lab_state::{now_rfc3339, NodeState};
 use workload_catalogue::limits::MAX_RANKS;
 
 use crate::lab::Lab;
+use crate::run::side_traces::{failed_trace, sample_clock, side_trace};
 use crate::run::RunError;
 
 /// What to run, where.
@@ -54,6 +61,9 @@ struct Rank {
     client: Client,
     session_id: String,
 }
+
+/// How long a node's agent gets to answer each Clock after a traced run.
+const CLOCK_AFTER_LIMIT: Duration = Duration::from_secs(3);
 
 /// How long the other ranks get to end once one failed and all were aborted.
 const ABORT_GRACE: Duration = Duration::from_secs(5);
@@ -166,8 +176,20 @@ fn rank_failure(rank: &Rank, status: &tonic::Status, ranks: &[Rank]) -> String {
 pub async fn run_collective(
     lab: &Lab,
     opts: &CollectiveOptions,
-    mut on_progress: impl FnMut(usize, &Progress),
+    on_progress: impl FnMut(usize, &Progress),
 ) -> Result<CollectiveRecord, RunError> {
+    Ok(run_collective_traced(lab, opts, on_progress).await?.0)
+}
+
+/// As [`run_collective`]; when `opts.params.trace` asks for a trace, also
+/// returns every rank's trace (in rank order) with its node's clock offset
+/// from the controller's. A traced run that fails returns
+/// [`RunError::Traced`] with what every rank recorded up to the failure.
+pub async fn run_collective_traced(
+    lab: &Lab,
+    opts: &CollectiveOptions,
+    mut on_progress: impl FnMut(usize, &Progress),
+) -> Result<(CollectiveRecord, Option<Vec<SideTrace>>), RunError> {
     let op = workload_catalogue::find(&opts.params.workload)
         .and_then(|w| w.shape.collective())
         .ok_or_else(|| RunError::UnknownWorkload {
@@ -263,19 +285,49 @@ pub async fn run_collective(
         p
     };
 
-    let outcome = drive(&mut ranks, &params_of, opts.timeout, &mut on_progress).await;
-    let results = match outcome {
-        Ok(results) => results,
-        Err(failures) => {
-            return Err(RunError::Ranks {
-                detail: format!(
-                    "the {} on {world} ranks failed:\n  {}",
-                    params.workload,
-                    failures.join("\n  ")
-                ),
-            })
-        }
+    // One anchor for the clock samples before and after the run, per node.
+    let anchor = Instant::now();
+    let clocks = match params.trace.is_some() {
+        true => Some(
+            sample_clocks(&connected, anchor, deadline::NODE_INFO)
+                .await
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        false => None,
     };
+    let Driven { mut results, failures } = drive(&mut ranks, &params_of, opts.timeout, &mut on_progress).await;
+    let traces = match &clocks {
+        Some(before) => {
+            // A node that stopped answering keeps the offset measured before
+            // the run; a live agent answers a Clock at once.
+            let after: Vec<Option<ClockEstimate>> = sample_clocks(&connected, anchor, CLOCK_AFTER_LIMIT)
+                .await
+                .into_iter()
+                .map(Result::ok)
+                .collect();
+            Some(rank_traces(&ranks, &distinct, before, &after, &mut results).await)
+        }
+        None => None,
+    };
+    if !failures.is_empty() {
+        let error = RunError::Ranks {
+            detail: format!(
+                "the {} on {world} ranks failed:\n  {}",
+                params.workload,
+                failures.join("\n  ")
+            ),
+        };
+        return Err(match traces {
+            Some(traces) => RunError::Traced {
+                error: Box::new(error),
+                run_id,
+                traces,
+            },
+            None => error,
+        });
+    }
+    let results: Vec<SideResult> = results.into_iter().map(|r| r.expect("every rank ended")).collect();
 
     let refs: Vec<&SideResult> = results.iter().collect();
     let sizes = refs.first().map_or(0, |r| r.collective.len());
@@ -344,7 +396,81 @@ pub async fn run_collective(
         )
         .map_err(|e| RunError::Save(e.to_string()))?;
     record.saved_to = Some(path.display().to_string());
-    Ok(record)
+    Ok((record, traces))
+}
+
+/// Every node's agent clock against `anchor`, in the order of `connected`
+/// (a node whose agent does not answer within `limit` has its error in its place).
+async fn sample_clocks(
+    connected: &[(NodeState, Client)],
+    anchor: Instant,
+    limit: Duration,
+) -> Vec<Result<ClockEstimate, RunError>> {
+    futures::future::join_all(connected.iter().map(|(node, client)| {
+        let mut client = client.clone();
+        async move { sample_clock(&node.name, "rank", &mut client, anchor, limit).await }
+    }))
+    .await
+}
+
+/// Each rank's trace with its node's clocks: a rank that ended hands its
+/// trace in its result, a failed one keeps it for TakeTrace.
+async fn rank_traces(
+    ranks: &[Rank],
+    nodes: &[String],
+    before: &[ClockEstimate],
+    after: &[Option<ClockEstimate>],
+    results: &mut [Option<SideResult>],
+) -> Vec<SideTrace> {
+    let kept = futures::future::join_all(ranks.iter().zip(results.iter_mut()).map(|(r, result)| {
+        let mut client = r.client.clone();
+        let ended = result.as_mut().map(|res| res.trace.take().unwrap_or_default());
+        async move {
+            match ended {
+                Some(trace) => (trace, None),
+                None => match failed_trace(&mut client, &r.session_id).await {
+                    (trace, None) => (
+                        trace,
+                        Some(
+                            "its agent handed over no trace (stopped or gone, or the rank failed before recording)"
+                                .into(),
+                        ),
+                    ),
+                    kept => kept,
+                },
+            }
+        }
+    }))
+    .await;
+    ranks
+        .iter()
+        .zip(kept)
+        .map(|(r, kept)| {
+            let at = nodes
+                .iter()
+                .position(|n| *n == r.node.name)
+                .expect("every rank's node is connected");
+            let mut side = side_trace(&format!("rank {}", r.rank), &r.node.name, before[at], after[at], kept);
+            side.rank = Some(r.rank);
+            side
+        })
+        .collect()
+}
+
+/// What the ranks ended with: each rank's result if it ended with one,
+/// and every rank's error (sorted; empty when all ended).
+struct Driven {
+    results: Vec<Option<SideResult>>,
+    failures: Vec<String>,
+}
+
+impl Driven {
+    fn failed(world: usize, failures: Vec<String>) -> Driven {
+        Driven {
+            results: vec![None; world],
+            failures,
+        }
+    }
 }
 
 /// Prepares every rank, then runs them all; on failure, aborts the rest
@@ -354,7 +480,7 @@ async fn drive(
     params_of: &impl Fn(usize) -> WorkloadParams,
     timeout: Duration,
     on_progress: &mut impl FnMut(usize, &Progress),
-) -> Result<Vec<SideResult>, Vec<String>> {
+) -> Driven {
     let prepared = futures::future::join_all(ranks.iter().map(|r| {
         let mut client = r.client.clone();
         let request = PrepareRequest {
@@ -385,7 +511,7 @@ async fn drive(
     }
     if !failures.is_empty() {
         abort_all(ranks, "another rank failed to prepare").await;
-        return Err(failures);
+        return Driven::failed(ranks.len(), failures);
     }
 
     // The agents enforce the timeout themselves; the controller's deadline
@@ -398,7 +524,7 @@ async fn drive(
         let (peer, fabric_peers) = if over_libfabric {
             match fabric_peers_of(r.rank, &endpoints) {
                 Ok(peers) => (Endpoint::default(), peers),
-                Err(e) => return Err(vec![e]),
+                Err(e) => return Driven::failed(ranks.len(), vec![e]),
             }
         } else {
             let qp_endpoints: Vec<Endpoint> = endpoints
@@ -414,7 +540,7 @@ async fn drive(
                     },
                     Vec::new(),
                 ),
-                Err(e) => return Err(vec![e]),
+                Err(e) => return Driven::failed(ranks.len(), vec![e]),
             }
         };
         let request = RunRequest {
@@ -500,11 +626,8 @@ async fn drive(
     while let Ok((rank, p)) = progress_rx.try_recv() {
         on_progress(rank, &p);
     }
-    if !failures.is_empty() {
-        failures.sort();
-        return Err(failures);
-    }
-    Ok(results.into_iter().map(|r| r.expect("every rank ended")).collect())
+    failures.sort();
+    Driven { results, failures }
 }
 
 /// Aborts every rank's session (a finished one is simply not found).

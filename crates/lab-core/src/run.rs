@@ -13,27 +13,31 @@ use std::time::{Duration, Instant};
 
 use crate::data_path_missing;
 use crate::impair;
-use crate::lab::{Lab, LabError};
+use crate::lab::Lab;
 use agent_proto::data_path;
 use agent_proto::v1::{
-    run_event, AbortRequest, ClockRequest, CmMode, CollectRequest, ConnectRequest, NodeInfoRequest, PrepareRequest,
-    Progress, Role, RunRequest, SideResult, TakeTraceRequest, Trace, WorkloadParams,
+    run_event, AbortRequest, CmMode, CollectRequest, ConnectRequest, NodeInfoRequest, PrepareRequest, Progress, Role,
+    RunRequest, SideResult, WorkloadParams,
 };
-use lab_remote::agent::{self, deadline, AgentError, Client};
+use lab_remote::agent::{deadline, Client};
 use lab_remote::ssh::SshSession;
 use lab_results::run::{
     cpu, latency, node_record, side_record, CounterPair, Counters, CpuPair, ImpairmentPair, MrCacheRecord, NodePair,
     ParamsRecord, RunRecord, SweepPoint, RUN_SCHEMA,
 };
-use lab_results::trace::{estimate_offset, ClockEstimate, ClockSample, SideTrace};
+use lab_results::trace::SideTrace;
 use lab_state::{now_rfc3339, NodeState};
 use workload_catalogue::Family;
 
 mod error;
 mod failure_cause;
+mod rpc;
+pub(crate) mod side_traces;
 
 pub use self::error::RunError;
 use self::failure_cause::{explain_link_failure, explain_registration_failure, may_be_the_network, roce_port_blocked};
+use self::rpc::within;
+use self::side_traces::{failed_trace, sample_clock, side_trace};
 
 /// The parameters a workload runs with when the command line says nothing:
 /// its catalogue entry's defaults (`workload-catalogue`), in the request's
@@ -90,32 +94,6 @@ impl Peer {
     }
 }
 
-/// Awaits one agent call of a run for at most `limit` ([`agent::call`]),
-/// its errors told as the run's: the node with its role, and the call.
-async fn within<T>(
-    node: &str,
-    role: &'static str,
-    call: &'static str,
-    limit: Duration,
-    request: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, RunError> {
-    agent::call(node, call, limit, request).await.map_err(|e| match e {
-        AgentError::Rpc { node, status } => RunError::Agent {
-            node,
-            role,
-            status,
-            hint: String::new(),
-        },
-        AgentError::Deadline { node, call, waited_s } => RunError::Timeout {
-            node,
-            role,
-            call,
-            waited_s,
-        },
-        other => RunError::Lab(LabError::Agent(other)),
-    })
-}
-
 async fn open_peer(lab: &Lab, state: &lab_state::LabState, name: &str, role: &'static str) -> Result<Peer, RunError> {
     let node = lab.node_state(state, name)?.clone();
     let session = Arc::new(lab.connect(state, name).await?);
@@ -164,73 +142,6 @@ pub async fn run_workload(
     on_progress: impl FnMut(&Progress),
 ) -> Result<RunRecord, RunError> {
     Ok(run_workload_traced(lab, opts, on_progress).await?.0)
-}
-
-/// Clock samples taken per agent for a traced run.
-const CLOCK_SAMPLES: usize = 8;
-
-/// Samples `peer`'s trace clock against `anchor` ([`estimate_offset`]).
-async fn sample_clock(peer: &mut Peer, anchor: Instant) -> Result<ClockEstimate, RunError> {
-    let mut samples = Vec::with_capacity(CLOCK_SAMPLES);
-    for _ in 0..CLOCK_SAMPLES {
-        let sent_ns = anchor.elapsed().as_nanos() as u64;
-        let reply = within(
-            &peer.node.name,
-            peer.role,
-            "Clock",
-            deadline::NODE_INFO,
-            peer.client.clock(ClockRequest {}),
-        )
-        .await?;
-        let received_ns = anchor.elapsed().as_nanos() as u64;
-        samples.push(ClockSample {
-            sent_ns,
-            agent_ns: reply.now_ns,
-            received_ns,
-        });
-    }
-    Ok(estimate_offset(&samples).expect("round trips on a monotonic clock are never negative"))
-}
-
-/// How long a failed run waits for each agent's failed side to keep its trace.
-const FAILED_TRACE_WAIT_MS: u32 = 3000;
-
-/// The trace `peer` kept of its side of the run if that side failed, and
-/// why; (empty, None) when it kept none (an agent without TakeTrace, or a
-/// side that failed before it recorded anything).
-async fn failed_trace(peer: &mut Peer) -> (Trace, Option<String>) {
-    let req = TakeTraceRequest {
-        session_id: peer.session_id.clone(),
-        wait_ms: FAILED_TRACE_WAIT_MS,
-    };
-    let wait = Duration::from_millis(u64::from(FAILED_TRACE_WAIT_MS) + 2000);
-    match tokio::time::timeout(wait, peer.client.take_trace(req)).await {
-        Ok(Ok(reply)) => {
-            let reply = reply.into_inner();
-            match reply.trace {
-                Some(trace) => (trace, Some(reply.error)),
-                None => (Trace::default(), None),
-            }
-        }
-        _ => (Trace::default(), None),
-    }
-}
-
-fn side_trace(
-    role: &str,
-    node: &str,
-    clock: ClockEstimate,
-    clock_after: Option<ClockEstimate>,
-    (trace, failed): (Trace, Option<String>),
-) -> SideTrace {
-    SideTrace {
-        role: role.into(),
-        node: node.to_string(),
-        trace,
-        clock,
-        failed,
-        clock_after,
-    }
 }
 
 /// As [`run_workload`]; when `opts.params.trace` asks for a trace, also
@@ -299,8 +210,22 @@ pub async fn run_workload_traced(
     let anchor = Instant::now();
     let clocks = if opts.params.trace.is_some() {
         Some((
-            sample_clock(&mut server, anchor).await?,
-            sample_clock(&mut client, anchor).await?,
+            sample_clock(
+                &server.node.name,
+                server.role,
+                &mut server.client,
+                anchor,
+                deadline::NODE_INFO,
+            )
+            .await?,
+            sample_clock(
+                &client.node.name,
+                client.role,
+                &mut client.client,
+                anchor,
+                deadline::NODE_INFO,
+            )
+            .await?,
         ))
     } else {
         None
@@ -359,8 +284,10 @@ pub async fn run_workload_traced(
             let error = explain_link_failure(e, &server.node, &client.node, &blocked);
             return Err(match clocks {
                 Some((server_clock, client_clock)) => {
-                    let (server_failed, client_failed) =
-                        futures::join!(failed_trace(&mut server), failed_trace(&mut client));
+                    let (server_failed, client_failed) = futures::join!(
+                        failed_trace(&mut server.client, &server.session_id),
+                        failed_trace(&mut client.client, &client.session_id)
+                    );
                     RunError::Traced {
                         error: Box::new(error),
                         run_id: session_id,
@@ -392,8 +319,24 @@ pub async fn run_workload_traced(
     let clocks_after = match clocks {
         // Sampled after the run, so the trace can take each clock's drift over it out.
         Some(_) => Some((
-            sample_clock(&mut server, anchor).await.ok(),
-            sample_clock(&mut client, anchor).await.ok(),
+            sample_clock(
+                &server.node.name,
+                server.role,
+                &mut server.client,
+                anchor,
+                deadline::NODE_INFO,
+            )
+            .await
+            .ok(),
+            sample_clock(
+                &client.node.name,
+                client.role,
+                &mut client.client,
+                anchor,
+                deadline::NODE_INFO,
+            )
+            .await
+            .ok(),
         )),
         None => None,
     };

@@ -7,16 +7,23 @@
 //! controller's clock: `t_controller = t_agent - offset`, good to within the
 //! node's error bound (half the best round trip).
 //!
-//! Layout of the JSON: one process per node (named "server NODE" / "client
-//! NODE"), thread 0 for connection-level events (rdma_cm, blob, verdict),
-//! thread `1 + i` for QP `i`. A posted work request is a complete event
-//! ("X") lasting until its completion on the same side; other events are
-//! 1 µs marks. Flow arrows ("s"/"f") join the blob sent to the blob
-//! received, and each SEND / SEND_WITH_IMM / WRITE_WITH_IMM to the receive
-//! completion it caused on the peer (RC delivers them in posting order per
-//! QP; only drawn when both traces are complete: no sampling, no drops);
-//! for libfabric sides, each `fi_send` to the peer's `FI_RECV` entry and each
-//! `fi_writemsg` with remote CQ data to the peer's `FI_REMOTE_WRITE` entry.
+//! Layout of the JSON: one process per side (named "server NODE" / "client
+//! NODE", or "rank R NODE" for a collective's ranks), thread 0 for
+//! connection-level events (rdma_cm, blob, verdict), thread `1 + i` for QP
+//! `i`. A posted work request is a complete event ("X") lasting until its
+//! completion on the same side; other events are 1 µs marks. Flow arrows
+//! ("s"/"f") join the blob sent to the blob received, and each SEND /
+//! SEND_WITH_IMM / WRITE_WITH_IMM to the receive completion it caused on
+//! the peer (RC delivers them in posting order per QP; only drawn when both
+//! traces are complete: no sampling, no drops); for libfabric sides, each
+//! `fi_send` to the peer's `FI_RECV` entry and each `fi_writemsg` with
+//! remote CQ data to the peer's `FI_REMOTE_WRITE` entry.
+//!
+//! Two sides of a pair use the same QP indexes. A collective's rank `r`
+//! has one QP per other rank, its QP `k` facing the k-th other rank in rank
+//! order ([`qp_facing`]); over libfabric it has one endpoint, and a write's
+//! destination is the k-th address it inserted, its remote CQ data the
+//! same at both ends.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -73,10 +80,13 @@ pub fn estimate_offset(samples: &[ClockSample]) -> Option<ClockEstimate> {
 /// One side of a traced run.
 #[derive(Debug, Clone)]
 pub struct SideTrace {
-    /// "server" or "client".
+    /// "server" or "client", or "rank R" for a collective's rank.
     pub role: String,
     /// The node's name.
     pub node: String,
+    /// A collective's rank: its QP `k` faces the k-th other rank. None for
+    /// the two sides of a pair, whose QP `k` faces the peer's QP `k`.
+    pub rank: Option<usize>,
     /// What its agent recorded.
     pub trace: Trace,
     /// Its clock against the controller's.
@@ -154,8 +164,12 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
             "args": {"name": "connection (rdma_cm, blob, verdict)"}}));
         let qpns = qp_numbers(&side.trace);
         for (qp, qpn) in &qpns {
+            let towards = match side.rank {
+                Some(rank) => format!(" to rank {}", rank_facing(rank, *qp as usize)),
+                None => String::new(),
+            };
             out.push(json!({"ph": "M", "name": "thread_name", "pid": pid(i), "tid": qp + 1,
-                "args": {"name": format!("QP {qp} (qpn {qpn})")}}));
+                "args": {"name": format!("QP {qp} (qpn {qpn}){towards}")}}));
         }
         // A libfabric side has no QP moves: its data path is its endpoint's.
         if qpns.is_empty() && side.trace.events.iter().any(|e| e.name.starts_with("fi_")) {
@@ -225,7 +239,11 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
             if !complete(&from.trace) || !complete(&to.trace) {
                 continue;
             }
-            for (s, r) in message_pairs(&from.trace.events, &to.trace.events) {
+            let pairs = match (from.rank, to.rank) {
+                (Some(ra), Some(rb)) => rank_message_pairs(&from.trace.events, ra, &to.trace.events, rb),
+                _ => message_pairs(&from.trace.events, &to.trace.events),
+            };
+            for (s, r) in pairs {
                 flow(
                     &mut out,
                     &from.trace.events[s].name,
@@ -239,7 +257,7 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
     let nodes: Vec<Value> = sides
         .iter()
         .map(|s| {
-            json!({"role": s.role, "node": s.node, "clock_offset_ns": s.clock.offset_ns,
+            json!({"role": s.role, "node": s.node, "rank": s.rank, "clock_offset_ns": s.clock.offset_ns,
                 "clock_error_ns": s.clock.error_ns, "clock_rtt_ns": s.clock.rtt_ns, "clock_samples": s.clock.samples,
                 "events": s.trace.events.len(), "dropped": s.trace.dropped, "ring_size": s.trace.capacity,
                 "sample_every": s.trace.sample_every, "record_cost_ns": s.trace.record_cost_ns,
@@ -373,6 +391,68 @@ fn message_pairs(sender: &[TraceEvent], receiver: &[TraceEvent]) -> Vec<(usize, 
     out
 }
 
+/// The index of rank `rank`'s QP that faces rank `other` (its QPs face the
+/// other ranks in rank order).
+pub fn qp_facing(rank: usize, other: usize) -> usize {
+    if other > rank {
+        other - 1
+    } else {
+        other
+    }
+}
+
+/// The rank rank `rank`'s QP `qp` faces.
+pub fn rank_facing(rank: usize, qp: usize) -> usize {
+    if qp >= rank {
+        qp + 1
+    } else {
+        qp
+    }
+}
+
+/// (sender post, receiver completion) pairs between rank `from` and rank
+/// `to` of a collective. Verbs: the sender's posts on its QP facing `to`
+/// caused, in order, the receive completions on `to`'s QP facing `from`.
+/// libfabric: the sender's writes to its (k-th inserted) address of `to`
+/// caused `to`'s remote-write entries with the same CQ data, in order (the
+/// data names the sender, so no other rank's writes carry it).
+fn rank_message_pairs(sender: &[TraceEvent], from: usize, receiver: &[TraceEvent], to: usize) -> Vec<(usize, usize)> {
+    let (sender_qp, receiver_qp) = (qp_facing(from, to) as u32, qp_facing(to, from) as u32);
+    // The sender's address of `to`: its k-th `fi_av_insert`, k = the QP index facing `to`.
+    let dest = sender
+        .iter()
+        .filter(|e| e.kind == "av")
+        .nth(sender_qp as usize)
+        .and_then(|e| e.args.get("fi_addr"));
+    let mut receipts: HashMap<(Delivery, Option<&str>), VecDeque<usize>> = HashMap::new();
+    for (i, e) in receiver.iter().enumerate() {
+        match delivery_of_completion(e) {
+            Some(Delivery::FabricCqData) => {
+                let data = e.args.get("cq_data").map(String::as_str);
+                receipts.entry((Delivery::FabricCqData, data)).or_default().push_back(i);
+            }
+            Some(d @ Delivery::VerbsReceive) if e.qp == receiver_qp => {
+                receipts.entry((d, None)).or_default().push_back(i);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (i, e) in sender.iter().enumerate() {
+        let key = match delivery_of_post(e) {
+            Some(Delivery::FabricCqData) if dest.is_some() && e.args.get("dest") == dest => {
+                (Delivery::FabricCqData, e.args.get("cq_data").map(String::as_str))
+            }
+            Some(d @ Delivery::VerbsReceive) if e.qp == sender_qp => (d, None),
+            _ => continue,
+        };
+        if let Some(r) = receipts.get_mut(&key).and_then(|q| q.pop_front()) {
+            out.push((i, r));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,6 +500,7 @@ mod tests {
         SideTrace {
             role: role.into(),
             node: format!("{role}-node"),
+            rank: None,
             trace: Trace {
                 events,
                 dropped: 0,
@@ -515,6 +596,169 @@ mod tests {
         // The whole document is plain JSON a viewer can read back.
         let text = serde_json::to_string(&doc).unwrap();
         assert!(serde_json::from_str::<Value>(&text).is_ok());
+    }
+
+    fn rank_side(rank: usize, events: Vec<TraceEvent>) -> SideTrace {
+        let mut s = side(&format!("rank {rank}"), 0, events);
+        s.node = format!("n{}", rank + 1);
+        s.rank = Some(rank);
+        s
+    }
+
+    /// (from pid, from tid, to pid, to tid) of every flow named `name`.
+    fn flows_named(doc: &Value, name: &str) -> Vec<(u64, u64, u64, u64)> {
+        let events = doc["traceEvents"].as_array().unwrap();
+        let starts: Vec<&Value> = events.iter().filter(|e| e["ph"] == "s" && e["name"] == name).collect();
+        let mut out: Vec<(u64, u64, u64, u64)> = starts
+            .iter()
+            .map(|s| {
+                let f = events
+                    .iter()
+                    .find(|e| e["ph"] == "f" && e["id"] == s["id"])
+                    .expect("every flow ends");
+                let n = |v: &Value| v.as_u64().unwrap();
+                (n(&s["pid"]), n(&s["tid"]), n(&f["pid"]), n(&f["tid"]))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn qp_of_a_rank_faces_the_other_ranks_in_rank_order() {
+        // Rank 2 of 4: QPs 0, 1, 2 face ranks 0, 1, 3.
+        assert_eq!((0..3).map(|k| rank_facing(2, k)).collect::<Vec<_>>(), [0, 1, 3]);
+        for (me, other) in [(2, 0), (2, 1), (2, 3), (0, 1), (3, 2)] {
+            assert_eq!(rank_facing(me, qp_facing(me, other)), other);
+        }
+    }
+
+    #[test]
+    fn a_collectives_writes_flow_from_the_qp_facing_the_peer_to_the_peers_qp_facing_back() {
+        // Three ranks: each writes to its right neighbour (a ring step);
+        // rank 0 also writes to rank 2. Every receive completes on the QP
+        // facing its writer, in the order the writer posted.
+        let write = |t: u64, qp: u32, imm: &str| {
+            event(
+                t,
+                qp,
+                "post",
+                "WRITE_WITH_IMM",
+                &[("wr_id", "0x1"), ("signaled", "false"), ("imm", imm)],
+            )
+        };
+        let recv = |t: u64, qp: u32, imm: &str| {
+            event(
+                t,
+                qp,
+                "completion",
+                "RECV_RDMA_WITH_IMM",
+                &[("wr_id", "0x0"), ("imm", imm)],
+            )
+        };
+        let qp = |qpn: &str, at: u32| event(1_000, at, "qp", "RTS", &[("qpn", qpn)]);
+        let ranks = [
+            // Rank 0: QP 0 faces rank 1, QP 1 faces rank 2.
+            rank_side(
+                0,
+                vec![
+                    qp("10", 0),
+                    qp("11", 1),
+                    write(10_000, 0, "0xa"),
+                    write(11_000, 1, "0xb"),
+                    recv(30_000, 1, "0xc"),
+                ],
+            ),
+            // Rank 1: QP 0 faces rank 0, QP 1 faces rank 2.
+            rank_side(1, vec![recv(12_000, 0, "0xa"), write(20_000, 1, "0xd")]),
+            // Rank 2: QP 0 faces rank 0, QP 1 faces rank 1.
+            rank_side(
+                2,
+                vec![recv(13_000, 0, "0xb"), recv(22_000, 1, "0xd"), write(25_000, 0, "0xc")],
+            ),
+        ];
+        let ctx = TraceContext {
+            lab: "quad".into(),
+            workload: "allreduce".into(),
+            run_id: "r3".into(),
+            error: None,
+        };
+        let doc = chrome_trace(&ctx, &ranks);
+        // pid = rank + 1, tid = QP + 1.
+        assert_eq!(
+            flows_named(&doc, "WRITE_WITH_IMM"),
+            [(1, 1, 2, 1), (1, 2, 3, 1), (2, 2, 3, 2), (3, 1, 1, 2)]
+        );
+        let events = doc["traceEvents"].as_array().unwrap();
+        let threads: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["name"] == "thread_name" && e["pid"] == 1)
+            .map(|e| &e["args"]["name"])
+            .collect();
+        assert!(threads.iter().any(|n| *n == "QP 1 (qpn 11) to rank 2"), "{threads:?}");
+        let process = events
+            .iter()
+            .find(|e| e["name"] == "process_name" && e["pid"] == 3)
+            .unwrap();
+        assert_eq!(process["args"]["name"], "rank 2 n3");
+        assert_eq!(doc["otherData"]["nodes"][2]["rank"], 2);
+    }
+
+    #[test]
+    fn a_libfabric_collectives_writes_flow_to_the_destination_with_the_same_cq_data() {
+        // Over libfabric a rank has one endpoint (qp 0); its k-th inserted
+        // address is its k-th other rank. Rank 0 writes the same step to
+        // both others (as an alltoall does): each flow ends at the entry of
+        // the rank it was addressed to.
+        let av = |t: u64, fi_addr: &str| event(t, 0, "av", "fi_av_insert", &[("fi_addr", fi_addr)]);
+        let write = |t: u64, dest: &str, data: &str| {
+            event(
+                t,
+                0,
+                "post",
+                "fi_writemsg",
+                &[
+                    ("wr_id", "0x1"),
+                    ("signaled", "true"),
+                    ("dest", dest),
+                    ("cq_data", data),
+                ],
+            )
+        };
+        let entry = |t: u64, data: &str| event(t, 0, "completion", "FI_REMOTE_WRITE", &[("cq_data", data)]);
+        let ranks = [
+            rank_side(
+                0,
+                vec![
+                    av(1_000, "7"),
+                    av(1_100, "8"),
+                    write(10_000, "8", "0x100"),
+                    write(10_500, "7", "0x100"),
+                ],
+            ),
+            rank_side(1, vec![av(1_000, "0"), av(1_100, "1"), entry(12_000, "0x100")]),
+            rank_side(2, vec![av(1_000, "0"), av(1_100, "1"), entry(11_000, "0x100")]),
+        ];
+        let ctx = TraceContext {
+            lab: "quad".into(),
+            workload: "alltoall".into(),
+            run_id: "r4".into(),
+            error: None,
+        };
+        let doc = chrome_trace(&ctx, &ranks);
+        let events = doc["traceEvents"].as_array().unwrap();
+        let ts_of = |pid: u64, ph: &str| -> Vec<f64> {
+            events
+                .iter()
+                .filter(|e| e["ph"] == ph && e["pid"] == pid && e["name"] == "fi_writemsg")
+                .map(|e| e["ts"].as_f64().unwrap())
+                .collect()
+        };
+        // Rank 0's write to fi_addr 8 (rank 2) ends at rank 2's entry (10 us
+        // after the first event), the one to fi_addr 7 at rank 1's (11 us).
+        assert_eq!(flows_named(&doc, "fi_writemsg"), [(1, 1, 2, 1), (1, 1, 3, 1)]);
+        assert_eq!(ts_of(3, "f"), [10.0]);
+        assert_eq!(ts_of(2, "f"), [11.0]);
     }
 
     #[test]

@@ -39,6 +39,14 @@ pub enum TraceViewError {
         /// Where the parser stopped.
         source: serde_json::Error,
     },
+    /// A collective's trace: one process per rank, not two sides.
+    #[error("{}: a collective's trace ({ranks} ranks); `trace show` draws the two sides of a pair\n  fix: open it in https://ui.perfetto.dev (one process per rank, an arrow for every write)", path.display())]
+    Collective {
+        /// The file.
+        path: PathBuf,
+        /// How many ranks it holds.
+        ranks: usize,
+    },
     /// JSON, but not a trace labctl wrote.
     #[error("{}: not a labctl trace ({what})\n  fix: pass the file that `labctl run WORKLOAD --trace FILE.json` wrote", path.display())]
     NotATrace {
@@ -134,9 +142,27 @@ pub fn load(path: &Path, limit: usize) -> Result<Swimlane, TraceViewError> {
         path: path.into(),
         source,
     })?;
+    let ranks = rank_processes(&doc);
+    if ranks > 0 {
+        return Err(TraceViewError::Collective {
+            path: path.into(),
+            ranks,
+        });
+    }
     swimlane(&doc, limit).map_err(|what| TraceViewError::NotATrace {
         path: path.into(),
         what,
+    })
+}
+
+/// How many "rank R NODE" processes a trace has (a collective's).
+fn rank_processes(doc: &Value) -> usize {
+    doc["traceEvents"].as_array().map_or(0, |events| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+            .filter(|e| e["args"]["name"].as_str().is_some_and(|n| n.starts_with("rank ")))
+            .count()
     })
 }
 
@@ -643,6 +669,12 @@ mod tests {
         assert!(swimlane(&json!({"a": 1}), 0).unwrap_err().contains("traceEvents"));
         let no_sides = json!({"traceEvents": [{"ph": "X", "pid": 1}]});
         assert!(swimlane(&no_sides, 0).unwrap_err().contains("client NODE"));
+        let ranks = json!({"traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "rank 0 n1"}},
+            {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "rank 1 n2"}},
+        ]});
+        assert_eq!(rank_processes(&ranks), 2);
+        assert_eq!(rank_processes(&no_sides), 0);
         assert_eq!(bytes_short(56), "56 B");
         assert_eq!(bytes_short(4096), "4 KiB");
         // Sizes that are no whole KiB stay exact, as on the charts' axes.

@@ -49,6 +49,7 @@ impl FabricTrace {
             Event::Posted {
                 call,
                 op,
+                dest,
                 len,
                 remote_addr,
                 key,
@@ -61,6 +62,7 @@ impl FabricTrace {
                 What::FabricPost {
                     call: call.name(),
                     op,
+                    dest,
                     len,
                     remote_addr,
                     key,
@@ -130,6 +132,7 @@ mod tests {
         observe(&Event::Posted {
             call: Call::WriteMsg,
             op: 7,
+            dest: Some(3),
             len: 4096,
             remote_addr: 0x7f00_0000_1000,
             key: 0x2a,
@@ -170,6 +173,7 @@ mod tests {
         );
         assert_eq!(events[0].args["key"], "0x2a");
         assert_eq!(events[1].args["wr_id"], "0x7");
+        assert_eq!(events[1].args["dest"], "3", "the peer's fi_addr");
         assert_eq!(events[1].args["remote_addr"], "0x7f0000001000");
         assert_eq!(events[1].args["cq_data"], "0x99");
         assert_eq!(events[1].args["flags"], "FI_REMOTE_CQ_DATA|FI_COMPLETION");
@@ -189,6 +193,7 @@ mod tests {
             observe(&Event::Posted {
                 call: Call::WriteMsg,
                 op,
+                dest: Some(0),
                 len: 64,
                 remote_addr: 0,
                 key: 1,

@@ -138,6 +138,8 @@ pub enum What {
         call: &'static str,
         /// The operation's id (its completion carries it).
         op: u64,
+        /// The peer's `fi_addr_t` (sends and writes).
+        dest: Option<u64>,
         /// Bytes (a receive: the room).
         len: u64,
         /// Remote address (writes).
@@ -494,6 +496,7 @@ fn to_proto(e: &Event) -> TraceEvent {
         What::FabricPost {
             call,
             op,
+            dest,
             len,
             remote_addr,
             key,
@@ -501,6 +504,9 @@ fn to_proto(e: &Event) -> TraceEvent {
             flags,
         } => {
             arg("wr_id", format!("{op:#x}"));
+            if let Some(dest) = dest {
+                arg("dest", dest.to_string());
+            }
             arg("len", len.to_string());
             if *key != 0 || *remote_addr != 0 {
                 arg("remote_addr", format!("{remote_addr:#x}"));

@@ -60,8 +60,8 @@ const fn verbs(
 }
 
 /// Options of a collective; the ones with a root also take `--root`.
-const COLLECTIVE: &[Opt] = &[Opt::Nodes, Opt::Warmup, Opt::Provider];
-const ROOTED: &[Opt] = &[Opt::Nodes, Opt::Warmup, Opt::Root, Opt::Provider];
+const COLLECTIVE: &[Opt] = &[Opt::Nodes, Opt::Warmup, Opt::Provider, Opt::Trace];
+const ROOTED: &[Opt] = &[Opt::Nodes, Opt::Warmup, Opt::Root, Opt::Provider, Opt::Trace];
 /// 64 KiB x 20 operations: about a second per collective on four emulated nodes.
 const COLLECTIVE_DEFAULTS: Defaults = Defaults::of(65536, 20).auto();
 

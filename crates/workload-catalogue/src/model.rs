@@ -188,7 +188,7 @@ pub enum Opt {
     Provider,
     /// `--total`: bytes to move in `--size` chunks.
     Total,
-    /// `--trace`: a trace of both nodes on one clock.
+    /// `--trace`: a trace of every side (both nodes, or every rank) on one clock.
     Trace,
     /// `--cm oob`: the out-of-band QP exchange.
     CmOob,

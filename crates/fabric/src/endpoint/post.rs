@@ -277,13 +277,19 @@ fn write_msg_flags(write_flags: u64, data: Option<u64>) -> u64 {
 
 /// What posting `slot` was, for the observer.
 fn posted_event(slot: &OpSlot, write_flags: u64) -> Event<'static> {
-    let (call, len, remote_addr, key, data, flags) = match slot.kind {
-        OpKind::Recv { .. } => (Call::Recv, MSG_SLOT_SIZE, 0, 0, None, 0),
-        OpKind::Send { len, .. } => (Call::Send, len, 0, 0, None, 0),
+    let (call, dest, len, remote_addr, key, data, flags) = match slot.kind {
+        OpKind::Recv { .. } => (Call::Recv, None, MSG_SLOT_SIZE, 0, 0, None, 0),
+        OpKind::Send { len, dest, .. } => (Call::Send, Some(dest), len, 0, 0, None, 0),
         OpKind::Write {
-            len, raddr, key, data, ..
+            len,
+            dest,
+            raddr,
+            key,
+            data,
+            ..
         } => (
             Call::WriteMsg,
+            Some(dest),
             len,
             raddr,
             key,
@@ -294,6 +300,7 @@ fn posted_event(slot: &OpSlot, write_flags: u64) -> Event<'static> {
     Event::Posted {
         call,
         op: slot.id,
+        dest,
         len: len as u64,
         remote_addr,
         key,

@@ -85,14 +85,14 @@ pub enum RunError {
         /// What went wrong, rank by rank.
         detail: String,
     },
-    /// A traced run failed: the error, and what both sides recorded up to it.
+    /// A traced run failed: the error, and what every side recorded up to it.
     #[error("{error}")]
     Traced {
         /// What failed.
         error: Box<RunError>,
         /// The run's session id.
         run_id: String,
-        /// Both sides' traces (a side that kept none has an empty one).
+        /// Every side's trace (a side that kept none has an empty one).
         traces: Vec<SideTrace>,
     },
 }

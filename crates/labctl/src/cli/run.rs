@@ -26,18 +26,22 @@ pub struct RunArgs {
     /// Collectives: print one CSV row per size (nccl-tests' columns).
     #[arg(long)]
     pub csv: bool,
-    /// Record a trace of both nodes (rdma_cm, QP states, MRs, the {addr, rkey} blob, every
-    /// post and completion) aligned on one clock, and write it as Chrome trace-event JSON
-    /// to FILE (open it in ui.perfetto.dev). Verbs and fabric-* workloads.
+    /// Record a trace of both nodes, or of every rank of a collective (rdma_cm, QP states,
+    /// MRs, the {addr, rkey} blob, every post and completion) aligned on one clock, and write
+    /// it as Chrome trace-event JSON to FILE (open it in ui.perfetto.dev). Verbs, fabric-*
+    /// and the collectives.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
-    /// With --trace: the ring size per node; older events are dropped (and counted).
+    /// With --trace: the ring size per side (per rank); older events are dropped (and counted).
     #[arg(long, value_name = "N", requires = "trace", default_value_t = 65536)]
     pub trace_events: u32,
 }
 
 /// Creates the trace's file; refuses workloads that record no trace.
-fn open_trace_file(path: &std::path::Path, workload: &str) -> anyhow::Result<(std::path::PathBuf, std::fs::File)> {
+pub(super) fn open_trace_file(
+    path: &std::path::Path,
+    workload: &str,
+) -> anyhow::Result<(std::path::PathBuf, std::fs::File)> {
     if let Some(w) = workload_catalogue::find(workload).filter(|w| !w.takes(Opt::Trace)) {
         anyhow::bail!(
             "--trace records verbs and libfabric sessions; `{workload}` is a {} workload: drop --trace",
@@ -143,7 +147,7 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Writes the trace's JSON to `file` and says what it holds.
-fn write_trace(
+pub(super) fn write_trace(
     path: &std::path::Path,
     file: std::fs::File,
     ctx: &TraceContext,

@@ -1,35 +1,74 @@
 //! `labctl run` of a collective: every rank's progress while it runs, then
 //! the nccl-tests-style table (size, count, time, algbw, busbw, #wrong), or
-//! the record as `--json` / `--csv`.
+//! the record as `--json` / `--csv`; with `--trace`, every rank's trace on
+//! one clock, one process per rank.
 
 use std::process::ExitCode;
 
-use lab_core::collective::run_collective;
+use lab_core::agent_proto::v1::TraceOptions;
+use lab_core::collective::run_collective_traced;
+use lab_core::run::RunError;
 use lab_results::collective::CollectiveRecord;
+use lab_results::trace::TraceContext;
 
 use super::global::{open_lab, GlobalArgs};
-use super::run::RunArgs;
+use super::run::{open_trace_file, write_trace, RunArgs};
 use super::table::{Align, Table};
 
 /// Runs the collective `run` asks for and prints it.
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
-    if run.trace.is_some() {
-        return Err(lab_core::params::RequestError::NotTaken {
-            opt: workload_catalogue::Opt::Trace,
-            workload: run.request.workload.clone(),
-            family: "collective",
-        }
-        .into());
+    let mut opts = run.request.collective_options()?;
+    // Opened before the run: a path that cannot be written fails now, not after it.
+    let trace_file = match &run.trace {
+        Some(path) => Some(open_trace_file(path, &run.request.workload)?),
+        None => None,
+    };
+    if trace_file.is_some() {
+        opts.params.trace = Some(TraceOptions {
+            max_events: run.trace_events,
+            sample_every: 0,
+        });
     }
-    let opts = run.request.collective_options()?;
     let lab = open_lab(args)?;
     let quiet = run.json || run.csv;
-    let record = run_collective(&lab, &opts, |rank, p| {
+    let outcome = run_collective_traced(&lab, &opts, |rank, p| {
         if !quiet && !p.message.is_empty() {
             eprintln!("  {:>6.1}s rank {rank:<2} {}", p.elapsed_s, p.message);
         }
     })
-    .await?;
+    .await;
+    let (record, traces) = match outcome {
+        Ok(done) => done,
+        // What every rank recorded up to the failure is written before the error is told.
+        Err(RunError::Traced { error, run_id, traces }) => {
+            if let Some((path, file)) = trace_file {
+                let ctx = TraceContext {
+                    lab: lab.spec.name.clone(),
+                    workload: opts.params.workload.clone(),
+                    run_id,
+                    error: Some(error.to_string()),
+                };
+                write_trace(&path, file, &ctx, &traces, quiet)?;
+            }
+            return Err((*error).into());
+        }
+        Err(e) => {
+            // Nothing was recorded: the file opened for the trace goes.
+            if let Some((path, _)) = &trace_file {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e.into());
+        }
+    };
+    if let (Some((path, file)), Some(sides)) = (trace_file, traces) {
+        let ctx = TraceContext {
+            lab: record.lab.clone(),
+            workload: record.collective.clone(),
+            run_id: record.id.clone(),
+            error: None,
+        };
+        write_trace(&path, file, &ctx, &sides, quiet)?;
+    }
     if run.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else if run.csv {

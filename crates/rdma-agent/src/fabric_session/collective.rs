@@ -27,6 +27,7 @@ use workload_catalogue::Collective;
 
 use super::common::{base_facts, cpu_usage, endpoints, left, open, provider, reporter};
 use crate::cpu::CpuTimes;
+use crate::fabric_trace::FabricTrace;
 use crate::session::{finish_side, Command, EndpointSender, SessionError, SessionHandle, SessionSpec};
 use crate::validate::ValidationError;
 use crate::workload::collective::transport::{Event, Region, Slice, Transport};
@@ -55,7 +56,11 @@ pub fn spawn(
         .spawn(move || {
             let _enter = span.enter();
             let mut ready = Some(ready_tx);
-            let outcome = rank(&spec, op, &ends.cancel, &ends.commands, &mut ready);
+            let trace = FabricTrace::for_run(&spec.params);
+            let mut outcome = rank(&spec, op, trace.as_ref(), &ends.cancel, &ends.commands, &mut ready);
+            if let Some(trace) = &trace {
+                trace.finish(&mut outcome, &spec.id);
+            }
             finish_side(outcome, ready, ends.result);
         })
         .map_err(|e| SessionError::Setup(format!("spawning the session thread: {e}")))?;
@@ -66,12 +71,13 @@ pub fn spawn(
 fn rank(
     spec: &SessionSpec,
     op: Collective,
+    trace: Option<&FabricTrace>,
     cancel: &Arc<AtomicBool>,
     commands: &Receiver<Command>,
     ready: &mut EndpointSender<(Endpoint, FabricEndpoint)>,
 ) -> Result<SideResult, SessionError> {
     let prepared_until = Instant::now() + spec.timeout();
-    let mut ep = open(spec, cancel, None)?;
+    let mut ep = open(spec, cancel, trace)?;
     let (input_len, exposed_len) = region_lens(op, &spec.params);
     let mr = ep.register(input_len + exposed_len, Access::Remote)?;
     let whole = ep.remote_mr(mr)?;
