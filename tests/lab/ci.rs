@@ -159,7 +159,7 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
             run.code, run.stdout, run.stderr
         )
     })?;
-    check(run.stdout.contains("4 passed, 2 failed, 0 not run"), || {
+    check(run.stdout.contains("6 passed, 2 failed, 0 not run"), || {
         format!("summary: {}", run.stdout)
     })?;
 
@@ -171,7 +171,7 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
     check(r["down"]["ran"] == true && r["down"]["ok"] == true, || {
         format!("down: {}", r["down"])
     })?;
-    check(r["passed"] == 4 && r["failed"] == 2 && r["not_run"] == 0, || {
+    check(r["passed"] == 6 && r["failed"] == 2 && r["not_run"] == 0, || {
         format!("{r}")
     })?;
     let cases = r["cases"].as_array().ok_or("no cases")?;
@@ -181,14 +181,17 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
             == [
                 "write-read",
                 "send-recv",
+                "allreduce-4-ranks",
                 "wrong-rkey-is-refused",
                 "expect mtu 1024",
                 "expect write-lat 8 B ≤ 10s",
                 "expect write-bw 64 KiB ≥ 1Tb/s",
+                "expect allreduce 64 KiB ≥ 1Mb/s",
             ],
         || format!("{names:?}"),
     )?;
-    expectation_cases(&cases[3..])?;
+    expectation_cases(&cases[4..])?;
+    collective_step(&cases[2], &run.stdout)?;
     for case in &cases[..2] {
         check(case["status"] == "passed" && case["message"].is_null(), || {
             format!("{case}")
@@ -205,7 +208,7 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
     check(cases[0].get("trace").is_none(), || {
         format!("untraced step with a trace: {}", cases[0])
     })?;
-    let failed = &cases[2];
+    let failed = &cases[3];
     let why = failed["message"].as_str().unwrap_or("");
     check(failed["status"] == "failed", || format!("{failed}"))?;
     check(
@@ -215,7 +218,7 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
 
     let xml = std::fs::read_to_string(&junit)?;
     check(xml.starts_with("<?xml"), || format!("not XML:\n{xml}"))?;
-    check(xml.contains(r#"tests="6" failures="2" errors="0""#), || {
+    check(xml.contains(r#"tests="8" failures="2" errors="0""#), || {
         format!("counts:\n{xml}")
     })?;
     for name in names {
@@ -251,9 +254,17 @@ fn test_ci_runs_the_suite_reports_junit_and_json_and_tears_down(lab: &Labctl) ->
 
 /// The suite's `expect:` cases: the MTU met on both nodes as doctor reads
 /// it, write-lat under its bound by a verified run, write-bw missed with
-/// its figure and the gap.
+/// its figure and the gap, an allreduce's busbw over its bound.
 fn expectation_cases(cases: &[Value]) -> Result<(), Failed> {
-    let (mtu, lat, bw) = (&cases[0], &cases[1], &cases[2]);
+    let (mtu, lat, bw, allreduce) = (&cases[0], &cases[1], &cases[2], &cases[3]);
+    let busbw = &allreduce["expectations"][0];
+    check(
+        allreduce["status"] == "passed"
+            && busbw["verdict"] == "met"
+            && busbw["run_id"].is_string()
+            && busbw["percent"].as_f64().unwrap_or(0.0) > 100.0,
+        || format!("allreduce case: {allreduce}"),
+    )?;
     let outcomes = mtu["expectations"]
         .as_array()
         .ok_or_else(|| format!("mtu case: {mtu}"))?;
@@ -283,6 +294,49 @@ fn expectation_cases(cases: &[Value]) -> Result<(), Failed> {
             && percent < 1.0
             && bw_outcome["run_id"].is_string(),
         || format!("write-bw case: {bw}"),
+    )
+}
+
+/// The collective step (allreduce, 2 nodes x 2 ranks, 2 operations of
+/// 4004 B): every rank verified every element, and its trace, next to its
+/// record, has the four ranks.
+fn collective_step(case: &Value, summary: &str) -> Result<(), Failed> {
+    let record = &case["collective"];
+    let nodes: Vec<&str> = record["ranks"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|k| k["node"].as_str()).collect())
+        .unwrap_or_default();
+    let point = &record["points"][0];
+    check(
+        case["status"] == "passed"
+            && case["run"].is_null()
+            && record["verified"] == true
+            && record["world"] == 4
+            && nodes == ["server", "server", "client", "client"]
+            && point["size"] == 4004
+            && point["iterations"] == 2
+            && point["wrong"] == 0
+            && point["checked"].as_u64().unwrap_or(0) >= 2 * 4 * 1001
+            && point["busbw_gb_s"].as_f64().unwrap_or(0.0) > 0.0,
+        || format!("collective step: {case}"),
+    )?;
+    let path = case["trace"]
+        .as_str()
+        .ok_or_else(|| format!("traced collective step without a trace: {case}"))?;
+    let saved = record["saved_to"].as_str().unwrap_or("");
+    check(
+        std::path::Path::new(path).parent() == std::path::Path::new(saved).parent()
+            && summary.contains(&format!("trace {path}")),
+        || format!("trace {path}, record {saved}, summary:\n{summary}"),
+    )?;
+    let doc = read_json(std::path::Path::new(path))?;
+    let ranks: Vec<&str> = doc["otherData"]["nodes"]
+        .as_array()
+        .map(|n| n.iter().filter_map(|k| k["role"].as_str()).collect())
+        .unwrap_or_default();
+    check(
+        ranks == ["rank 0", "rank 1", "rank 2", "rank 3"] && doc["otherData"]["run_id"] == record["id"],
+        || format!("trace metadata: {}", doc["otherData"]),
     )
 }
 

@@ -92,6 +92,7 @@ fn read_problem(kind: ErrorKind, leaf: Option<&str>, kind_of: &DocumentKind) -> 
         ErrorKind::WrongType { want, found } => {
             let (must, example) = want_words(&want);
             let fix = match leaf {
+                Some(key) if example.is_empty() => format!("make `{key}:` {must} (see {})", kind_of.docs),
                 Some(key) => format!("write it like `{key}: {example}` (see {})", kind_of.docs),
                 None => shape.into(),
             };

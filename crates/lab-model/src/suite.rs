@@ -122,10 +122,9 @@ pub struct Suite {
     pub expect: crate::expect::Expectations,
 }
 
-/// A step's workload: one of the catalogue's pair workloads (the ones
-/// [`Suite::check`] lets a step run), so an editor offers exactly those.
+/// A step's workload: one of the catalogue's, so an editor offers exactly those.
 fn workload_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    let names: Vec<&str> = workload_catalogue::pair_names().collect();
+    let names: Vec<&str> = workload_catalogue::names().collect();
     schemars::json_schema!({
         "type": "string",
         "enum": names,
@@ -159,8 +158,8 @@ pub struct SuiteStep {
     #[schemars(range(max = 5))]
     pub retries: u32,
 
-    /// A pair workload of `labctl run` (collectives are not suite steps:
-    /// `labctl run` runs them on a lab brought up with `labctl up`).
+    /// A workload of `labctl run`: a pair (between `server` and `client`)
+    /// or a collective (across `nodes`, one rank each).
     #[serde(
         default,
         deserialize_with = "de_some_workload",
@@ -188,6 +187,19 @@ pub struct SuiteStep {
     /// workload: the active node. Default: `client`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// collective: the ranks' nodes, in rank order. Default: every node of the lab.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
+    /// collective: ranks on each node. Default: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub ranks_per_node: Option<u32>,
+    /// broadcast, incast: the node of the root rank. Default: the first rank's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// collective: untimed (but verified) operations before the timed ones. Default: 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<u32>,
     /// workload: message size in bytes. Default: the workload's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
@@ -240,9 +252,9 @@ pub struct SuiteStep {
     /// fabric-* workloads: the libfabric provider. Default: from the lab's fabric.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
-    /// workload (verbs and fabric-* workloads): record a trace of both nodes, as
-    /// `labctl run --trace` does, written next to the run's record; the
-    /// summary and the report name the file.
+    /// workload (verbs, fabric-* and collectives): record a trace of both
+    /// nodes (every rank), as `labctl run --trace` does, written next to the
+    /// run's record; the summary and the report name the file.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub trace: bool,
 }
@@ -649,6 +661,10 @@ impl SuiteStep {
         [
             ("server", self.server.is_some()),
             ("client", self.client.is_some()),
+            ("nodes", self.nodes.is_some()),
+            ("ranks_per_node", self.ranks_per_node.is_some()),
+            ("root", self.root.is_some()),
+            ("warmup", self.warmup.is_some()),
             ("size", self.size.is_some()),
             ("iterations", self.iterations.is_some()),
             ("duration_s", self.duration_s.is_some()),

@@ -107,7 +107,8 @@ pub(crate) fn describe(found: &Found) -> String {
     }
 }
 
-/// What a value must be, in words, and an example of one.
+/// What a value must be, in words, and an example of one (empty where no
+/// one value shows it: a visitor's own wants, or nothing).
 pub(crate) fn want_words(want: &Want) -> (String, &'static str) {
     match want {
         Want::Bool => ("true or false".into(), "true"),
@@ -119,6 +120,6 @@ pub(crate) fn want_words(want: &Want) -> (String, &'static str) {
         Want::Seq => ("a list".into(), "[a, b]"),
         Want::Map => ("a mapping (`key: value` lines)".into(), "{key: value}"),
         Want::Null => ("empty".into(), ""),
-        Want::Other(what) => (what.clone(), "4096"),
+        Want::Other(what) => (what.clone(), ""),
     }
 }

@@ -12,6 +12,7 @@ use lab_model::suite::Suite;
 use lab_model::LabSpec;
 use serde::Serialize;
 
+use crate::collective::CollectiveRecord;
 use crate::run::RunRecord;
 
 /// Version of the JSON report layout. 2: steps of several kinds (`kind`,
@@ -78,8 +79,11 @@ pub struct CaseResult {
     /// Why a failed step was not run again although it had retries left.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_retried: Option<String>,
-    /// The run record, when a workload run finished.
+    /// The run record, when a pair workload's run finished.
     pub run: Option<RunRecord>,
+    /// The collective's record, when a collective's run finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<CollectiveRecord>,
     /// exec and pair: each command, its node, status and output.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<CommandRecord>,
@@ -113,6 +117,7 @@ impl CaseResult {
             failure: None,
             not_retried: None,
             run: None,
+            collective: None,
             commands: Vec::new(),
             transfers: Vec::new(),
             trace: None,
@@ -385,6 +390,9 @@ impl CiReport {
 /// and each command's output under a line naming it.
 fn case_output(case: &CaseResult) -> (String, String) {
     let mut out = case.run.as_ref().map(run_summary).unwrap_or_default();
+    if let Some(c) = &case.collective {
+        out.push_str(&collective_summary(c));
+    }
     for o in &case.expectations {
         let verdict = if o.met() { "met" } else { "MISSED" };
         match &o.run_id {
@@ -439,6 +447,34 @@ fn run_summary(r: &RunRecord) -> String {
         }
     }
     if let Some(path) = &r.saved_to {
+        out.push_str(&format!("saved {path}\n"));
+    }
+    out
+}
+
+/// A short text of a collective's run, for the JUnit case's system-out:
+/// nccl-tests' figures per size, then each failed rank's verdict.
+fn collective_summary(c: &CollectiveRecord) -> String {
+    let nodes: Vec<&str> = c.ranks.iter().map(|r| r.node.as_str()).collect();
+    let mut out = format!(
+        "{} on {} ranks ({}), {}, over {}: verified {}\n",
+        c.collective,
+        c.world,
+        nodes.join(" "),
+        c.algorithm,
+        c.transport,
+        c.verified
+    );
+    for p in &c.points {
+        out.push_str(&format!(
+            "{} B: {:.1} us, algbw {:.4} GB/s, busbw {:.4} GB/s, {} wrong, slowest rank {}\n",
+            p.size, p.time_us, p.algbw_gb_s, p.busbw_gb_s, p.wrong, p.slowest_rank
+        ));
+    }
+    for r in c.ranks.iter().filter(|r| !r.verified) {
+        out.push_str(&format!("rank {} ({}): {}\n", r.rank, r.node, r.verify_detail));
+    }
+    if let Some(path) = &c.saved_to {
         out.push_str(&format!("saved {path}\n"));
     }
     out

@@ -2,7 +2,8 @@
 //! and report the outcome as JUnit XML and JSON.
 //!
 //! The suite (`lab_model::suite`) is a list of steps of five kinds: a
-//! workload of the agents (`workload:`, as `labctl run`), files to the nodes
+//! workload of the agents (`workload:`, a pair or a collective, as `labctl
+//! run`), files to the nodes
 //! (`copy:`) and back as artifacts (`collect:`), the user's command on
 //! nodes (`exec:`), and a server/client pair of the user's commands
 //! (`pair:`). Each step is one JUnit test case. A failed step does not stop
@@ -38,6 +39,7 @@ use lab_results::trace::{chrome_trace, SideTrace, TraceContext};
 use lab_state::progress::Reporter;
 
 use self::step::StepOutcome;
+use crate::collective::run_collective_traced;
 use crate::facts::LabFacts;
 use crate::lab::Lab;
 use crate::params::WorkloadRequest;
@@ -155,6 +157,7 @@ pub async fn run_suite(lab: &Lab, suite: &Suite, files: &SuiteFiles, report: &mu
         };
         case.message = outcome.failure;
         case.run = outcome.run;
+        case.collective = outcome.collective;
         case.commands = outcome.commands;
         case.transfers = outcome.transfers;
         case.trace = outcome.trace.map(|p| p.display().to_string());
@@ -304,9 +307,14 @@ async fn run_step(
     }
 }
 
-/// A workload step: a `labctl run`; it passes when both sides verified.
+/// A workload step: a `labctl run`; it passes when both sides (every
+/// rank) verified.
 async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> StepOutcome {
-    let opts = match WorkloadRequest::from(step).run_options() {
+    let request = WorkloadRequest::from(step);
+    if workload_catalogue::find(&request.workload).is_some_and(|w| w.shape.collective().is_some()) {
+        return run_collective_step(lab, step, &request).await;
+    }
+    let opts = match request.run_options() {
         Ok(opts) => opts,
         Err(e) => return StepOutcome::failed(e.to_string()),
     };
@@ -346,6 +354,52 @@ async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> Ste
     }
 }
 
+/// A collective step: a `labctl run COLLECTIVE` across the step's nodes.
+async fn run_collective_step(lab: &Lab, step: &lab_model::suite::SuiteStep, request: &WorkloadRequest) -> StepOutcome {
+    let mut opts = match request.collective_options() {
+        Ok(opts) => opts,
+        Err(e) => return StepOutcome::failed(e.to_string()),
+    };
+    if step.trace {
+        opts.params.trace = Some(agent_proto::v1::TraceOptions::default());
+    }
+    match run_collective_traced(lab, &opts, |_, _| {}).await {
+        Ok((record, traces)) => {
+            let mut failure = (!record.verified).then(|| format!("not verified: {}", record.verify_detail));
+            let ctx = TraceContext {
+                lab: record.lab.clone(),
+                workload: record.collective.clone(),
+                run_id: record.id.clone(),
+                error: None,
+            };
+            let trace = match traces.map(|ranks| write_trace_beside(record.saved_to.as_deref(), &ctx, &ranks)) {
+                Some(Ok(path)) => Some(path),
+                Some(Err(e)) => {
+                    failure.get_or_insert(e);
+                    None
+                }
+                None => None,
+            };
+            StepOutcome {
+                verification_failed: !record.verified,
+                failure,
+                collective: Some(record),
+                trace,
+                ..StepOutcome::default()
+            }
+        }
+        Err(RunError::Traced { error, run_id, traces }) => {
+            let mut outcome = StepOutcome::failed(error.to_string());
+            match write_failed_step_trace(lab, &opts.params.workload, &run_id, &error, &traces) {
+                Ok(path) => outcome.trace = Some(path),
+                Err(e) => outcome.failure = Some(format!("{error}; and its trace: {e}")),
+            }
+            outcome
+        }
+        Err(e) => StepOutcome::failed(e.to_string()),
+    }
+}
+
 /// Writes a failed traced step's trace where its record would have gone
 /// (`<stamp>-<workload>-<run id>.trace.json` in the lab's results).
 fn write_failed_step_trace(
@@ -369,18 +423,20 @@ fn write_failed_step_trace(
 
 /// Writes a traced step's trace next to its run record (`<record>.trace.json`).
 fn write_step_trace(record: &RunRecord, sides: &[SideTrace]) -> Result<PathBuf, String> {
-    let saved = record
-        .saved_to
-        .as_deref()
-        .ok_or("the run record was not saved, so its trace has no place")?;
-    let path = PathBuf::from(saved.strip_suffix(".json").unwrap_or(saved).to_string() + ".trace.json");
     let ctx = TraceContext {
         lab: record.lab.clone(),
         workload: record.workload.clone(),
         run_id: record.id.clone(),
         error: None,
     };
-    let text = serde_json::to_vec(&chrome_trace(&ctx, sides)).map_err(|e| format!("the trace: {e}"))?;
+    write_trace_beside(record.saved_to.as_deref(), &ctx, sides)
+}
+
+/// Writes a trace next to the record saved at `saved` (`<record>.trace.json`).
+fn write_trace_beside(saved: Option<&str>, ctx: &TraceContext, sides: &[SideTrace]) -> Result<PathBuf, String> {
+    let saved = saved.ok_or("the run record was not saved, so its trace has no place")?;
+    let path = PathBuf::from(saved.strip_suffix(".json").unwrap_or(saved).to_string() + ".trace.json");
+    let text = serde_json::to_vec(&chrome_trace(ctx, sides)).map_err(|e| format!("the trace: {e}"))?;
     std::fs::write(&path, text).map_err(|e| format!("writing the trace to {}: {e}", path.display()))?;
     Ok(path)
 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 use lab_model::suite::CommandSpec;
 use lab_remote::command::RemoteCommand;
 use lab_results::ci::{CapturedOutput, CommandRecord, FailureKind, TransferRecord};
+use lab_results::collective::CollectiveRecord;
 use lab_results::run::RunRecord;
 
 use crate::exec::{filled_command, FillError};
@@ -21,8 +22,10 @@ pub const QUOTED_LINES: usize = 8;
 pub struct StepOutcome {
     /// Why it failed; `None` when it passed.
     pub failure: Option<String>,
-    /// A workload step's run record.
+    /// A pair workload step's run record.
     pub run: Option<RunRecord>,
+    /// A collective step's record.
+    pub collective: Option<CollectiveRecord>,
     /// An exec or pair step's commands.
     pub commands: Vec<CommandRecord>,
     /// A copy or collect step's files.

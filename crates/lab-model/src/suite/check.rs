@@ -97,16 +97,56 @@ impl Suite {
             }
             match kind {
                 StepKind::Workload(workload) => {
-                    let (server, client) = (step.server(), step.client());
-                    known(index, "server", server)?;
-                    known(index, "client", client)?;
                     let entry = workload_catalogue::find(workload).expect("checked while parsing");
                     if entry.shape.collective().is_some() {
-                        return Err(mismatch(
-                            index,
-                            format!("`{workload}` is a collective, which runs on several nodes at once"),
-                            "suite steps run pair workloads; run collectives with `labctl run` on a lab brought up with `labctl up`".into(),
-                        ));
+                        if let Some(role) = [("server", &step.server), ("client", &step.client)]
+                            .into_iter()
+                            .find_map(|(role, node)| node.as_ref().map(|_| role))
+                        {
+                            return Err(mismatch(
+                                index,
+                                format!(
+                                    "`{role}` is for pair workloads; {workload} runs one rank on each of its nodes"
+                                ),
+                                "list the ranks' nodes as `nodes: [n1, n2, ...]` (default: every node of the lab)"
+                                    .into(),
+                            ));
+                        }
+                        for node in step.nodes.iter().flatten() {
+                            known(index, "nodes:", node)?;
+                        }
+                        if let Some(root) = &step.root {
+                            known(index, "root", root)?;
+                            if step.nodes.as_ref().is_some_and(|n| !n.contains(root)) {
+                                return Err(mismatch(
+                                    index,
+                                    format!("root `{root}` is not one of the step's nodes"),
+                                    format!("add `{root}` to `nodes:`, or name one of them as `root:`"),
+                                ));
+                            }
+                        }
+                        let ranks = step.nodes.as_ref().map_or(nodes.len(), Vec::len)
+                            * step.ranks_per_node.unwrap_or(1).max(1) as usize;
+                        let most = workload_catalogue::limits::MAX_RANKS as usize;
+                        if !(2..=most).contains(&ranks) || step.ranks_per_node == Some(0) {
+                            return Err(mismatch(
+                                index,
+                                format!("{workload} would run {ranks} ranks; a collective runs 2 ..= {most}"),
+                                format!(
+                                    "list at least two nodes (or set `ranks_per_node: 2`), at most {most} ranks in all"
+                                ),
+                            ));
+                        }
+                    } else {
+                        known(index, "server", step.server())?;
+                        known(index, "client", step.client())?;
+                        if step.ranks_per_node.is_some() {
+                            return Err(mismatch(
+                                index,
+                                format!("`ranks_per_node` applies to the collectives, not to {workload}"),
+                                "remove the ranks_per_node line".into(),
+                            ));
+                        }
                     }
                     let asks = Asks {
                         provider: step.provider.is_some(),
@@ -117,7 +157,9 @@ impl Suite {
                         batches: step.batches.is_some(),
                         qps: step.qps,
                         fault: step.fault,
-                        ..Asks::default()
+                        nodes: step.nodes.is_some(),
+                        root: step.root.is_some(),
+                        warmup: step.warmup.is_some(),
                     };
                     match entry.refuses(&asks) {
                         Some(Refused::Opt(opt)) => {

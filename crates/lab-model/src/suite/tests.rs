@@ -52,12 +52,58 @@ fn test_suite_must_fit_the_lab() {
     );
     // Both sides on one node: one agent holds both (Lab A: one host, two QPs).
     assert_eq!(check("workloads:\n  - workload: read\n    client: server\n"), Ok(()));
-    let e = check("workloads:\n  - workload: allreduce\n").unwrap_err();
+    // A collective runs one rank on each of its nodes (default: all).
+    assert_eq!(check("workloads:\n  - workload: allreduce\n"), Ok(()));
+    assert_eq!(
+        check("workloads:\n  - workload: broadcast\n    nodes: [client, server]\n    root: server\n    warmup: 0\n    trace: true\n"),
+        Ok(())
+    );
+    assert_eq!(
+        check("workloads:\n  - workload: alltoall\n    nodes: [server]\n    ranks_per_node: 2\n"),
+        Ok(())
+    );
+    let e = check("workloads:\n  - workload: allreduce\n    server: server\n").unwrap_err();
     assert!(
-        e.contains("`allreduce` is a collective")
-            && e.contains("run collectives with `labctl run` on a lab brought up with `labctl up`"),
+        e.contains("`server` is for pair workloads; allreduce runs one rank on each of its nodes")
+            && e.contains("nodes: [n1, n2, ...]"),
         "{e}"
     );
+    let e = check("workloads:\n  - workload: allreduce\n    nodes: [server, n9]\n").unwrap_err();
+    assert!(e.contains("nodes: `n9` is not a node of lab"), "{e}");
+    let e = check("workloads:\n  - workload: incast\n    nodes: [server, server]\n    root: client\n").unwrap_err();
+    assert!(e.contains("root `client` is not one of the step's nodes"), "{e}");
+    let e = check("workloads:\n  - workload: allreduce\n    nodes: [server]\n").unwrap_err();
+    assert!(e.contains("would run 1 ranks; a collective runs 2 ..= 16"), "{e}");
+    let e = check("workloads:\n  - workload: allreduce\n    ranks_per_node: 9\n").unwrap_err();
+    assert!(e.contains("would run 18 ranks"), "{e}");
+    let e = check("workloads:\n  - workload: allreduce\n    root: server\n").unwrap_err();
+    assert!(
+        e.contains("`root` applies to broadcast, incast, not to allreduce"),
+        "{e}"
+    );
+    let e = check("workloads:\n  - workload: allreduce\n    qps: 2\n").unwrap_err();
+    assert!(e.contains("`qps` applies to") && e.contains("not to allreduce"), "{e}");
+    // And the collectives' fields are theirs.
+    let e = check("workloads:\n  - workload: write-read\n    nodes: [server, client]\n").unwrap_err();
+    assert!(
+        e.contains("`nodes` applies to allreduce,") && e.contains("not to write-read"),
+        "{e}"
+    );
+    let e = check("workloads:\n  - workload: write-read\n    ranks_per_node: 2\n").unwrap_err();
+    assert!(
+        e.contains("`ranks_per_node` applies to the collectives, not to write-read"),
+        "{e}"
+    );
+    // A command's wrong type is told with what a command is, not a number.
+    let e = suite("steps:\n  - exec: {run: true}\n").unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "exec.run: must be a command line, or a list of a program and its arguments, found the boolean true"
+        ) && e.contains("fix: make `run:` a command line, or a list of a program and its arguments"),
+        "{e}"
+    );
+    let e = check("workloads:\n  - exec: {run: \"true\"}\n    warmup: 1\n").unwrap_err();
+    assert!(e.contains("`warmup` applies to workload steps, not to `exec`"), "{e}");
     let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
     assert!(
         e.contains("`provider` applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, alltoall, broadcast, incast, not to read (verbs workload)"),
