@@ -31,6 +31,11 @@ impl Refused {
         self.peers.push(peer.to_string());
     }
 
+    /// Adds the connects `later` refused (a later phase of the same server).
+    pub fn extend(&mut self, later: Refused) {
+        self.peers.extend(later.peers);
+    }
+
     /// How many were refused.
     pub fn count(&self) -> usize {
         self.peers.len()

@@ -9,7 +9,9 @@
 //! Every connect request's private data opens with the run's connect proof
 //! (then, from a client that exposes a buffer, its blob). The server rejects
 //! a request without it before creating anything for it, logs the peer,
-//! and waits on for its client ([`crate::session::admission`]).
+//! and waits on for its client ([`crate::session::admission`]). Once every
+//! QP is connected, a thread reads the listener's channel while the run
+//! runs and rejects any further request at once.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -237,7 +239,18 @@ pub(crate) fn server(
         ids.push(id);
     }
     side.start_clock();
-    let mut result = workload.run(&mut side);
+    // Every QP is connected: a connect request from now on is a stranger's,
+    // refused as it arrives instead of left queued until the run ends.
+    let running = AtomicBool::new(true);
+    let (mut result, late) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| refuse_while_running(&channel, spec, &running));
+        let result = {
+            let _stop = StopOnDrop(&running);
+            workload.run(&mut side)
+        };
+        (result, watcher.join().unwrap_or_default())
+    });
+    events.refused.extend(late);
     for id in &ids {
         id.disconnect();
     }
@@ -246,6 +259,47 @@ pub(crate) fn server(
         events.refused.report(result);
     }
     result
+}
+
+/// Clears its flag when dropped: the run's watcher stops even when the
+/// workload panics.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// While `running`, rejects every CONNECT_REQUEST on the server's channel
+/// (the run's own QPs are all connected, so any is a stranger's) and logs
+/// it; other events (the run's own connections') are read and let go.
+fn refuse_while_running(channel: &Arc<EventChannel>, spec: &SessionSpec, running: &AtomicBool) -> Refused {
+    let mut refused = Refused::default();
+    while running.load(Ordering::Relaxed) {
+        match channel.next_event(Duration::from_millis(100), "a connect request during the run") {
+            Ok(mut ev) if ev.kind == CmEventKind::ConnectRequest => {
+                let peer = ev.new_id.as_ref().and_then(|id| id.peer_addr());
+                if let Some(id) = ev.new_id.take() {
+                    id.reject();
+                }
+                let why = if spec.proof.admits(&ev.private_data) {
+                    "it came while the run was running, with every QP of the run connected"
+                } else {
+                    "its private data does not open with this run's connect proof"
+                };
+                let peer = peer.map_or("an unknown address".into(), |a| a.to_string());
+                refused.refuse("rdma_cm", &peer, why);
+            }
+            Ok(ev) => tracing::debug!(event = %ev.name, "rdma_cm event during the run"),
+            Err(CmError::Timeout { .. }) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "reading rdma_cm events during the run stopped");
+                break;
+            }
+        }
+    }
+    refused
 }
 
 /// The client side: resolve, connect, read the server's blob, run.
