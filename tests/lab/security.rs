@@ -297,6 +297,19 @@ fn agent_listener(lab: &Labctl, rdma_cm: bool, within: Duration) -> Result<Strin
     }
 }
 
+/// The server agent's last "refused a connect" log line.
+fn last_refusal_logged(lab: &Labctl) -> Result<String, Failed> {
+    Ok(lab
+        .run(&[
+            "exec",
+            "server",
+            "--",
+            "grep 'refused a connect' /var/log/rdma-agent.log | tail -n 1",
+        ])
+        .ok()?
+        .stdout)
+}
+
 fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_run_verifies(
     lab: &Labctl,
 ) -> Result<(), Failed> {
@@ -341,15 +354,7 @@ fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_ru
         }
         // The agent logged it, with the stranger's address.
         let transport = if rdma_cm { "rdma_cm" } else { "tcp" };
-        let log = lab
-            .run(&[
-                "exec",
-                "server",
-                "--",
-                "grep 'refused a connect' /var/log/rdma-agent.log | tail -n 1",
-            ])
-            .ok()?
-            .stdout;
+        let log = last_refusal_logged(lab)?;
         let stranger_addr = refused.trim_start_matches("1 (").trim_end_matches(')');
         check(log.contains(transport) && log.contains(stranger_addr), || {
             format!("{workload}: the agent's log does not name the refused {stranger_addr}: {log}")
@@ -406,15 +411,7 @@ fn test_security_a_stranger_connecting_to_a_running_server_is_refused_at_once(la
     check(refused.starts_with("1 (10.77.0."), || {
         format!("the server's refused_connects is {refused:?}; {}", what())
     })?;
-    let log = lab
-        .run(&[
-            "exec",
-            "server",
-            "--",
-            "grep 'refused a connect' /var/log/rdma-agent.log | tail -n 1",
-        ])
-        .ok()?
-        .stdout;
+    let log = last_refusal_logged(lab)?;
     check(
         log.contains("while the run was running") || log.contains("connect proof"),
         || format!("the agent's log does not say why: {log}"),

@@ -84,6 +84,18 @@ struct Peer {
 }
 
 impl Peer {
+    /// This side's agent clock against `anchor` (a traced run's).
+    async fn clock(&mut self, anchor: Instant) -> Result<lab_results::trace::ClockEstimate, RunError> {
+        sample_clock(
+            &self.node.name,
+            self.role,
+            &mut self.client,
+            anchor,
+            deadline::NODE_INFO,
+        )
+        .await
+    }
+
     fn fail(&self, status: tonic::Status) -> RunError {
         RunError::Agent {
             node: self.node.name.clone(),
@@ -209,24 +221,7 @@ pub async fn run_workload_traced(
     // One anchor for the samples before and after the run: the drift between them is taken out.
     let anchor = Instant::now();
     let clocks = if opts.params.trace.is_some() {
-        Some((
-            sample_clock(
-                &server.node.name,
-                server.role,
-                &mut server.client,
-                anchor,
-                deadline::NODE_INFO,
-            )
-            .await?,
-            sample_clock(
-                &client.node.name,
-                client.role,
-                &mut client.client,
-                anchor,
-                deadline::NODE_INFO,
-            )
-            .await?,
-        ))
+        Some((server.clock(anchor).await?, client.clock(anchor).await?))
     } else {
         None
     };
@@ -318,26 +313,7 @@ pub async fn run_workload_traced(
     };
     let clocks_after = match clocks {
         // Sampled after the run, so the trace can take each clock's drift over it out.
-        Some(_) => Some((
-            sample_clock(
-                &server.node.name,
-                server.role,
-                &mut server.client,
-                anchor,
-                deadline::NODE_INFO,
-            )
-            .await
-            .ok(),
-            sample_clock(
-                &client.node.name,
-                client.role,
-                &mut client.client,
-                anchor,
-                deadline::NODE_INFO,
-            )
-            .await
-            .ok(),
-        )),
+        Some(_) => Some((server.clock(anchor).await.ok(), client.clock(anchor).await.ok())),
         None => None,
     };
     let traces = clocks.map(|(server_clock, client_clock)| {

@@ -325,30 +325,15 @@ async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> Ste
     }
     match run_workload_traced(lab, &opts, |_| {}).await {
         Ok((record, traces)) => {
-            let mut failure = (!record.verified).then(|| not_verified_reason(&record));
-            let trace = match traces.map(|sides| write_step_trace(&record, &sides)) {
-                Some(Ok(path)) => Some(path),
-                Some(Err(e)) => {
-                    failure.get_or_insert(e);
-                    None
-                }
-                None => None,
-            };
+            let failure = (!record.verified).then(|| not_verified_reason(&record));
+            let written = traces.map(|sides| write_step_trace(&record, &sides));
             StepOutcome {
-                verification_failed: !record.verified,
-                failure,
                 run: Some(record),
-                trace,
-                ..StepOutcome::default()
+                ..StepOutcome::finished(failure, written)
             }
         }
         Err(RunError::Traced { error, run_id, traces }) => {
-            let mut outcome = StepOutcome::failed(error.to_string());
-            match write_failed_step_trace(lab, &opts.params.workload, &run_id, &error, &traces) {
-                Ok(path) => outcome.trace = Some(path),
-                Err(e) => outcome.failure = Some(format!("{error}; and its trace: {e}")),
-            }
-            outcome
+            failed_traced_step(lab, &opts.params.workload, &run_id, &error, &traces)
         }
         Err(e) => StepOutcome::failed(e.to_string()),
     }
@@ -365,39 +350,35 @@ async fn run_collective_step(lab: &Lab, step: &lab_model::suite::SuiteStep, requ
     }
     match run_collective_traced(lab, &opts, |_, _| {}).await {
         Ok((record, traces)) => {
-            let mut failure = (!record.verified).then(|| format!("not verified: {}", record.verify_detail));
+            let failure = (!record.verified).then(|| format!("not verified: {}", record.verify_detail));
             let ctx = TraceContext {
                 lab: record.lab.clone(),
                 workload: record.collective.clone(),
                 run_id: record.id.clone(),
                 error: None,
             };
-            let trace = match traces.map(|ranks| write_trace_beside(record.saved_to.as_deref(), &ctx, &ranks)) {
-                Some(Ok(path)) => Some(path),
-                Some(Err(e)) => {
-                    failure.get_or_insert(e);
-                    None
-                }
-                None => None,
-            };
+            let written = traces.map(|ranks| write_trace_beside(record.saved_to.as_deref(), &ctx, &ranks));
             StepOutcome {
-                verification_failed: !record.verified,
-                failure,
                 collective: Some(record),
-                trace,
-                ..StepOutcome::default()
+                ..StepOutcome::finished(failure, written)
             }
         }
         Err(RunError::Traced { error, run_id, traces }) => {
-            let mut outcome = StepOutcome::failed(error.to_string());
-            match write_failed_step_trace(lab, &opts.params.workload, &run_id, &error, &traces) {
-                Ok(path) => outcome.trace = Some(path),
-                Err(e) => outcome.failure = Some(format!("{error}; and its trace: {e}")),
-            }
-            outcome
+            failed_traced_step(lab, &opts.params.workload, &run_id, &error, &traces)
         }
         Err(e) => StepOutcome::failed(e.to_string()),
     }
+}
+
+/// A traced step whose run failed: the run's error, and its trace written
+/// where the record would have gone (or why it could not be).
+fn failed_traced_step(lab: &Lab, workload: &str, run_id: &str, error: &RunError, traces: &[SideTrace]) -> StepOutcome {
+    let mut outcome = StepOutcome::failed(error.to_string());
+    match write_failed_step_trace(lab, workload, run_id, error, traces) {
+        Ok(path) => outcome.trace = Some(path),
+        Err(e) => outcome.failure = Some(format!("{error}; and its trace: {e}")),
+    }
+    outcome
 }
 
 /// Writes a failed traced step's trace where its record would have gone

@@ -49,6 +49,29 @@ impl StepOutcome {
         })
     }
 
+    /// A workload step whose run finished: `not_verified` says why its
+    /// bytes did not verify (a verification failure), `trace` is its trace
+    /// file as written, if it was traced (a trace that could not be written
+    /// fails a step that verified).
+    pub fn finished(not_verified: Option<String>, trace: Option<Result<std::path::PathBuf, String>>) -> StepOutcome {
+        let verification_failed = not_verified.is_some();
+        let mut failure = not_verified;
+        let trace = match trace {
+            Some(Ok(path)) => Some(path),
+            Some(Err(e)) => {
+                failure.get_or_insert(e);
+                None
+            }
+            None => None,
+        };
+        StepOutcome {
+            failure,
+            trace,
+            verification_failed,
+            ..StepOutcome::default()
+        }
+    }
+
     /// A step that failed before running anything.
     pub fn failed(why: impl Into<String>) -> StepOutcome {
         StepOutcome {

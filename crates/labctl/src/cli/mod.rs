@@ -24,6 +24,7 @@ mod ssh;
 mod status;
 mod table;
 mod trace;
+mod trace_file;
 mod up;
 
 use std::process::ExitCode;

@@ -4,15 +4,14 @@
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
-use lab_core::agent_proto::v1::TraceOptions;
 use lab_core::params::WorkloadRequest;
-use lab_core::run::{run_workload_traced, RunError};
+use lab_core::run::run_workload_traced;
 use lab_results::run::RunRecord;
-use lab_results::trace::{chrome_trace, SideTrace, TraceContext};
-use workload_catalogue::Opt;
+use lab_results::trace::TraceContext;
 
 use super::global::{open_lab, GlobalArgs};
 use super::table::{Align, Table};
+use super::trace_file::{settle, TraceFile};
 
 /// Options of `run`: the request (workload and its parameters, shared with
 /// suites' `workload:` steps) and how to show it.
@@ -37,26 +36,6 @@ pub struct RunArgs {
     pub trace_events: u32,
 }
 
-/// Creates the trace's file; refuses workloads that record no trace.
-pub(super) fn open_trace_file(
-    path: &std::path::Path,
-    workload: &str,
-) -> anyhow::Result<(std::path::PathBuf, std::fs::File)> {
-    if let Some(w) = workload_catalogue::find(workload).filter(|w| !w.takes(Opt::Trace)) {
-        anyhow::bail!(
-            "--trace records verbs and libfabric sessions; `{workload}` is a {} workload: drop --trace",
-            w.family.label()
-        );
-    }
-    let file = std::fs::File::create(path).map_err(|e| {
-        anyhow::anyhow!(
-            "--trace {}: cannot create the file: {e} (does its directory exist and can you write to it?); nothing was run",
-            path.display()
-        )
-    })?;
-    Ok((path.to_path_buf(), file))
-}
-
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     if run.csv {
         return Err(super::global::BadInput(format!(
@@ -68,15 +47,13 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     let opts = run.request.run_options()?;
     let mut opts = opts;
     // Opened before the run: a path that cannot be written fails now, not after it.
-    let trace_file = match &run.trace {
-        Some(path) => Some(open_trace_file(path, &run.request.workload)?),
-        None => None,
-    };
+    let trace_file = run
+        .trace
+        .as_deref()
+        .map(|path| TraceFile::open(path, &run.request.workload))
+        .transpose()?;
     if trace_file.is_some() {
-        opts.params.trace = Some(TraceOptions {
-            max_events: run.trace_events,
-            sample_every: 0,
-        });
+        opts.params.trace = Some(TraceFile::options(run.trace_events));
     }
     let lab = open_lab(args)?;
     // Progress: on every phase change, and at most once a second within one.
@@ -102,38 +79,18 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         );
     })
     .await;
-    let (record, traces) = match outcome {
-        Ok(done) => done,
-        // What both sides recorded up to the failure is written before the error is told.
-        Err(RunError::Traced { error, run_id, traces }) => {
-            if let Some((path, file)) = trace_file {
-                let ctx = TraceContext {
-                    lab: lab.spec.name.clone(),
-                    workload: opts.params.workload.clone(),
-                    run_id,
-                    error: Some(error.to_string()),
-                };
-                write_trace(&path, file, &ctx, &traces, quiet)?;
-            }
-            return Err((*error).into());
-        }
-        Err(e) => {
-            // Nothing was recorded: the file opened for the trace goes.
-            if let Some((path, _)) = &trace_file {
-                let _ = std::fs::remove_file(path);
-            }
-            return Err(e.into());
-        }
-    };
-    if let (Some((path, file)), Some(sides)) = (trace_file, traces) {
-        let ctx = TraceContext {
-            lab: record.lab.clone(),
-            workload: record.workload.clone(),
-            run_id: record.id.clone(),
+    let record = settle(
+        trace_file,
+        outcome,
+        (&lab.spec.name, &opts.params.workload),
+        |r: &RunRecord| TraceContext {
+            lab: r.lab.clone(),
+            workload: r.workload.clone(),
+            run_id: r.id.clone(),
             error: None,
-        };
-        write_trace(&path, file, &ctx, &sides, quiet)?;
-    }
+        },
+        quiet,
+    )?;
     if run.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else {
@@ -144,41 +101,6 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// Writes the trace's JSON to `file` and says what it holds.
-pub(super) fn write_trace(
-    path: &std::path::Path,
-    file: std::fs::File,
-    ctx: &TraceContext,
-    sides: &[SideTrace],
-    quiet: bool,
-) -> anyhow::Result<()> {
-    let doc = chrome_trace(ctx, sides);
-    serde_json::to_writer(std::io::BufWriter::new(file), &doc)
-        .map_err(|e| anyhow::anyhow!("writing the trace to {}: {e}", path.display()))?;
-    if quiet {
-        return Ok(());
-    }
-    for s in sides {
-        eprintln!(
-            "  trace {:<6} {}: {} events, {} dropped, every {} post/completion, clock {:+.3} ms +/- {:.3} ms, {:.0} ns/event{}",
-            s.role,
-            s.node,
-            s.trace.events.len(),
-            s.trace.dropped,
-            s.trace.sample_every,
-            s.clock.offset_ns as f64 / 1e6,
-            s.clock.error_ns as f64 / 1e6,
-            s.trace.record_cost_ns,
-            s.failed.as_deref().map(|e| format!(", FAILED: {e}")).unwrap_or_default()
-        );
-    }
-    eprintln!(
-        "  trace written to {} (open it in https://ui.perfetto.dev)",
-        path.display()
-    );
-    Ok(())
 }
 
 pub(crate) fn print_record(r: &RunRecord) {

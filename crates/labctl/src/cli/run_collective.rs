@@ -5,29 +5,26 @@
 
 use std::process::ExitCode;
 
-use lab_core::agent_proto::v1::TraceOptions;
 use lab_core::collective::run_collective_traced;
-use lab_core::run::RunError;
 use lab_results::collective::CollectiveRecord;
 use lab_results::trace::TraceContext;
 
 use super::global::{open_lab, GlobalArgs};
-use super::run::{open_trace_file, write_trace, RunArgs};
+use super::run::RunArgs;
 use super::table::{Align, Table};
+use super::trace_file::{settle, TraceFile};
 
 /// Runs the collective `run` asks for and prints it.
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut opts = run.request.collective_options()?;
     // Opened before the run: a path that cannot be written fails now, not after it.
-    let trace_file = match &run.trace {
-        Some(path) => Some(open_trace_file(path, &run.request.workload)?),
-        None => None,
-    };
+    let trace_file = run
+        .trace
+        .as_deref()
+        .map(|path| TraceFile::open(path, &run.request.workload))
+        .transpose()?;
     if trace_file.is_some() {
-        opts.params.trace = Some(TraceOptions {
-            max_events: run.trace_events,
-            sample_every: 0,
-        });
+        opts.params.trace = Some(TraceFile::options(run.trace_events));
     }
     let lab = open_lab(args)?;
     let quiet = run.json || run.csv;
@@ -37,38 +34,18 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         }
     })
     .await;
-    let (record, traces) = match outcome {
-        Ok(done) => done,
-        // What every rank recorded up to the failure is written before the error is told.
-        Err(RunError::Traced { error, run_id, traces }) => {
-            if let Some((path, file)) = trace_file {
-                let ctx = TraceContext {
-                    lab: lab.spec.name.clone(),
-                    workload: opts.params.workload.clone(),
-                    run_id,
-                    error: Some(error.to_string()),
-                };
-                write_trace(&path, file, &ctx, &traces, quiet)?;
-            }
-            return Err((*error).into());
-        }
-        Err(e) => {
-            // Nothing was recorded: the file opened for the trace goes.
-            if let Some((path, _)) = &trace_file {
-                let _ = std::fs::remove_file(path);
-            }
-            return Err(e.into());
-        }
-    };
-    if let (Some((path, file)), Some(sides)) = (trace_file, traces) {
-        let ctx = TraceContext {
-            lab: record.lab.clone(),
-            workload: record.collective.clone(),
-            run_id: record.id.clone(),
+    let record = settle(
+        trace_file,
+        outcome,
+        (&lab.spec.name, &opts.params.workload),
+        |r: &CollectiveRecord| TraceContext {
+            lab: r.lab.clone(),
+            workload: r.collective.clone(),
+            run_id: r.id.clone(),
             error: None,
-        };
-        write_trace(&path, file, &ctx, &sides, quiet)?;
-    }
+        },
+        quiet,
+    )?;
     if run.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else if run.csv {
