@@ -140,6 +140,26 @@ pub struct TraceContext {
     pub error: Option<String>,
 }
 
+impl TraceContext {
+    /// Run `run_id` of `workload` on `lab`, which ended with a record.
+    pub fn finished(lab: &str, workload: &str, run_id: &str) -> TraceContext {
+        TraceContext {
+            lab: lab.to_string(),
+            workload: workload.to_string(),
+            run_id: run_id.to_string(),
+            error: None,
+        }
+    }
+
+    /// Run `run_id` of `workload` on `lab`, which failed with `error`.
+    pub fn failed(lab: &str, workload: &str, run_id: &str, error: &impl std::fmt::Display) -> TraceContext {
+        TraceContext {
+            error: Some(error.to_string()),
+            ..TraceContext::finished(lab, workload, run_id)
+        }
+    }
+}
+
 /// A process id per side in the JSON.
 fn pid(index: usize) -> usize {
     index + 1

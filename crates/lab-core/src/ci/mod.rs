@@ -351,12 +351,7 @@ async fn run_collective_step(lab: &Lab, step: &lab_model::suite::SuiteStep, requ
     match run_collective_traced(lab, &opts, |_, _| {}).await {
         Ok((record, traces)) => {
             let failure = (!record.verified).then(|| format!("not verified: {}", record.verify_detail));
-            let ctx = TraceContext {
-                lab: record.lab.clone(),
-                workload: record.collective.clone(),
-                run_id: record.id.clone(),
-                error: None,
-            };
+            let ctx = TraceContext::finished(&record.lab, &record.collective, &record.id);
             let written = traces.map(|ranks| write_trace_beside(record.saved_to.as_deref(), &ctx, &ranks));
             StepOutcome {
                 collective: Some(record),
@@ -390,12 +385,7 @@ fn write_failed_step_trace(
     error: &RunError,
     sides: &[SideTrace],
 ) -> Result<PathBuf, String> {
-    let ctx = TraceContext {
-        lab: lab.spec.name.clone(),
-        workload: workload.to_string(),
-        run_id: run_id.to_string(),
-        error: Some(error.to_string()),
-    };
+    let ctx = TraceContext::failed(&lab.spec.name, workload, run_id, error);
     let text = serde_json::to_vec(&chrome_trace(&ctx, sides)).map_err(|e| format!("the trace: {e}"))?;
     lab.dir
         .save_result(&lab_state::now_rfc3339(), &format!("{workload}-{run_id}.trace"), &text)
@@ -404,12 +394,7 @@ fn write_failed_step_trace(
 
 /// Writes a traced step's trace next to its run record (`<record>.trace.json`).
 fn write_step_trace(record: &RunRecord, sides: &[SideTrace]) -> Result<PathBuf, String> {
-    let ctx = TraceContext {
-        lab: record.lab.clone(),
-        workload: record.workload.clone(),
-        run_id: record.id.clone(),
-        error: None,
-    };
+    let ctx = TraceContext::finished(&record.lab, &record.workload, &record.id);
     write_trace_beside(record.saved_to.as_deref(), &ctx, sides)
 }
 

@@ -83,12 +83,7 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         trace_file,
         outcome,
         (&lab.spec.name, &opts.params.workload),
-        |r: &RunRecord| TraceContext {
-            lab: r.lab.clone(),
-            workload: r.workload.clone(),
-            run_id: r.id.clone(),
-            error: None,
-        },
+        |r: &RunRecord| TraceContext::finished(&r.lab, &r.workload, &r.id),
         quiet,
     )?;
     if run.json {

@@ -38,12 +38,7 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         trace_file,
         outcome,
         (&lab.spec.name, &opts.params.workload),
-        |r: &CollectiveRecord| TraceContext {
-            lab: r.lab.clone(),
-            workload: r.collective.clone(),
-            run_id: r.id.clone(),
-            error: None,
-        },
+        |r: &CollectiveRecord| TraceContext::finished(&r.lab, &r.collective, &r.id),
         quiet,
     )?;
     if run.json {

@@ -96,13 +96,7 @@ pub(super) fn settle<R>(
         }
         Err(RunError::Traced { error, run_id, traces }) => {
             if let Some(file) = file {
-                let ctx = TraceContext {
-                    lab: lab.to_string(),
-                    workload: workload.to_string(),
-                    run_id,
-                    error: Some(error.to_string()),
-                };
-                file.write(&ctx, &traces, quiet)?;
+                file.write(&TraceContext::failed(lab, workload, &run_id, &error), &traces, quiet)?;
             }
             Err((*error).into())
         }
