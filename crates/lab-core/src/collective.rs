@@ -287,14 +287,15 @@ pub async fn run_collective_traced(
 
     // One anchor for the clock samples before and after the run, per node.
     let anchor = Instant::now();
-    let clocks = match params.trace.is_some() {
-        true => Some(
+    let clocks = if params.trace.is_some() {
+        Some(
             sample_clocks(&connected, anchor, deadline::NODE_INFO)
                 .await
                 .into_iter()
                 .collect::<Result<Vec<_>, _>>()?,
-        ),
-        false => None,
+        )
+    } else {
+        None
     };
     let Driven { mut results, failures } = drive(&mut ranks, &params_of, opts.timeout, &mut on_progress).await;
     let traces = match &clocks {

@@ -418,14 +418,17 @@ fn wrong_scalar(field: &str, found: &Found, want: &Want) -> Problem {
         other => found_words(other),
     };
     let (must, example) = match want {
-        // What a visitor of serde's own expects is one value, in its words.
-        Want::Other(_) => ("a single value".to_string(), "4096"),
+        // What a visitor of serde's own expects is one value, in its words;
+        // no one example shows every such value.
+        Want::Other(_) => ("a single value".to_string(), ""),
         want => want_words(want),
     };
-    Problem::new(
-        format!("{field} must be {must}, found {found}"),
-        format!("write it like `{field}: {example}` (see docs/labs-yaml.md)"),
-    )
+    let fix = if example.is_empty() {
+        format!("make `{field}:` {must} (see docs/labs-yaml.md)")
+    } else {
+        format!("write it like `{field}: {example}` (see docs/labs-yaml.md)")
+    };
+    Problem::new(format!("{field} must be {must}, found {found}"), fix)
 }
 
 /// Lists, mappings and empty values, as both kinds of wrong-type message

@@ -47,14 +47,7 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     let opts = run.request.run_options()?;
     let mut opts = opts;
     // Opened before the run: a path that cannot be written fails now, not after it.
-    let trace_file = run
-        .trace
-        .as_deref()
-        .map(|path| TraceFile::open(path, &run.request.workload))
-        .transpose()?;
-    if trace_file.is_some() {
-        opts.params.trace = Some(TraceFile::options(run.trace_events));
-    }
+    let trace_file = TraceFile::asked(run.trace.as_deref(), run.trace_events, &mut opts.params)?;
     let lab = open_lab(args)?;
     // Progress: on every phase change, and at most once a second within one.
     let quiet = run.json;

@@ -18,14 +18,7 @@ use super::trace_file::{settle, TraceFile};
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
     let mut opts = run.request.collective_options()?;
     // Opened before the run: a path that cannot be written fails now, not after it.
-    let trace_file = run
-        .trace
-        .as_deref()
-        .map(|path| TraceFile::open(path, &run.request.workload))
-        .transpose()?;
-    if trace_file.is_some() {
-        opts.params.trace = Some(TraceFile::options(run.trace_events));
-    }
+    let trace_file = TraceFile::asked(run.trace.as_deref(), run.trace_events, &mut opts.params)?;
     let lab = open_lab(args)?;
     let quiet = run.json || run.csv;
     let outcome = run_collective_traced(&lab, &opts, |rank, p| {

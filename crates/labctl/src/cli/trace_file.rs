@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use lab_core::agent_proto::v1::TraceOptions;
+use lab_core::agent_proto::v1::{TraceOptions, WorkloadParams};
 use lab_core::run::RunError;
 use lab_results::trace::{chrome_trace, SideTrace, TraceContext};
 use workload_catalogue::Opt;
@@ -18,7 +18,7 @@ pub(super) struct TraceFile {
 
 impl TraceFile {
     /// Creates `path` for a run of `workload`; refuses workloads that record no trace.
-    pub(super) fn open(path: &Path, workload: &str) -> anyhow::Result<TraceFile> {
+    fn open(path: &Path, workload: &str) -> anyhow::Result<TraceFile> {
         if let Some(w) = workload_catalogue::find(workload).filter(|w| !w.takes(Opt::Trace)) {
             anyhow::bail!(
                 "--trace records verbs and libfabric sessions; `{workload}` is a {} workload: drop --trace",
@@ -37,12 +37,21 @@ impl TraceFile {
         })
     }
 
-    /// What the agents are asked to record: a ring of `max_events` per side.
-    pub(super) fn options(max_events: u32) -> TraceOptions {
-        TraceOptions {
+    /// The file `--trace` names (`path`), opened before the run, and the
+    /// agents asked to record a ring of `max_events` per side into
+    /// `params`; None without `--trace`.
+    pub(super) fn asked(
+        path: Option<&Path>,
+        max_events: u32,
+        params: &mut WorkloadParams,
+    ) -> anyhow::Result<Option<TraceFile>> {
+        let Some(path) = path else { return Ok(None) };
+        let file = TraceFile::open(path, &params.workload)?;
+        params.trace = Some(TraceOptions {
             max_events,
             sample_every: 0,
-        }
+        });
+        Ok(Some(file))
     }
 
     /// Writes the sides' traces as Chrome trace-event JSON and, unless
