@@ -1,7 +1,10 @@
 //! How long each trial took: the suite prints its slowest trials at the end
 //! and writes every duration to `lab-tests-timings.tsv` beside the test
 //! binary's release directory, so whoever keeps the suite's wall time in
-//! budget sees where it goes without timing a run by hand.
+//! budget sees where it goes without timing a run by hand. Each labctl
+//! command a trial ran through [`crate::util::Labctl::run`] goes to
+//! `lab-tests-commands.tsv` with its trial: where inside a slow trial the
+//! time went.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -10,13 +13,32 @@ use libtest_mimic::{Failed, Trial};
 
 static DURATIONS: Mutex<Vec<(String, Duration)>> = Mutex::new(Vec::new());
 
+/// The trial running now (trials take turns) and the commands it ran.
+static CURRENT_TRIAL: Mutex<String> = Mutex::new(String::new());
+static COMMANDS: Mutex<Vec<(Duration, String, String)>> = Mutex::new(Vec::new());
+
+/// Records one labctl command of the current trial.
+pub fn command(args: &[&str], took: Duration) {
+    let trial = CURRENT_TRIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone();
+    let line = args.join(" ").replace(['\t', '\n'], " ");
+    COMMANDS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push((took, trial, line));
+}
+
 /// A trial whose wall time is recorded (pass or fail).
 pub fn trial(name: impl Into<String>, body: impl FnOnce() -> Result<(), Failed> + Send + 'static) -> Trial {
     let name = name.into();
     let recorded = name.clone();
     Trial::test(name, move || {
+        recorded.clone_into(&mut CURRENT_TRIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
         let start = Instant::now();
         let result = body();
+        "(between trials)".clone_into(&mut CURRENT_TRIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
         DURATIONS
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -50,6 +72,16 @@ pub fn report(top: usize) {
     let path = crate::util::bin_dir().join("lab-tests-timings.tsv");
     if let Err(e) = std::fs::write(&path, tsv) {
         eprintln!("lab suite: cannot write {}: {e}", path.display());
+    }
+    let commands: String = COMMANDS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .iter()
+        .map(|(took, trial, line)| format!("{:.1}\t{trial}\tlabctl {line}\n", took.as_secs_f64()))
+        .collect();
+    let commands_path = crate::util::bin_dir().join("lab-tests-commands.tsv");
+    if let Err(e) = std::fs::write(&commands_path, commands) {
+        eprintln!("lab suite: cannot write {}: {e}", commands_path.display());
     }
     let mut slowest: Vec<&(String, Duration)> = durations.iter().collect();
     slowest.sort_by_key(|(_, took)| std::cmp::Reverse(*took));

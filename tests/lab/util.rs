@@ -80,7 +80,9 @@ impl Labctl {
 
     /// Runs labctl with `args`.
     pub fn run(&self, args: &[&str]) -> Run {
+        let started = std::time::Instant::now();
         let out = self.command().args(args).output().expect("run labctl");
+        crate::timing::command(args, started.elapsed());
         to_run(out)
     }
 
