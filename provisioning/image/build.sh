@@ -91,6 +91,11 @@ chroot "$root" depmod "$kver"
 echo "image: node files"
 cp -a "$here/rootfs/." "$root/"
 chmod 0755 "$root/etc/lab/boot.sh" "$root/usr/local/lib/lab/agent-run"
+# An sshd without -r (see etc/inittab) is started as it comes.
+sshd_probe=$(chroot "$root" /usr/sbin/sshd -r -t -f /dev/null -h /nonexistent 2>&1 || true)
+case $sshd_probe in
+*"unknown option -- r"*) sed -i 's|^::respawn:/usr/sbin/sshd -D -e -r$|::respawn:/usr/sbin/sshd -D -e|' "$root/etc/inittab" ;;
+esac
 ln -sf /bin/busybox "$root/init"
 ln -sf /bin/busybox "$root/sbin/init"
 # Host keys are generated per node at boot; a shared key would defeat pinning.
