@@ -10,7 +10,7 @@
 //!
 //! Shared by the cargo-fuzz target (`fuzz_targets/agent_request.rs`) and
 //! the corpus replay the test suite runs on stable Rust
-//! (`crates/rdma-agent/tests/fuzz_corpus.rs`).
+//! (`crates/rdma-agent/tests/in_process/fuzz_corpus.rs`).
 use std::time::Instant;
 
 use agent_proto::v1::{Role, WorkloadParams};

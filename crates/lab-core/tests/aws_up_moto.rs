@@ -5,7 +5,7 @@
 //! EC2 refuses must too; missing credentials are reported before anything is
 //! made. One test, because it sets process-wide environment variables.
 
-#[path = "../../lab-providers/tests/common/mod.rs"]
+#[path = "../../lab-providers/tests/aws/common.rs"]
 mod common;
 
 use std::time::Duration;

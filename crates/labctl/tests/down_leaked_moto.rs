@@ -8,7 +8,7 @@
 //! when named with `--delete-id-less`.
 //! One test, because it sets process-wide environment variables.
 
-#[path = "../../lab-providers/tests/common/mod.rs"]
+#[path = "../../lab-providers/tests/aws/common.rs"]
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -5,20 +5,19 @@
 //! the registry of live labs has for its directory, never by name; and
 //! `down --leaked` deletes a resource without a lab id only when it is named.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
 use aws_sdk_ec2::Client;
-use common::{some_linux_ami, tagged, temp_dir, Moto};
 use lab_model::{LabSpec, LabsFile};
 use lab_providers::aws::{scan_leaked, AwsProvider, AwsState, Leftover, Waits};
 use lab_providers::{Provider, ProviderError};
 use lab_state::live_labs::{register_in, LiveLab};
 use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
+
+use crate::common::{self, some_linux_ami, tagged, temp_dir, Moto};
 
 const REGION: &str = "us-east-1";
 

@@ -5,18 +5,17 @@
 //! name, and a lab whose state is lost: `aws_moto_lab_id.rs`.) (moto's instances never answer SSH; everything after
 //! "the instance runs" is the QEMU suite's business.)
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
 use aws_sdk_ec2::Client;
-use common::{some_linux_ami, tagged, temp_dir, Moto};
 use lab_model::{Fabric, LabSpec, LabsFile};
 use lab_providers::aws::{scan_leaked, AwsError, AwsProvider, AwsState, EfaInterfaces, Leftover, Waits};
 use lab_providers::{Provider, ProviderError};
 use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
+
+use crate::common::{self, some_linux_ami, tagged, temp_dir, Moto};
 
 const REGION: &str = "us-east-1";
 

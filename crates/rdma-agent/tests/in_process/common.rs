@@ -1,8 +1,7 @@
 //! Shared by the agent's in-process tests: an agent served on 127.0.0.1:0
 //! and a generated client connected to it with the agent's secret. Every
-//! agent of a test binary is of one lab: they share [`lab_secret`], as a
+//! agent of the test binary is of one lab: they share [`lab_secret`], as a
 //! lab's agents do, so a run's two sides derive the same connect proof.
-#![allow(dead_code)] // each test binary uses part of it
 
 use agent_proto::auth::AgentSecret;
 use agent_proto::v1::agent_client::AgentClient;

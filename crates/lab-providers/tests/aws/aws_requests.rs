@@ -5,8 +5,6 @@
 //! in use for a while after its instances are gone; and that every lookup
 //! of the lab's resources filters on its id, never its name alone.
 
-mod common;
-
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -46,6 +44,8 @@ use lab_providers::aws::{AwsError, AwsProvider, AwsState, Waits};
 use lab_providers::{Provider, ProviderError};
 use lab_state::progress::Silent;
 use lab_state::{LabDir, LabState};
+
+use crate::common;
 
 const EFA_LAB: &str = "labs:
   - name: hpc

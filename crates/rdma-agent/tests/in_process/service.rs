@@ -10,8 +10,7 @@ use agent_proto::v1::{
 };
 use tonic::Code;
 
-mod common;
-use common::{start, start_agent};
+use crate::common::{start, start_agent};
 
 fn params(workload: &str, size: u64) -> WorkloadParams {
     WorkloadParams {

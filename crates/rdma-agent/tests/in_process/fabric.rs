@@ -17,8 +17,7 @@ use fabric::write::{Gate, Message, Server};
 use fabric::{Endpoint, Hints};
 use tonic::Code;
 
-mod common;
-use common::start;
+use crate::common::{self, start};
 
 fn params(size: u64, pages: u64) -> WorkloadParams {
     WorkloadParams {

@@ -8,8 +8,7 @@ use agent_proto::v1::{
 };
 use tonic::Code;
 
-mod common;
-use common::start;
+use crate::common::{self, start};
 
 fn params(total: u64, chunk: u64, seed: u64) -> WorkloadParams {
     WorkloadParams {

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-#[path = "../../../fuzz/src/agent_request.rs"]
+#[path = "../../../../fuzz/src/agent_request.rs"]
 mod harness;
 
 #[test]

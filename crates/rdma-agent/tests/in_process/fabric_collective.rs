@@ -9,8 +9,7 @@ use agent_proto::v1::{
     WorkloadParams,
 };
 
-mod common;
-use common::{start, Client};
+use crate::common::{start, Client};
 
 const WORLD: usize = 4;
 
