@@ -2,9 +2,12 @@
 //! and a generated client connected to it with the agent's secret. Every
 //! agent of the test binary is of one lab: they share [`lab_secret`], as a
 //! lab's agents do, so a run's two sides derive the same connect proof.
+//! `tests/bounded_memory.rs` includes it too, and uses part of it.
+#![allow(dead_code)]
 
 use agent_proto::auth::AgentSecret;
 use agent_proto::v1::agent_client::AgentClient;
+use agent_proto::v1::WorkloadParams;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
@@ -52,4 +55,16 @@ pub async fn start_agent() -> Started {
 pub async fn start() -> (Client, tokio::sync::oneshot::Sender<()>) {
     let started = start_agent().await;
     (started.client, started.stop)
+}
+
+/// Parameters of one operation of `workload` at `size` bytes, on the
+/// agent's choice of GID.
+pub fn one_op_params(workload: &str, size: u64) -> WorkloadParams {
+    WorkloadParams {
+        workload: workload.into(),
+        size,
+        iterations: 1,
+        gid_index: -1,
+        ..Default::default()
+    }
 }
