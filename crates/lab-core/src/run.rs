@@ -19,6 +19,7 @@ use agent_proto::v1::{
     run_event, AbortRequest, CmMode, CollectRequest, ConnectRequest, NodeInfoRequest, PrepareRequest, Progress, Role,
     RunRequest, SideResult, WorkloadParams,
 };
+use futures::FutureExt;
 use lab_remote::agent::{deadline, Client};
 use lab_remote::ssh::SshSession;
 use lab_results::run::{
@@ -119,19 +120,20 @@ async fn open_peer(lab: &Lab, state: &lab_state::LabState, name: &str, role: &'s
     })
 }
 
-impl Peer {
-    /// The node's active impairment; a node whose qdisc cannot be read
-    /// (no tc, no data NIC on record) counts as unimpaired.
-    async fn impairment(&self) -> Option<String> {
-        match impair::active(&self.session, &self.node).await {
-            Ok(netem) => netem.map(|n| n.to_string()),
-            Err(e) => {
-                tracing::debug!(node = %self.node.name, "cannot read the impairment: {e}");
-                None
-            }
+/// A node's active impairment; a node whose qdisc cannot be read (no tc, no
+/// data NIC on record) counts as unimpaired. Takes the peer's session and
+/// node rather than the peer, so that it runs beside a call on its agent.
+async fn impairment(session: &SshSession, node: &NodeState) -> Option<String> {
+    match impair::active(session, node).await {
+        Ok(netem) => netem.map(|n| n.to_string()),
+        Err(e) => {
+            tracing::debug!(node = %node.name, "cannot read the impairment: {e}");
+            None
         }
     }
+}
 
+impl Peer {
     /// The node's RDMA counters; `None` (and a note in the log) when they
     /// cannot be read, which must not fail the run they describe.
     async fn counters(&self, port: u32) -> Option<Counters> {
@@ -176,7 +178,9 @@ pub async fn run_workload_traced(
         open_peer(lab, &state, &opts.server, "server"),
         open_peer(lab, &state, &opts.client, "client")
     )?;
-    let (server_info, client_info) = futures::try_join!(
+    // Each node's impairment (a `tc` over SSH) is read while its agent
+    // answers NodeInfo: a run waits for the slower of the two, not both.
+    let (server_info, client_info, server_impairment, client_impairment) = futures::try_join!(
         within(
             &server.node.name,
             server.role,
@@ -190,7 +194,9 @@ pub async fn run_workload_traced(
             "NodeInfo",
             deadline::NODE_INFO,
             client.client.node_info(NodeInfoRequest {})
-        )
+        ),
+        impairment(&server.session, &server.node).map(Ok::<_, RunError>),
+        impairment(&client.session, &client.node).map(Ok::<_, RunError>),
     )?;
 
     // A verbs run needs each node's data address on an RDMA port of the
@@ -250,7 +256,6 @@ pub async fn run_workload_traced(
     if params.expect_provider.is_empty() {
         params.expect_provider = lab.spec.expect.fi_provider.clone().unwrap_or_default();
     }
-    let (server_impairment, client_impairment) = futures::join!(server.impairment(), client.impairment());
     let impaired = server_impairment.is_some() || client_impairment.is_some();
     let port = params.ib_port.max(1);
     let counters_before = if impaired || opts.counters {
