@@ -48,6 +48,7 @@ fn test_doctor_warns_of_a_node_clock_set_ahead_and_up_sets_it_back(lab: &Labctl)
     let (_, healthy) = doctor(lab, &["--no-run"])?;
     let clock = find(&healthy, "pair", "clock").ok_or("no clock check")?;
     check(clock["verdict"] == "ok", || format!("healthy clock: {clock}"))?;
+    let (before_ms, before_error_ms) = clock_offset(clock)?;
     // Break it: the client's clock 2 s ahead. A warning, not a failure: RDMA
     // does not care, the timestamps of what runs on the nodes do.
     let guard = RepairOnDrop::new(lab, &["up"]);
@@ -55,25 +56,43 @@ fn test_doctor_warns_of_a_node_clock_set_ahead_and_up_sets_it_back(lab: &Labctl)
         .ok()?;
     let (code, broken) = doctor(lab, &["--no-run"])?;
     let clock = find(&broken, "pair", "clock").ok_or("no clock check")?;
-    let evidence = clock["evidence"].as_str().unwrap_or_default();
-    let ahead_ms: f64 = evidence
-        .strip_prefix("client's wall clock is ")
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|ms| ms.parse().ok())
-        .ok_or_else(|| format!("clock evidence: {evidence}"))?;
+    let (after_ms, after_error_ms) = clock_offset(clock)?;
+    // The step is 2 s on top of the offset the clocks had (within the
+    // healthy check's bound, not zero), to both readings' error.
+    let step_ms = after_ms - before_ms;
     check(
         code == 0
             && clock["verdict"] == "warn"
-            && evidence.contains("ms ahead of server's")
-            && (1950.0..2100.0).contains(&ahead_ms)
+            && (step_ms - 2000.0).abs() <= before_error_ms + after_error_ms + 20.0
             && clock["fix"].as_str().unwrap_or_default().contains("chrony"),
-        || format!("exit {code}, clock check: {clock}"),
+        || format!("exit {code}, offset {before_ms:.1} ms before the step, clock check: {clock}"),
     )?;
     // Repair: `up` on the lab that is up sets the clocks again.
     drop(guard);
     let (_, repaired) = doctor(lab, &["--no-run"])?;
     let clock = find(&repaired, "pair", "clock").ok_or("no clock check")?;
     check(clock["verdict"] == "ok", || format!("after `up`: {clock}"))
+}
+
+/// The client's wall clock against the server's from the pair's clock
+/// check, in ms (negative: behind), and the reading's error in ms, from
+/// evidence such as "client's wall clock is 1925.2 ms ahead of server's
+/// (± 18.0 ms, ...)".
+fn clock_offset(clock: &Value) -> Result<(f64, f64), Failed> {
+    let evidence = clock["evidence"].as_str().unwrap_or_default();
+    let parsed = (|| {
+        let rest = evidence.strip_prefix("client's wall clock is ")?;
+        let mut words = rest.split_whitespace();
+        let ms: f64 = words.next()?.parse().ok()?;
+        let sign = match (words.next()?, words.next()?) {
+            ("ms", "ahead") => 1.0,
+            ("ms", "behind") => -1.0,
+            _ => return None,
+        };
+        let error: f64 = rest.split("(± ").nth(1)?.split_whitespace().next()?.parse().ok()?;
+        Some((sign * ms, error))
+    })();
+    parsed.ok_or_else(|| format!("clock evidence: {evidence}").into())
 }
 
 /// The node checks every node of the rxe lab gets, and the pair checks.
