@@ -6,7 +6,7 @@
 //! `lab-tests-commands.tsv` with its trial: where inside a slow trial the
 //! time went.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use libtest_mimic::{Failed, Trial};
@@ -17,17 +17,17 @@ static DURATIONS: Mutex<Vec<(String, Duration)>> = Mutex::new(Vec::new());
 static CURRENT_TRIAL: Mutex<String> = Mutex::new(String::new());
 static COMMANDS: Mutex<Vec<(Duration, String, String)>> = Mutex::new(Vec::new());
 
+/// The lock's data, also after a trial panicked holding it: the timings of
+/// the other trials still count.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Records one labctl command of the current trial.
 pub fn command(args: &[&str], took: Duration) {
-    let trial = CURRENT_TRIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clone();
+    let trial = lock(&CURRENT_TRIAL).clone();
     let line = args.join(" ").replace(['\t', '\n'], " ");
-    COMMANDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push((took, trial, line));
+    lock(&COMMANDS).push((took, trial, line));
 }
 
 /// A trial whose wall time is recorded (pass or fail).
@@ -35,14 +35,11 @@ pub fn trial(name: impl Into<String>, body: impl FnOnce() -> Result<(), Failed> 
     let name = name.into();
     let recorded = name.clone();
     Trial::test(name, move || {
-        recorded.clone_into(&mut CURRENT_TRIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        recorded.clone_into(&mut lock(&CURRENT_TRIAL));
         let start = Instant::now();
         let result = body();
-        "(between trials)".clone_into(&mut CURRENT_TRIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
-        DURATIONS
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push((recorded, start.elapsed()));
+        "(between trials)".clone_into(&mut lock(&CURRENT_TRIAL));
+        lock(&DURATIONS).push((recorded, start.elapsed()));
         result
     })
 }
@@ -51,17 +48,14 @@ pub fn trial(name: impl Into<String>, body: impl FnOnce() -> Result<(), Failed> 
 pub fn phase<T>(name: &str, body: impl FnOnce() -> T) -> T {
     let start = Instant::now();
     let out = body();
-    DURATIONS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push((format!("[{name}]"), start.elapsed()));
+    lock(&DURATIONS).push((format!("[{name}]"), start.elapsed()));
     out
 }
 
 /// Prints the `top` slowest entries and the total, and writes all of them
 /// (in run order) as `seconds<TAB>name` lines.
 pub fn report(top: usize) {
-    let durations = DURATIONS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let durations = lock(&DURATIONS);
     if durations.is_empty() {
         return;
     }
@@ -73,9 +67,7 @@ pub fn report(top: usize) {
     if let Err(e) = std::fs::write(&path, tsv) {
         eprintln!("lab suite: cannot write {}: {e}", path.display());
     }
-    let commands: String = COMMANDS
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    let commands: String = lock(&COMMANDS)
         .iter()
         .map(|(took, trial, line)| format!("{:.1}\t{trial}\tlabctl {line}\n", took.as_secs_f64()))
         .collect();

@@ -130,72 +130,9 @@ fn id_filter(lab_id: &str) -> Filter {
 /// Every resource EC2 holds tagged with lab id `lab_id`: (kind, id), sorted;
 /// terminated instances do not count.
 async fn with_id(client: &Client, lab_id: &str) -> Vec<(&'static str, String)> {
-    let mut out = Vec::new();
-    let instances = client
-        .describe_instances()
-        .filters(id_filter(lab_id))
-        .send()
-        .await
-        .unwrap();
-    for i in instances.reservations().iter().flat_map(|r| r.instances()) {
-        if i.state().and_then(|s| s.name()).map(|s| s.as_str()) != Some("terminated") {
-            out.push(("instance", i.instance_id().unwrap().to_string()));
-        }
-    }
-    let groups = client
-        .describe_security_groups()
-        .filters(id_filter(lab_id))
-        .send()
-        .await
-        .unwrap();
-    out.extend(
-        groups
-            .security_groups()
-            .iter()
-            .map(|g| ("security-group", g.group_id().unwrap().to_string())),
-    );
-    let keys = client
-        .describe_key_pairs()
-        .filters(id_filter(lab_id))
-        .send()
-        .await
-        .unwrap();
-    out.extend(
-        keys.key_pairs()
-            .iter()
-            .map(|k| ("key-pair", k.key_name().unwrap().to_string())),
-    );
-    let vpcs = client.describe_vpcs().filters(id_filter(lab_id)).send().await.unwrap();
-    out.extend(vpcs.vpcs().iter().map(|v| ("vpc", v.vpc_id().unwrap().to_string())));
-    let subnets = client
-        .describe_subnets()
-        .filters(id_filter(lab_id))
-        .send()
-        .await
-        .unwrap();
-    out.extend(
-        subnets
-            .subnets()
-            .iter()
-            .map(|s| ("subnet", s.subnet_id().unwrap().to_string())),
-    );
-    let gateways = client
-        .describe_internet_gateways()
-        .filters(id_filter(lab_id))
-        .send()
-        .await
-        .unwrap();
-    out.extend(
-        gateways
-            .internet_gateways()
-            .iter()
-            .map(|g| ("internet-gateway", g.internet_gateway_id().unwrap().to_string())),
-    );
-    out.sort();
-    out
+    common::matching(client, id_filter(lab_id)).await
 }
 
-/// The ids of `resources` of `kind`.
 fn of_kind<'r>(resources: &'r [(&str, String)], kind: &str) -> Vec<&'r str> {
     resources
         .iter()

@@ -121,13 +121,19 @@ fn lab_filter(lab: &str) -> Filter {
     Filter::builder().name("tag:labctl:lab").values(lab).build()
 }
 
-/// Every resource EC2 holds for `lab`, by tag: (kind, id). Terminated
-/// instances do not count.
+/// Every resource EC2 holds for `lab`, by tag: (kind, id), sorted.
+/// Terminated instances do not count.
 pub async fn tagged(client: &Client, lab: &str) -> Vec<(&'static str, String)> {
+    matching(client, lab_filter(lab)).await
+}
+
+/// Every resource EC2 holds that `filter` matches: (kind, id), sorted.
+/// Terminated instances do not count.
+pub async fn matching(client: &Client, filter: Filter) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let instances = client
         .describe_instances()
-        .filters(lab_filter(lab))
+        .filters(filter.clone())
         .send()
         .await
         .unwrap();
@@ -139,7 +145,7 @@ pub async fn tagged(client: &Client, lab: &str) -> Vec<(&'static str, String)> {
     }
     let groups = client
         .describe_security_groups()
-        .filters(lab_filter(lab))
+        .filters(filter.clone())
         .send()
         .await
         .unwrap();
@@ -151,7 +157,7 @@ pub async fn tagged(client: &Client, lab: &str) -> Vec<(&'static str, String)> {
     );
     let keys = client
         .describe_key_pairs()
-        .filters(lab_filter(lab))
+        .filters(filter.clone())
         .send()
         .await
         .unwrap();
@@ -160,9 +166,9 @@ pub async fn tagged(client: &Client, lab: &str) -> Vec<(&'static str, String)> {
             .iter()
             .map(|k| ("key-pair", k.key_name().unwrap().to_string())),
     );
-    let vpcs = client.describe_vpcs().filters(lab_filter(lab)).send().await.unwrap();
+    let vpcs = client.describe_vpcs().filters(filter.clone()).send().await.unwrap();
     out.extend(vpcs.vpcs().iter().map(|v| ("vpc", v.vpc_id().unwrap().to_string())));
-    let subnets = client.describe_subnets().filters(lab_filter(lab)).send().await.unwrap();
+    let subnets = client.describe_subnets().filters(filter.clone()).send().await.unwrap();
     out.extend(
         subnets
             .subnets()
@@ -171,7 +177,7 @@ pub async fn tagged(client: &Client, lab: &str) -> Vec<(&'static str, String)> {
     );
     let gateways = client
         .describe_internet_gateways()
-        .filters(lab_filter(lab))
+        .filters(filter.clone())
         .send()
         .await
         .unwrap();
