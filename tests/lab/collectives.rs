@@ -290,21 +290,70 @@ fn spawn_piped(lab: &Labctl, args: &[&str]) -> std::io::Result<std::process::Chi
         .spawn()
 }
 
+/// A collective started in the background, once each of its `ranks` has
+/// said it is connected, with the thread that collects its stderr. The
+/// faults below are for a running collective, and the ranks' connects can
+/// take seconds: rdma_cm resends a lost connect request only after about
+/// 4.8 s.
+struct Connected {
+    child: std::process::Child,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+fn start_connected(lab: &Labctl, args: &[&str], ranks: usize) -> Result<Connected, Failed> {
+    use std::io::BufRead;
+    const WITHIN: Duration = Duration::from_secs(40);
+    let mut child = spawn_piped(lab, args)?;
+    let stderr = child.stderr.take().ok_or("the run has no stderr")?;
+    let (all_connected, connected) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let (mut text, mut seen) = (String::new(), 0);
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("connected to the other ranks") {
+                seen += 1;
+                if seen == ranks {
+                    let _ = all_connected.send(());
+                }
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    if connected.recv_timeout(WITHIN).is_err() {
+        let _ = child.kill();
+        let text = reader.join().unwrap_or_default();
+        return Err(format!(
+            "`labctl {}`: the {ranks} ranks did not all connect within {WITHIN:?}:\n{text}",
+            args.join(" ")
+        )
+        .into());
+    }
+    Ok(Connected { child, stderr: reader })
+}
+
+impl Connected {
+    /// Waits for the run's end: its exit status and stderr.
+    fn finish(self) -> Result<(std::process::ExitStatus, String), Failed> {
+        let status = self.child.wait_with_output()?.status;
+        Ok((status, self.stderr.join().map_err(|_| "the stderr reader panicked")?))
+    }
+}
+
 fn test_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout(lab: &Labctl) -> Result<(), Failed> {
     ensure_up(lab)?;
     // SIGSTOP one rank's agent mid-run: the others name what they wait for,
     // and the stopped one is named as not answering.
     let long = ["run", "allreduce", "-s", "64KiB", "-n", "100000", "--timeout", "15"];
     let started = Instant::now();
-    let child = spawn_piped(lab, &long)?;
-    std::thread::sleep(Duration::from_secs(6));
+    let running = start_connected(lab, &long, 4)?;
+    std::thread::sleep(Duration::from_secs(3));
     lab.run(&["exec", "n2", "--", "pkill -STOP -x rdma-agent"]).ok()?;
-    let out = child.wait_with_output()?;
+    let (status, stderr) = running.finish()?;
     let took = started.elapsed();
     lab.run(&["exec", "n2", "--", "pkill -CONT -x rdma-agent"]).ok()?;
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let what = format!("stopped rank, after {took:?}:\n{stderr}");
-    check(out.status.code() == Some(1), || what.clone())?;
+    check(status.code() == Some(1), || what.clone())?;
     check(stderr.contains("the allreduce on 4 ranks failed:"), || what.clone())?;
     check(stderr.contains("rank 1 (node `n2`): no answer from its agent"), || {
         what.clone()
@@ -323,16 +372,15 @@ fn test_a_stopped_rank_and_a_dead_link_are_named_within_the_timeout(lab: &Labctl
     // 100 % loss on n3's data link: the writes across it run out of retries,
     // and the failure names the link.
     let started = Instant::now();
-    let child = spawn_piped(lab, &long)?;
-    std::thread::sleep(Duration::from_secs(6));
+    let running = start_connected(lab, &long, 4)?;
+    std::thread::sleep(Duration::from_secs(3));
     let impaired = lab.run(&["impair", "n3", "--loss", "100%"]);
-    let out = child.wait_with_output()?;
+    let (status, stderr) = running.finish()?;
     let took = started.elapsed();
     lab.run(&["impair", "n3", "--clear"]).ok()?;
     impaired.ok()?;
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let what = format!("lost link, after {took:?}:\n{stderr}");
-    check(out.status.code() == Some(1), || what.clone())?;
+    check(status.code() == Some(1), || what.clone())?;
     check(stderr.contains("IBV_WC_RETRY_EXC_ERR"), || what.clone())?;
     check(
         stderr.contains("stopped delivering") && stderr.contains("`n3` 10.77.0.3"),

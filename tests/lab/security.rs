@@ -364,61 +364,74 @@ fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_ru
 }
 
 /// A run's rdma_cm server refuses a stranger's connect while the run runs,
-/// as the request arrives, not when the run ends.
+/// as the request arrives, not when the run ends; so does a collective's
+/// rank (rank 0, on `server`), whose listener its higher ranks connect to.
 fn test_security_a_stranger_connecting_to_a_running_server_is_refused_at_once(lab: &Labctl) -> Result<(), Failed> {
     const RUN_S: u64 = 15;
-    let run = {
-        let lab = lab.clone();
-        std::thread::spawn(move || lab.run(&["run", "write-bw", "-D", &RUN_S.to_string(), "--json"]))
-    };
-    let listener = agent_listener(lab, true, Duration::from_secs(40))?;
-    let (ip, port) = listener.rsplit_once(':').ok_or("listener without a port")?;
-    // The client connects as soon as the server listens; give it time to be running.
-    std::thread::sleep(Duration::from_secs(3));
-    let stranger = format!(
-        "t0=$(date +%s%N); timeout 30 rdma_client -s {ip} -p {port}; echo exit=$?; echo took_ms=$(( ($(date +%s%N) - t0) / 1000000 ))"
-    );
-    let tried = lab.run(&["exec", "client", "--", &stranger]);
-    let run = run.join().map_err(|_| "the run's thread panicked")?.ok()?;
-    let record = run.json()?;
-    let field = |key: &str| {
-        tried
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    };
-    let (exit, took_ms) = (field("exit="), field("took_ms="));
-    let what = || format!("the stranger ran `{stranger}`:\n{}{}", tried.stdout, tried.stderr);
-    // Refused at once: rdma_client gave up on a REJECTED, well before the run's end.
-    check(
-        exit.is_some_and(|e| e != 0 && e != 124) && took_ms.is_some_and(|ms| ms < 5000),
-        || format!("exit {exit:?} after {took_ms:?} ms; {}", what()),
-    )?;
-    check(record["verified"] == true, || {
-        format!("the run did not verify after the stranger:\n{}", run.stdout)
-    })?;
-    let elapsed = record["client"]["elapsed_s"].as_f64().unwrap_or(0.0);
-    check(elapsed >= (RUN_S - 1) as f64, || {
-        format!(
-            "the run lasted {elapsed} s, not its {RUN_S}: the stranger came after its end; {}",
-            what()
-        )
-    })?;
-    let refused = record["server"]["facts"]["refused_connects"]
-        .as_str()
-        .unwrap_or_default();
-    check(refused.starts_with("1 (10.77.0."), || {
-        format!("the server's refused_connects is {refused:?}; {}", what())
-    })?;
-    let log = last_refusal_logged(lab)?;
-    check(
-        log.contains("while the run was running") || log.contains("connect proof"),
-        || format!("the agent's log does not say why: {log}"),
-    )?;
-    eprintln!(
-        "  the stranger was refused {} ms after it connected, while the run ran",
-        took_ms.unwrap_or(0)
-    );
+    let run_s = RUN_S.to_string();
+    for workload in ["write-bw", "allreduce"] {
+        let collective = workload == "allreduce";
+        let run = {
+            let (lab, workload, run_s) = (lab.clone(), workload.to_string(), run_s.clone());
+            std::thread::spawn(move || lab.run(&["run", &workload, "-D", &run_s, "--json"]))
+        };
+        let listener = agent_listener(lab, true, Duration::from_secs(40))?;
+        let (ip, port) = listener.rsplit_once(':').ok_or("listener without a port")?;
+        // The client connects as soon as the server listens; give it time to be running.
+        std::thread::sleep(Duration::from_secs(3));
+        let stranger = format!(
+            "t0=$(date +%s%N); timeout 30 rdma_client -s {ip} -p {port}; echo exit=$?; echo took_ms=$(( ($(date +%s%N) - t0) / 1000000 ))"
+        );
+        let tried = lab.run(&["exec", "client", "--", &stranger]);
+        let run = run.join().map_err(|_| "the run's thread panicked")?.ok()?;
+        let record = run.json()?;
+        let field = |key: &str| {
+            tried
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        let (exit, took_ms) = (field("exit="), field("took_ms="));
+        let what = || {
+            format!(
+                "{workload}: the stranger ran `{stranger}`:\n{}{}",
+                tried.stdout, tried.stderr
+            )
+        };
+        // Refused at once: rdma_client gave up on a REJECTED, well before the run's end.
+        check(
+            exit.is_some_and(|e| e != 0 && e != 124) && took_ms.is_some_and(|ms| ms < 5000),
+            || format!("exit {exit:?} after {took_ms:?} ms; {}", what()),
+        )?;
+        check(record["verified"] == true, || {
+            format!("{workload}: the run did not verify after the stranger:\n{}", run.stdout)
+        })?;
+        let (elapsed, listening_side) = if collective {
+            check(record["transport"] == "verbs RC (rdma_cm)", || format!("{record}"))?;
+            (record["duration_s"].as_f64().unwrap_or(0.0), &record["ranks"][0])
+        } else {
+            (record["client"]["elapsed_s"].as_f64().unwrap_or(0.0), &record["server"])
+        };
+        check(elapsed >= (RUN_S - 1) as f64, || {
+            format!(
+                "the run lasted {elapsed} s, not its {RUN_S}: the stranger came after its end; {}",
+                what()
+            )
+        })?;
+        let refused = listening_side["facts"]["refused_connects"].as_str().unwrap_or_default();
+        check(refused.starts_with("1 (10.77.0."), || {
+            format!("the listening side's refused_connects is {refused:?}; {}", what())
+        })?;
+        let log = last_refusal_logged(lab)?;
+        check(
+            log.contains("while the run was running") || log.contains("connect proof"),
+            || format!("{workload}: the agent's log does not say why: {log}"),
+        )?;
+        eprintln!(
+            "  {workload}: the stranger was refused {} ms after it connected, while the run ran",
+            took_ms.unwrap_or(0)
+        );
+    }
     Ok(())
 }

@@ -2,12 +2,17 @@
 //! | incast`: one collective across several nodes, each node's agent one
 //! rank (or several, `--ranks-per-node`).
 //!
-//! The controller prepares every rank (an oob side with one QP per other
-//! rank, its buffers registered, its QPs in INIT), pairs the QPs — rank r's
-//! k-th QP faces its k-th other rank, so rank q's QP towards r is q's
-//! `r - (r > q)`-th — and runs every rank at once, each given, in its QP
-//! order, the QP of every other rank that faces it. The ranks start from
-//! one barrier per operation among themselves. When a rank fails, the
+//! The controller prepares every rank (one QP per other rank, its buffers
+//! registered, its QPs in INIT; rank r's k-th QP faces its k-th other rank)
+//! and runs every rank at once. Over rdma_cm (the default) each rank's
+//! Prepare opens a listener, and Run gives every rank the other ranks'
+//! listeners: a rank connects to each lower rank and accepts each higher
+//! one, every connect carrying the run's proof. With `--cm oob` the
+//! controller pairs the QPs itself — rank q's QP towards r is q's
+//! `r - (r > q)`-th — and gives each rank, in its QP order, the QP of every
+//! other rank that faces it. Over libfabric every rank gets every other
+//! rank's endpoint and region. The ranks start from one barrier per
+//! operation among themselves. When a rank fails, the
 //! others are aborted at once, and every rank's error (which says what it
 //! was waiting for) is reported.
 //!
@@ -127,6 +132,30 @@ fn peers_of(r: usize, endpoints: &[Endpoint]) -> Result<Vec<QpEndpoint>, String>
     Ok(peers)
 }
 
+/// The rdma_cm listeners rank `r` gets at Run: every other rank's, in rank
+/// order (its QP k connects to its k-th other rank).
+fn listeners_of(r: usize, endpoints: &[Endpoint]) -> Result<Vec<Endpoint>, String> {
+    endpoints
+        .iter()
+        .enumerate()
+        .filter(|(q, _)| *q != r)
+        .map(|(q, endpoint)| {
+            if endpoint.port == 0 || endpoint.address.is_empty() {
+                Err(format!(
+                    "rank {q} returned no rdma_cm listener (address `{}`, port {})",
+                    endpoint.address, endpoint.port
+                ))
+            } else {
+                Ok(Endpoint {
+                    address: endpoint.address.clone(),
+                    port: endpoint.port,
+                    qps: Vec::new(),
+                })
+            }
+        })
+        .collect()
+}
+
 /// The libfabric endpoints rank `r` gets at Run: every other rank's, in
 /// rank order (an RDM endpoint talks to all through one address vector).
 fn fabric_peers_of(r: usize, prepared: &[PrepareReply]) -> Result<Vec<FabricEndpoint>, String> {
@@ -216,6 +245,14 @@ pub async fn run_collective_traced(
             });
         }
     }
+    if !opts.params.provider.is_empty() && opts.params.cm() == CmMode::Oob {
+        return Err(RunError::BadRanks {
+            detail: format!(
+                "--cm oob sets up verbs QPs; a {} over libfabric (--provider {}) has none",
+                opts.params.workload, opts.params.provider
+            ),
+        });
+    }
     let started_at = now_rfc3339();
     let started = Instant::now();
 
@@ -269,8 +306,9 @@ pub async fn run_collective_traced(
     if params.timeout_ms == 0 {
         params.timeout_ms = opts.timeout.as_millis() as u64;
     }
-    params.set_cm(CmMode::Oob);
     params.num_qps = 0;
+    // The ranks' rdma_cm connects carry a proof of this run (as a pair's client does).
+    params.run_nonce = rand::random::<[u8; 16]>().to_vec();
     if params.expect_provider.is_empty() {
         params.expect_provider = lab.spec.expect.fi_provider.clone().unwrap_or_default();
     }
@@ -342,7 +380,8 @@ pub async fn run_collective_traced(
         algorithm: op.algorithm().to_string(),
         transport: match results.first().and_then(|r| r.facts.get("provider")) {
             Some(provider) if !params.provider.is_empty() => format!("libfabric {provider}"),
-            _ => "verbs RC".to_string(),
+            _ if params.cm() == CmMode::Oob => "verbs RC (oob)".to_string(),
+            _ => "verbs RC (rdma_cm)".to_string(),
         },
         world: world as u32,
         root: op.has_root().then_some(root),
@@ -482,6 +521,7 @@ async fn drive(
     timeout: Duration,
     on_progress: &mut impl FnMut(usize, &Progress),
 ) -> Driven {
+    let cm = params_of(0).cm();
     let prepared = futures::future::join_all(ranks.iter().map(|r| {
         let mut client = r.client.clone();
         let request = PrepareRequest {
@@ -521,37 +561,34 @@ async fn drive(
     let mut running = FuturesUnordered::new();
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Progress)>();
     let over_libfabric = endpoints.iter().any(|e| e.fabric.is_some());
+    let verbs_endpoints: Vec<Endpoint> = endpoints
+        .iter()
+        .map(|e| e.endpoint.clone().unwrap_or_default())
+        .collect();
     for r in ranks.iter() {
-        let (peer, fabric_peers) = if over_libfabric {
-            match fabric_peers_of(r.rank, &endpoints) {
-                Ok(peers) => (Endpoint::default(), peers),
-                Err(e) => return Driven::failed(ranks.len(), vec![e]),
-            }
-        } else {
-            let qp_endpoints: Vec<Endpoint> = endpoints
-                .iter()
-                .map(|e| e.endpoint.clone().unwrap_or_default())
-                .collect();
-            match peers_of(r.rank, &qp_endpoints) {
-                Ok(qps) => (
-                    Endpoint {
-                        address: String::new(),
-                        port: 0,
-                        qps,
-                    },
-                    Vec::new(),
-                ),
-                Err(e) => return Driven::failed(ranks.len(), vec![e]),
-            }
-        };
-        let request = RunRequest {
+        let mut request = RunRequest {
             session_id: r.session_id.clone(),
             params: Some(params_of(r.rank)),
-            peer: Some(peer),
+            peer: Some(Endpoint::default()),
             bind_addr: r.node.data_addr.to_string(),
-            fabric_peer: None,
-            fabric_peers,
+            ..Default::default()
         };
+        let peers = if over_libfabric {
+            fabric_peers_of(r.rank, &endpoints).map(|peers| request.fabric_peers = peers)
+        } else if cm == CmMode::Oob {
+            peers_of(r.rank, &verbs_endpoints).map(|qps| {
+                request.peer = Some(Endpoint {
+                    address: String::new(),
+                    port: 0,
+                    qps,
+                })
+            })
+        } else {
+            listeners_of(r.rank, &verbs_endpoints).map(|listeners| request.rank_listeners = listeners)
+        };
+        if let Err(e) = peers {
+            return Driven::failed(ranks.len(), vec![e]);
+        }
         let mut client = r.client.clone();
         let rank = r.rank;
         let tx = progress_tx.clone();
@@ -671,6 +708,31 @@ mod tests {
         assert!(plan_ranks(&lab, &names(&["n1", "n2"]), 1, Some("n3"))
             .unwrap_err()
             .contains("--root n3"));
+    }
+
+    #[test]
+    fn test_each_rank_gets_every_other_ranks_listener_in_rank_order() {
+        let listener = |q: u32| Endpoint {
+            address: format!("10.77.0.{}", q + 1),
+            port: 40000 + q,
+            qps: Vec::new(),
+        };
+        let endpoints: Vec<Endpoint> = (0..4).map(listener).collect();
+        let ports = |r| {
+            listeners_of(r, &endpoints)
+                .unwrap()
+                .iter()
+                .map(|e| e.port)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ports(0), [40001, 40002, 40003]);
+        assert_eq!(ports(2), [40000, 40001, 40003]);
+        let mut missing = endpoints.clone();
+        missing[3].port = 0;
+        assert_eq!(
+            listeners_of(0, &missing).unwrap_err(),
+            "rank 3 returned no rdma_cm listener (address `10.77.0.4`, port 0)"
+        );
     }
 
     #[test]

@@ -449,7 +449,7 @@ async fn drive(
         bind_addr: client.node.data_addr.to_string(),
         // fabric-*: the server's libfabric address, relayed as it came.
         fabric_peer,
-        fabric_peers: Vec::new(),
+        ..Default::default()
     };
     // The agents enforce the timeout themselves; the controller's deadline
     // is a little later and catches an agent or node that vanished.

@@ -133,6 +133,7 @@ async fn main() -> anyhow::Result<()> {
             bind_addr: a.client_addr.clone(),
             fabric_peer: None,
             fabric_peers: Vec::new(),
+            rank_listeners: Vec::new(),
         })
         .await;
     let mut client_outcome = Err(anyhow::anyhow!("no result"));

@@ -163,7 +163,7 @@ impl AgentService {
             }
             _ => {}
         }
-        if role == Role::Client && params.cm() == CmMode::RdmaCm {
+        if role == Role::Client && params.cm() == CmMode::RdmaCm && params.collective.is_none() {
             return Err(SessionError::Setup(
                 "rdma_cm clients need no Prepare: call Run with the server's endpoint".into(),
             ));
@@ -300,7 +300,8 @@ impl AgentService {
             }));
         });
         // A fabric or rdma_cm client starts its session here; an oob client
-        // was started by Prepare and only gets its peer.
+        // and a collective's rank were started by Prepare and only get
+        // their peers.
         let spec = SessionSpec {
             id: req.session_id.clone(),
             proof: self.secret.connect_proof(&params.run_nonce),
@@ -316,11 +317,11 @@ impl AgentService {
             let result = handle.result.take().expect("fresh handle");
             self.insert(&req.session_id, handle)?;
             result
-        } else if spec.params.cm() == CmMode::Oob || matches!(runner, Runner::FabricCollective { .. }) {
+        } else if spec.params.cm() == CmMode::Oob || spec.params.collective.is_some() {
             let mut sessions = self.sessions.lock().expect("session table poisoned");
             let handle = sessions.get_mut(&req.session_id).ok_or_else(|| {
                 SessionError::Setup(format!(
-                    "no session {:?}: oob clients must be prepared (Prepare role=CLIENT) before Run",
+                    "no session {:?}: oob clients and collective ranks must be prepared (Prepare role=CLIENT) before Run",
                     req.session_id
                 ))
             })?;
@@ -329,6 +330,9 @@ impl AgentService {
             }
             let command = match runner {
                 Runner::FabricCollective { .. } => Command::RunRanks(req.fabric_peers, sink),
+                _ if spec.params.collective.is_some() && spec.params.cm() == CmMode::RdmaCm => {
+                    Command::RunCmRanks(req.rank_listeners, sink)
+                }
                 _ => Command::Run(peer, sink),
             };
             handle

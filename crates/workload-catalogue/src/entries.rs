@@ -59,9 +59,18 @@ const fn verbs(
     }
 }
 
-/// Options of a collective; the ones with a root also take `--root`.
-const COLLECTIVE: &[Opt] = &[Opt::Nodes, Opt::Warmup, Opt::Provider, Opt::Trace];
-const ROOTED: &[Opt] = &[Opt::Nodes, Opt::Warmup, Opt::Root, Opt::Provider, Opt::Trace];
+/// Options of a collective; the ones with a root also take `--root`. Its
+/// verbs ranks connect through rdma_cm, or with `--cm oob` through the
+/// controller.
+const COLLECTIVE: &[Opt] = &[Opt::Nodes, Opt::Warmup, Opt::Provider, Opt::Trace, Opt::CmOob];
+const ROOTED: &[Opt] = &[
+    Opt::Nodes,
+    Opt::Warmup,
+    Opt::Root,
+    Opt::Provider,
+    Opt::Trace,
+    Opt::CmOob,
+];
 /// 64 KiB x 20 operations: about a second per collective on four emulated nodes.
 const COLLECTIVE_DEFAULTS: Defaults = Defaults::of(65536, 20).auto();
 

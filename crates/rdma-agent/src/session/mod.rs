@@ -173,6 +173,9 @@ pub enum Command {
     /// A collective's rank over libfabric: every other rank's endpoint and
     /// region in rank order, and where to stream progress.
     RunRanks(Vec<FabricEndpoint>, ProgressSink),
+    /// A collective's rank over verbs with rdma_cm: every other rank's
+    /// listener in rank order, and where to stream progress.
+    RunCmRanks(Vec<Endpoint>, ProgressSink),
 }
 
 /// The service's grip on a running session thread.

@@ -9,6 +9,7 @@
 
 pub mod oob_connect;
 pub mod rdma_cm_connect;
+pub mod rdma_cm_ranks;
 mod setup;
 
 use std::sync::atomic::AtomicBool;
@@ -58,6 +59,9 @@ fn run_side(
 ) -> Result<SideResult, SessionError> {
     let deadline = Instant::now() + spec.timeout();
     match (spec.params.cm(), spec.role) {
+        (CmMode::RdmaCm, _) if spec.params.collective.is_some() => {
+            rdma_cm_ranks::rank(spec, workload, cancel, deadline, cmd_rx, endpoint_tx)
+        }
         (CmMode::RdmaCm, Role::Server) => rdma_cm_connect::server(spec, workload, cancel, deadline, endpoint_tx),
         (CmMode::RdmaCm, Role::Client) => {
             let (peer, sink) = run.ok_or_else(|| {

@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 
 use super::setup::{
     apply_corrupt_rkey, attach_trace, link_config, new_side, qp_psn, rd_atomic, resolve_completion, trace_blob,
+    LOCAL_ACK_TIMEOUT,
 };
 use crate::session::{Command, SessionError, SessionSpec, Side};
 use crate::verbs::{Link, RemoteBuf};
@@ -187,25 +188,23 @@ fn address_handle(port: u8, addr: &PeerAddress) -> AddressHandleAttribute {
     ah
 }
 
-/// One side: prepare, publish the endpoint, wait for the peer's, connect, run.
-pub(crate) fn side(
+/// A verbs side on the device of its data path, every QP in INIT and the
+/// workload prepared (buffers registered, receives posted): what an oob
+/// side and a collective's rank over rdma_cm publish their endpoint from.
+pub(crate) fn prepared_in_init(
     spec: &SessionSpec,
-    role: Role,
     workload: &'static dyn Workload,
     cancel: &Arc<AtomicBool>,
     deadline: Instant,
-    cmd_rx: std::sync::mpsc::Receiver<Command>,
-    endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
-) -> Result<SideResult, SessionError> {
+) -> Result<(Side, Local), SessionError> {
     let local = location(spec)?;
     let port = local.port;
-    let gid = local.gid;
     let spec = &resolve_completion(spec, workload, &local.device);
     let link = Link::open(&link_config(spec, workload, local.device.clone()))?;
     let mut side = new_side(spec, link, cancel, deadline, None);
     side.location.port = port;
     side.location.sgid_index = local.sgid_index as u8;
-    side.location.gid = gid;
+    side.location.gid = local.gid;
     side.location.lid = local.lid;
     let mut init = QueuePairAttribute::new();
     init.setup_state(QueuePairState::Init)
@@ -221,6 +220,21 @@ pub(crate) fn side(
     for i in 1..side.link.num_qps() {
         workload.qp_in_init(&mut side, i)?;
     }
+    Ok((side, local))
+}
+
+/// One side: prepare, publish the endpoint, wait for the peer's, connect, run.
+pub(crate) fn side(
+    spec: &SessionSpec,
+    role: Role,
+    workload: &'static dyn Workload,
+    cancel: &Arc<AtomicBool>,
+    deadline: Instant,
+    cmd_rx: std::sync::mpsc::Receiver<Command>,
+    endpoint_tx: &mut Option<oneshot::Sender<Result<Endpoint, SessionError>>>,
+) -> Result<SideResult, SessionError> {
+    let (mut side, local) = prepared_in_init(spec, workload, cancel, deadline)?;
+    let (port, gid) = (local.port, local.gid);
     let mtu = crate::verbs::link::port_active_mtu(side.link.context(), port).unwrap_or(1024);
     let exposed = side.exposed.map(|b| side.link.remote_buf(b)).unwrap_or_default();
     // One entry per QP, in QP order; the peer pairs them up by position.
@@ -347,7 +361,7 @@ fn connect(side: &mut Side, local: &Local, peer: &Endpoint, local_mtu: u32) -> R
         let mut rts = QueuePairAttribute::new();
         rts.setup_state(QueuePairState::ReadyToSend)
             .setup_sq_psn(qp_psn(side.location.psn, i))
-            .setup_timeout(14)
+            .setup_timeout(LOCAL_ACK_TIMEOUT)
             .setup_retry_cnt(crate::verbs::TRANSPORT_RETRY_COUNT)
             .setup_rnr_retry(7)
             .setup_max_read_atomic(rd_atomic(&side.link));

@@ -35,7 +35,7 @@ use crate::verbs::{CmError, CmEventKind, CmId, EventChannel, Link};
 use crate::workload::Workload;
 
 /// Waits for one rdma_cm event of `want`; any other event is an error naming it.
-fn wait_cm_event(
+pub(super) fn wait_cm_event(
     channel: &Arc<EventChannel>,
     want: CmEventKind,
     cancel: &AtomicBool,
@@ -47,14 +47,19 @@ fn wait_cm_event(
 }
 
 /// `ev` if it is of `want`; else an error naming both.
-fn expect_kind(ev: crate::verbs::CmEvent, want: CmEventKind) -> Result<crate::verbs::CmEvent, SessionError> {
+pub(super) fn expect_kind(ev: crate::verbs::CmEvent, want: CmEventKind) -> Result<crate::verbs::CmEvent, SessionError> {
     if ev.kind == want {
         return Ok(ev);
     }
-    Err(SessionError::Protocol(format!(
+    Err(unexpected(&ev, want))
+}
+
+/// The error of an rdma_cm event `ev` that came instead of one of `want`.
+pub(super) fn unexpected(ev: &crate::verbs::CmEvent, want: CmEventKind) -> SessionError {
+    SessionError::Protocol(format!(
         "expected rdma_cm {want:?}, got {} (status {})",
         ev.name, ev.status
-    )))
+    ))
 }
 
 /// The server's rdma_cm events. Whatever the server waits for, a
@@ -92,7 +97,7 @@ impl ServerEvents<'_> {
 }
 
 /// The next rdma_cm event, of any kind (`want` names the wait in errors).
-fn next_cm_event(
+pub(super) fn next_cm_event(
     channel: &Arc<EventChannel>,
     want: CmEventKind,
     cancel: &AtomicBool,
@@ -120,7 +125,7 @@ fn next_cm_event(
 }
 
 /// Records an rdma_cm event that arrived at `t_ns`.
-fn trace_cm(side: &mut Side, t_ns: u64, qp: usize, ev: &crate::verbs::CmEvent) {
+pub(super) fn trace_cm(side: &mut Side, t_ns: u64, qp: usize, ev: &crate::verbs::CmEvent) {
     if let Some(tr) = side.link.tracer() {
         let what = What::Cm {
             name: ev.name.clone(),
@@ -263,7 +268,7 @@ pub(crate) fn server(
 
 /// Clears its flag when dropped: the run's watcher stops even when the
 /// workload panics.
-struct StopOnDrop<'a>(&'a AtomicBool);
+pub(super) struct StopOnDrop<'a>(pub(super) &'a AtomicBool);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
@@ -274,7 +279,7 @@ impl Drop for StopOnDrop<'_> {
 /// While `running`, rejects every CONNECT_REQUEST on the server's channel
 /// (the run's own QPs are all connected, so any is a stranger's) and logs
 /// it; other events (the run's own connections') are read and let go.
-fn refuse_while_running(channel: &Arc<EventChannel>, spec: &SessionSpec, running: &AtomicBool) -> Refused {
+pub(super) fn refuse_while_running(channel: &Arc<EventChannel>, spec: &SessionSpec, running: &AtomicBool) -> Refused {
     let mut refused = Refused::default();
     while running.load(Ordering::Relaxed) {
         match channel.next_event(Duration::from_millis(100), "a connect request during the run") {

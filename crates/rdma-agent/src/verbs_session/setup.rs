@@ -21,6 +21,15 @@ const RD_ATOMIC_MAX: u8 = 128;
 /// What we ask for when the device cannot be queried.
 const RD_ATOMIC_FALLBACK: u8 = 16;
 
+/// The local ACK timeout of a QP set up by the controller's exchange (oob)
+/// or as a collective's rank: 4.096 µs × 2^14 ≈ 67 ms per try, so a write
+/// across a dead link fails with IBV_WC_RETRY_EXC_ERR within about half a
+/// second ([`crate::verbs::TRANSPORT_RETRY_COUNT`] retries). rdma_cm's own
+/// value on RoCE comes from a fixed packet lifetime (about 1 s per try on
+/// Linux), which would let a dead link hold a collective for seconds before
+/// any rank could name it.
+pub(crate) const LOCAL_ACK_TIMEOUT: u8 = 14;
+
 /// Outstanding READ/atomic requests per QP for this link's device.
 pub(crate) fn rd_atomic(link: &Link) -> u8 {
     match link.context().query_device() {

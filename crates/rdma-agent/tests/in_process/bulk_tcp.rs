@@ -60,6 +60,7 @@ async fn transfer_after(
             bind_addr: "127.0.0.1".into(),
             fabric_peer: None,
             fabric_peers: Vec::new(),
+            rank_listeners: Vec::new(),
         })
         .await
         .expect("the client runs")

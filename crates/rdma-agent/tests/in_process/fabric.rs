@@ -64,6 +64,7 @@ async fn run_client(
             bind_addr: "127.0.0.1".into(),
             fabric_peer: Some(peer),
             fabric_peers: Vec::new(),
+            rank_listeners: Vec::new(),
         })
         .await?
         .into_inner();

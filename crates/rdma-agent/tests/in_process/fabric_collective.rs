@@ -78,6 +78,7 @@ async fn run(
             bind_addr: "127.0.0.1".into(),
             fabric_peer: None,
             fabric_peers: peers,
+            rank_listeners: Vec::new(),
         };
         let mut agent = agent.clone();
         async move {

@@ -189,6 +189,7 @@ async fn bad_sizes_and_missing_fields_are_invalid_argument() {
             bind_addr: String::new(),
             fabric_peer: None,
             fabric_peers: Vec::new(),
+            rank_listeners: Vec::new(),
         })
         .await
         .unwrap_err();
