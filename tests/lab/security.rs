@@ -310,26 +310,52 @@ fn last_refusal_logged(lab: &Labctl) -> Result<String, Failed> {
         .stdout)
 }
 
+/// How a run's server is reached, and so how a stranger tries it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    /// rdma_cm (the verbs workloads).
+    RdmaCm,
+    /// A TCP socket of the agent's: bulk-tcp's, or libfabric's tcp provider's.
+    Tcp,
+}
+
 fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_run_verifies(
     lab: &Labctl,
 ) -> Result<(), Failed> {
-    for (workload, rdma_cm) in [("write-read", true), ("bulk-tcp", false)] {
+    // The libfabric stranger runs on the client node.
+    let stranger_bin = env!("CARGO_BIN_EXE_fabric-stranger");
+    lab.run(&["cp", "-q", stranger_bin, "client:/root/fabric-stranger"])
+        .ok()?;
+    let cases: [(&str, &[&str], Listener); 3] = [
+        ("write-read", &[], Listener::RdmaCm),
+        ("bulk-tcp", &[], Listener::Tcp),
+        ("fabric-write", &["--provider", "tcp;ofi_rxm"], Listener::Tcp),
+    ];
+    for (workload, extra, listener) in cases {
+        let fabric = workload.starts_with("fabric-");
         // The client holds off for 8 s, so the server waits; meanwhile a
         // stranger on the client node connects to the server's listener.
         let run = {
             let lab = lab.clone();
-            let workload = workload.to_string();
-            std::thread::spawn(move || lab.run(&["run", &workload, "--connect-delay", "8", "--json"]))
+            let mut args: Vec<String> = ["run", workload, "--connect-delay", "8", "--json"]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            args.extend(extra.iter().map(|a| a.to_string()));
+            std::thread::spawn(move || lab.run(&args.iter().map(String::as_str).collect::<Vec<_>>()))
         };
-        let listener = agent_listener(lab, rdma_cm, Duration::from_secs(40))?;
-        let (ip, port) = listener.rsplit_once(':').ok_or("listener without a port")?;
-        let stranger = if rdma_cm {
+        let found = agent_listener(lab, listener == Listener::RdmaCm, Duration::from_secs(40))?;
+        let (ip, port) = found.rsplit_once(':').ok_or("listener without a port")?;
+        let stranger = match listener {
             // rdmacm-utils' client: no private data, so no proof.
-            format!("timeout 20 rdma_client -s {ip} -p {port}; echo exit=$?")
-        } else {
-            format!(
+            Listener::RdmaCm => format!("timeout 20 rdma_client -s {ip} -p {port}; echo exit=$?"),
+            // Our CONNECT without a proof, from an endpoint of the same provider.
+            Listener::Tcp if fabric => {
+                format!("timeout 20 /root/fabric-stranger 'tcp;ofi_rxm' 10.77.0.2 {found} 3; echo exit=$?")
+            }
+            Listener::Tcp => format!(
                 "timeout 20 bash -c 'exec 3<>/dev/tcp/{ip}/{port}; printf \"sixteen bytes!!!\" >&3; cat <&3 | wc -c'; echo exit=$?"
-            )
+            ),
         };
         let tried = lab.run(&["exec", "client", "--", &stranger]);
         let run = run.join().map_err(|_| "the run's thread panicked")?.ok()?;
@@ -340,20 +366,41 @@ fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_ru
         let refused = record["server"]["facts"]["refused_connects"]
             .as_str()
             .unwrap_or_default();
-        check(refused.starts_with("1 (10.77.0."), || {
+        // libfabric names the endpoint the stranger's CONNECT claims to be.
+        let prefix = if fabric {
+            "1 (fi_sockaddr_in://10.77.0.2:"
+        } else {
+            "1 (10.77.0."
+        };
+        check(refused.starts_with(prefix), || {
             format!(
                 "{workload}: the server's refused_connects is {refused:?}; the stranger ran `{stranger}`:\n{}{}",
                 tried.stdout, tried.stderr
             )
         })?;
-        if !rdma_cm {
+        match listener {
+            // The stranger got no answer and gave up.
+            Listener::Tcp if fabric => check(
+                tried.stdout.starts_with("no answer: ") && tried.stdout.contains("exit=1"),
+                || {
+                    format!(
+                        "{workload}: the stranger was answered: {}{}",
+                        tried.stdout, tried.stderr
+                    )
+                },
+            )?,
             // The stranger was closed on without a byte of answer.
-            check(tried.stdout.lines().next() == Some("0"), || {
+            Listener::Tcp => check(tried.stdout.lines().next() == Some("0"), || {
                 format!("{workload}: the stranger read an answer: {}", tried.stdout)
-            })?;
+            })?,
+            Listener::RdmaCm => {}
         }
         // The agent logged it, with the stranger's address.
-        let transport = if rdma_cm { "rdma_cm" } else { "tcp" };
+        let transport = match listener {
+            Listener::RdmaCm => "rdma_cm",
+            Listener::Tcp if fabric => "libfabric",
+            Listener::Tcp => "tcp",
+        };
         let log = last_refusal_logged(lab)?;
         let stranger_addr = refused.trim_start_matches("1 (").trim_end_matches(')');
         check(log.contains(transport) && log.contains(stranger_addr), || {
