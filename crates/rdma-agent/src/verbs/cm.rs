@@ -137,6 +137,9 @@ pub struct CmEvent {
     pub responder_resources: u8,
     /// CONNECT_REQUEST: the new id for this connection, owned by the caller.
     pub new_id: Option<CmId>,
+    /// Which id the event is for, as [`CmId::key`] names it (a listener's
+    /// channel carries the events of every connection it accepted).
+    pub id_key: usize,
 }
 
 impl EventChannel {
@@ -265,6 +268,7 @@ impl EventChannel {
                 0
             },
             new_id,
+            id_key: ev.id as usize,
         };
         // SAFETY: `event` came from rdma_get_cm_event and is acked exactly once;
         // nothing borrowed from it survives (private data was copied).
@@ -369,6 +373,12 @@ impl ConnectParams<'_> {
 }
 
 impl CmId {
+    /// A key that names this id among the ids of its channel, to match
+    /// events to it ([`CmEvent::id_key`]); valid while the id lives.
+    pub fn key(&self) -> usize {
+        self.raw.as_ptr() as usize
+    }
+
     /// Binds to a local address (port 0 picks a free port).
     pub fn bind(&self, addr: SocketAddr) -> Result<(), CmError> {
         let mut sa = RawSockAddr::new(addr);

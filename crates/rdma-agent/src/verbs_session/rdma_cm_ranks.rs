@@ -279,6 +279,8 @@ fn accept_higher(
     let mut ids: Vec<CmId> = Vec::with_capacity(higher);
     let mut connected = vec![false; world];
     let mut established = 0;
+    // The QP each accepted connection's id stands for, for its ESTABLISHED.
+    let mut qp_of: Vec<(usize, usize)> = Vec::with_capacity(higher);
     let reply = blob::encode(exposed);
     while established < higher {
         let waiting_for = (me + 1..world)
@@ -354,10 +356,12 @@ fn accept_higher(
                 trace_blob(side, false, &peer);
                 side.peers[k] = peer;
                 connected[p] = true;
+                qp_of.push((new_id.key(), k));
                 ids.push(new_id);
             }
             CmEventKind::Established => {
-                trace_cm(side, now_ns(), 0, &ev);
+                let k = qp_of.iter().find(|(key, _)| *key == ev.id_key).map_or(0, |(_, k)| *k);
+                trace_cm(side, now_ns(), k, &ev);
                 established += 1;
             }
             _ => return Err(unexpected(&ev, want)),
