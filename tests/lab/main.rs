@@ -22,6 +22,7 @@ mod bad_input;
 mod bench_collectives;
 mod bulk;
 mod ci;
+mod ci_steps;
 mod collectives;
 mod doctor;
 mod facts;

@@ -276,7 +276,8 @@ pub async fn run_collective_traced(
             let info = lab_remote::agent::call(
                 &node.name,
                 "NodeInfo",
-                deadline::NODE_INFO,
+                // As a pair's run: never longer than the run's own timeout.
+                deadline::NODE_INFO.min(opts.timeout),
                 client.node_info(NodeInfoRequest {}),
             )
             .await?;

@@ -180,19 +180,22 @@ pub async fn run_workload_traced(
     )?;
     // Each node's impairment (a `tc` over SSH) is read while its agent
     // answers NodeInfo: a run waits for the slower of the two, not both.
+    // A run never waits longer than its own timeout for an agent's first
+    // answer (a stopped agent fails a `--timeout 5` run in 5 s).
+    let node_info_limit = deadline::NODE_INFO.min(opts.timeout);
     let (server_info, client_info, server_impairment, client_impairment) = futures::try_join!(
         within(
             &server.node.name,
             server.role,
             "NodeInfo",
-            deadline::NODE_INFO,
+            node_info_limit,
             server.client.node_info(NodeInfoRequest {})
         ),
         within(
             &client.node.name,
             client.role,
             "NodeInfo",
-            deadline::NODE_INFO,
+            node_info_limit,
             client.client.node_info(NodeInfoRequest {})
         ),
         impairment(&server.session, &server.node).map(Ok::<_, RunError>),

@@ -72,7 +72,8 @@ pub mod deadline {
 
     /// Health: answered from memory.
     pub const HEALTH: Duration = Duration::from_secs(10);
-    /// NodeInfo: reads sysfs and opens each device once.
+    /// NodeInfo: reads sysfs and opens each device once. A run waits for it
+    /// at most its own timeout when that is shorter.
     pub const NODE_INFO: Duration = Duration::from_secs(20);
     /// Prepare and Connect: register memory and set up queue pairs; a large
     /// registration under emulation takes seconds.
