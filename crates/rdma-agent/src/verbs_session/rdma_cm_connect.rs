@@ -244,17 +244,7 @@ pub(crate) fn server(
         ids.push(id);
     }
     side.start_clock();
-    // Every QP is connected: a connect request from now on is a stranger's,
-    // refused as it arrives instead of left queued until the run ends.
-    let running = AtomicBool::new(true);
-    let (mut result, late) = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| refuse_while_running(&channel, spec, &running));
-        let result = {
-            let _stop = StopOnDrop(&running);
-            workload.run(&mut side)
-        };
-        (result, watcher.join().unwrap_or_default())
-    });
+    let (mut result, late) = run_refusing_strangers(&channel, spec, workload, &mut side);
     events.refused.extend(late);
     for id in &ids {
         id.disconnect();
@@ -266,9 +256,30 @@ pub(crate) fn server(
     result
 }
 
+/// Runs `workload` on `side`, every QP of which is connected, while a
+/// thread reads `channel` and refuses each connect request as it arrives
+/// (any is a stranger's now) instead of leaving it queued until the run
+/// ends. Returns the run's result and the connects refused meanwhile.
+pub(super) fn run_refusing_strangers(
+    channel: &Arc<EventChannel>,
+    spec: &SessionSpec,
+    workload: &dyn Workload,
+    side: &mut Side,
+) -> (Result<SideResult, SessionError>, Refused) {
+    let running = AtomicBool::new(true);
+    std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| refuse_while_running(channel, spec, &running));
+        let result = {
+            let _stop = StopOnDrop(&running);
+            workload.run(side)
+        };
+        (result, watcher.join().unwrap_or_default())
+    })
+}
+
 /// Clears its flag when dropped: the run's watcher stops even when the
 /// workload panics.
-pub(super) struct StopOnDrop<'a>(pub(super) &'a AtomicBool);
+struct StopOnDrop<'a>(&'a AtomicBool);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
@@ -279,7 +290,7 @@ impl Drop for StopOnDrop<'_> {
 /// While `running`, rejects every CONNECT_REQUEST on the server's channel
 /// (the run's own QPs are all connected, so any is a stranger's) and logs
 /// it; other events (the run's own connections') are read and let go.
-pub(super) fn refuse_while_running(channel: &Arc<EventChannel>, spec: &SessionSpec, running: &AtomicBool) -> Refused {
+fn refuse_while_running(channel: &Arc<EventChannel>, spec: &SessionSpec, running: &AtomicBool) -> Refused {
     let mut refused = Refused::default();
     while running.load(Ordering::Relaxed) {
         match channel.next_event(Duration::from_millis(100), "a connect request during the run") {

@@ -34,7 +34,7 @@ use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 use tokio::sync::oneshot;
 
 use super::oob_connect::prepared_in_init;
-use super::rdma_cm_connect::{next_cm_event, refuse_while_running, trace_cm, unexpected, wait_cm_event, StopOnDrop};
+use super::rdma_cm_connect::{next_cm_event, run_refusing_strangers, trace_cm, unexpected, wait_cm_event};
 use super::setup::{attach_trace, fill_local_gid, rd_atomic, trace_blob, LOCAL_ACK_TIMEOUT};
 use crate::session::admission::Refused;
 use crate::session::{blob, peer_socket_addr, Command, SessionError, SessionSpec, Side};
@@ -169,16 +169,7 @@ pub(crate) fn rank(
         ),
     );
     side.start_clock();
-    // Every QP is connected: a connect request from now on is a stranger's.
-    let running = AtomicBool::new(true);
-    let (mut result, late) = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| refuse_while_running(&listen_channel, spec, &running));
-        let result = {
-            let _stop = StopOnDrop(&running);
-            workload.run(&mut side)
-        };
-        (result, watcher.join().unwrap_or_default())
-    });
+    let (mut result, late) = run_refusing_strangers(&listen_channel, spec, workload, &mut side);
     refused.extend(late);
     for id in &ids {
         id.disconnect();
