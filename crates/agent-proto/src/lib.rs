@@ -93,6 +93,20 @@ pub mod v1 {
     }
 
     impl WorkloadParams {
+        /// How long a run may take beyond its timeout (`timeout_ms`, the
+        /// setup allowance): the client's connect delay and, for a timed
+        /// run, its duration. The agents' deadlines and the controller's
+        /// are both counted from timeout + this.
+        pub fn beyond_timeout(&self) -> std::time::Duration {
+            let delay = u64::from(self.connect_delay_ms.min(catalogue::limits::MAX_CONNECT_DELAY_MS));
+            let timed = if self.iterations == 0 {
+                std::time::Duration::try_from_secs_f64(self.duration_s).unwrap_or_default()
+            } else {
+                std::time::Duration::ZERO
+            };
+            std::time::Duration::from_millis(delay) + timed
+        }
+
         /// The parameters a workload runs with when nothing says otherwise:
         /// its catalogue defaults, in the request's form. An unknown name
         /// gets the common defaults (the agent refuses it by name).
@@ -113,5 +127,40 @@ pub mod v1 {
                 ..Default::default()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::v1::WorkloadParams;
+
+    #[test]
+    fn test_a_run_goes_beyond_its_timeout_by_its_delay_and_a_timed_runs_duration() {
+        let counted = WorkloadParams {
+            iterations: 100,
+            duration_s: 30.0,
+            connect_delay_ms: 2_000,
+            ..Default::default()
+        };
+        // A counted run's duration_s is not its length.
+        assert_eq!(counted.beyond_timeout(), Duration::from_secs(2));
+        let timed = WorkloadParams {
+            iterations: 0,
+            duration_s: 30.0,
+            ..counted.clone()
+        };
+        assert_eq!(timed.beyond_timeout(), Duration::from_secs(32));
+        let nonsense = WorkloadParams {
+            iterations: 0,
+            duration_s: f64::NAN,
+            connect_delay_ms: u32::MAX,
+            ..Default::default()
+        };
+        assert_eq!(
+            nonsense.beyond_timeout(),
+            Duration::from_millis(u64::from(workload_catalogue::limits::MAX_CONNECT_DELAY_MS))
+        );
     }
 }

@@ -454,9 +454,10 @@ async fn drive(
         fabric_peer,
         ..Default::default()
     };
-    // The agents enforce the timeout themselves; the controller's deadline
-    // is a little later and catches an agent or node that vanished.
-    let deadline = timeout + Duration::from_secs(15);
+    // The agents enforce the timeout themselves (a timed run's duration and
+    // the connect delay on top); the controller's deadline is a little later
+    // and catches an agent or node that vanished.
+    let deadline = timeout + params.beyond_timeout() + Duration::from_secs(15);
     let client_result = tokio::time::timeout(deadline, async {
         let mut stream = client.client.run(run).await.map_err(|s| client.fail(s))?.into_inner();
         loop {

@@ -128,16 +128,7 @@ impl SessionSpec {
         };
         // A client's connect delay and a timed run's duration come on top of
         // the setup allowance.
-        let delay = self
-            .params
-            .connect_delay_ms
-            .min(workload_catalogue::limits::MAX_CONNECT_DELAY_MS);
-        let base = base + Duration::from_millis(u64::from(delay));
-        if self.params.iterations == 0 && self.params.duration_s > 0.0 {
-            base + crate::validate::duration(&self.params)
-        } else {
-            base
-        }
+        base + self.params.beyond_timeout()
     }
 
     /// This node's data address as an IP (a port, if given, is ignored).
