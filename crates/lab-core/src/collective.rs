@@ -556,10 +556,7 @@ async fn drive(
         return Driven::failed(ranks.len(), failures);
     }
 
-    // The agents enforce the timeout themselves (a timed run's duration on
-    // top); the controller's deadline is a little later and catches an
-    // agent or node that vanished.
-    let limit = timeout + params_of(0).beyond_timeout() + Duration::from_secs(15);
+    let limit = crate::run::run_deadline(&params_of(0), timeout);
     let mut running = FuturesUnordered::new();
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Progress)>();
     let over_libfabric = endpoints.iter().any(|e| e.fabric.is_some());

@@ -399,6 +399,15 @@ pub async fn run_workload_traced(
     Ok((record, traces))
 }
 
+/// How long the controller waits for a run's result from its start (`Run`).
+/// The agents enforce the timeout themselves (a timed run's duration and the
+/// connect delay on top, [`WorkloadParams::beyond_timeout`]); the
+/// controller's deadline is 15 s later and catches an agent or node that
+/// vanished.
+pub(crate) fn run_deadline(params: &WorkloadParams, timeout: Duration) -> Duration {
+    timeout + params.beyond_timeout() + Duration::from_secs(15)
+}
+
 /// The three steps of a run; returns (server, client) results.
 async fn drive(
     server: &mut Peer,
@@ -454,10 +463,7 @@ async fn drive(
         fabric_peer,
         ..Default::default()
     };
-    // The agents enforce the timeout themselves (a timed run's duration and
-    // the connect delay on top); the controller's deadline is a little later
-    // and catches an agent or node that vanished.
-    let deadline = timeout + params.beyond_timeout() + Duration::from_secs(15);
+    let deadline = run_deadline(params, timeout);
     let client_result = tokio::time::timeout(deadline, async {
         let mut stream = client.client.run(run).await.map_err(|s| client.fail(s))?.into_inner();
         loop {
@@ -542,6 +548,17 @@ fn save(lab: &Lab, record: &RunRecord) -> Result<PathBuf, RunError> {
 mod tests {
     use super::*;
     use agent_proto::v1::CompletionMode;
+
+    #[test]
+    fn test_the_controller_waits_for_a_timed_run_past_its_timeout() {
+        let mut params = WorkloadParams::defaults_of("write-bw");
+        let timeout = Duration::from_secs(120);
+        assert_eq!(run_deadline(&params, timeout), Duration::from_secs(135));
+        // `-D 200`: the agents run for 200 s after their setup allowance.
+        params.iterations = 0;
+        params.duration_s = 200.0;
+        assert_eq!(run_deadline(&params, timeout), Duration::from_secs(335));
+    }
 
     fn side(checked: bool, verified: bool) -> SideResult {
         SideResult {
