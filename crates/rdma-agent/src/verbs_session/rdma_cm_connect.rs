@@ -124,6 +124,23 @@ pub(super) fn next_cm_event(
     }
 }
 
+/// The accept of connect `request` onto the link's QP `qp` with
+/// `private_data`: each side's outstanding READs and atomics as the
+/// request offered them, capped by what the link's device allows.
+pub(super) fn accept_params<'a>(
+    request: &crate::verbs::CmEvent,
+    link: &Link,
+    qp: usize,
+    private_data: &'a [u8],
+) -> ConnectParams<'a> {
+    ConnectParams {
+        qp_num: link.qp_num_at(qp),
+        private_data,
+        initiator_depth: request.responder_resources.min(rd_atomic(link)),
+        responder_resources: request.initiator_depth.min(rd_atomic(link)),
+    }
+}
+
 /// Records an rdma_cm event that arrived at `t_ns`.
 pub(super) fn trace_cm(side: &mut Side, t_ns: u64, qp: usize, ev: &crate::verbs::CmEvent) {
     if let Some(tr) = side.link.tracer() {
@@ -201,12 +218,7 @@ pub(crate) fn server(
     };
     let exposed = side.exposed.map(|b| side.link.remote_buf(b)).unwrap_or_default();
     let private = blob::encode(&exposed);
-    id.accept(&ConnectParams {
-        qp_num: side.link.qp_num(),
-        private_data: &private,
-        initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
-        responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
-    })?;
+    id.accept(&accept_params(&request, &side.link, 0, &private))?;
     trace_blob(&mut side, true, &exposed);
     let established = events.wait(CmEventKind::Established)?;
     trace_cm(&mut side, now_ns(), 0, &established);
@@ -215,9 +227,10 @@ pub(crate) fn server(
     // same listener, each accepted onto the next QP of the link.
     let mut ids = vec![id];
     for i in 1..side.link.num_qps() {
-        let request = events.wait(CmEventKind::ConnectRequest)?;
+        let mut request = events.wait(CmEventKind::ConnectRequest)?;
         let id: CmId = request
             .new_id
+            .take()
             .ok_or_else(|| SessionError::Protocol("CONNECT_REQUEST without a new id".into()))?;
         let moved = (|| -> Result<(), SessionError> {
             side.link.modify_qp_at(i, &id.qp_attr(QueuePairState::Init)?, "INIT")?;
@@ -232,12 +245,7 @@ pub(crate) fn server(
             id.reject();
             return Err(e);
         }
-        id.accept(&ConnectParams {
-            qp_num: side.link.qp_num_at(i),
-            private_data: &private,
-            initiator_depth: request.responder_resources.min(rd_atomic(&side.link)),
-            responder_resources: request.initiator_depth.min(rd_atomic(&side.link)),
-        })?;
+        id.accept(&accept_params(&request, &side.link, i, &private))?;
         let established = events.wait(CmEventKind::Established)?;
         trace_cm(&mut side, now_ns(), i, &established);
         tracing::info!(qpn = side.link.qp_num_at(i), qp = i, "connection established");

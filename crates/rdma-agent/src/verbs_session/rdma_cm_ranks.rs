@@ -34,7 +34,9 @@ use sideway::ibverbs::queue_pair::{QueuePairAttribute, QueuePairState};
 use tokio::sync::oneshot;
 
 use super::oob_connect::prepared_in_init;
-use super::rdma_cm_connect::{next_cm_event, run_refusing_strangers, trace_cm, unexpected, wait_cm_event};
+use super::rdma_cm_connect::{
+    accept_params, next_cm_event, run_refusing_strangers, trace_cm, unexpected, wait_cm_event,
+};
 use super::setup::{attach_trace, fill_local_gid, rd_atomic, trace_blob, LOCAL_ACK_TIMEOUT};
 use crate::session::admission::Refused;
 use crate::session::{blob, peer_socket_addr, Command, SessionError, SessionSpec, Side};
@@ -332,12 +334,7 @@ fn accept_higher(
                     side.link
                         .modify_qp_at(k, &new_id.qp_attr(QueuePairState::ReadyToReceive)?, "RTR")?;
                     side.link.modify_qp_at(k, &rts_attr(&new_id)?, "RTS")?;
-                    new_id.accept(&ConnectParams {
-                        qp_num: side.link.qp_num_at(k),
-                        private_data: &reply,
-                        initiator_depth: ev.responder_resources.min(rd_atomic(&side.link)),
-                        responder_resources: ev.initiator_depth.min(rd_atomic(&side.link)),
-                    })?;
+                    new_id.accept(&accept_params(&ev, &side.link, k, &reply))?;
                     Ok(())
                 })();
                 if let Err(e) = moved {
