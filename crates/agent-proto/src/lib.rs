@@ -95,16 +95,23 @@ pub mod v1 {
     impl WorkloadParams {
         /// How long a run may take beyond its timeout (`timeout_ms`, the
         /// setup allowance): the client's connect delay and, for a timed
-        /// run, its duration. The agents' deadlines and the controller's
-        /// are both counted from timeout + this.
+        /// run, its duration at each size (a sweep runs every power of two
+        /// from 2 B to its largest size; counted here as all of them, a
+        /// bound for the sweeps that start higher). The agents' deadlines
+        /// and the controller's are both counted from timeout + this.
         pub fn beyond_timeout(&self) -> std::time::Duration {
             let delay = u64::from(self.connect_delay_ms.min(catalogue::limits::MAX_CONNECT_DELAY_MS));
-            let timed = if self.iterations == 0 {
+            let per_size = if self.iterations == 0 {
                 std::time::Duration::try_from_secs_f64(self.duration_s).unwrap_or_default()
             } else {
                 std::time::Duration::ZERO
             };
-            std::time::Duration::from_millis(delay) + timed
+            let sizes = if self.all_sizes {
+                catalogue::limits::sweep_max(self.max_size).max(2).ilog2()
+            } else {
+                1
+            };
+            std::time::Duration::from_millis(delay) + per_size * sizes
         }
 
         /// The parameters a workload runs with when nothing says otherwise:
@@ -152,6 +159,14 @@ mod tests {
             ..counted.clone()
         };
         assert_eq!(timed.beyond_timeout(), Duration::from_secs(32));
+        // A sweep 2 B ..= 64 KiB: 16 sizes, each timed.
+        let sweep = WorkloadParams {
+            all_sizes: true,
+            max_size: 64 << 10,
+            duration_s: 1.0,
+            ..timed.clone()
+        };
+        assert_eq!(sweep.beyond_timeout(), Duration::from_secs(2 + 16));
         let nonsense = WorkloadParams {
             iterations: 0,
             duration_s: f64::NAN,
