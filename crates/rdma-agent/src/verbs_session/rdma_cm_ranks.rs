@@ -12,8 +12,8 @@
 //! This order cannot deadlock: a rank's connects wait only for lower ranks
 //! to accept, rank 0 only accepts, and a rank that has made its connects
 //! only accepts. A connect request that arrives while its rank is still
-//! connecting waits in the listener's queue (the CM answers it with an MRA,
-//! so the connecting side waits instead of retrying into a timeout).
+//! connecting waits in the listener's queue until its rank accepts it; the
+//! connecting side's CM resends the request while it waits.
 //!
 //! A connect's private data is the run's connect proof, the connecting
 //! rank's number (2 bytes, little endian) and its capability blob; the
