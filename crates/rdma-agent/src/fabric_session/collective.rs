@@ -16,9 +16,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agent_proto::v1::{CmMode, Endpoint, FabricEndpoint, FabricRegion, Role, SideResult};
 use fabric::{Access, Completed, MrHandle, OpId, PeerAddr, RemoteMr};
@@ -28,7 +28,7 @@ use workload_catalogue::Collective;
 use super::common::{base_facts, cpu_usage, endpoints, left, open, provider, reporter};
 use crate::cpu::CpuTimes;
 use crate::fabric_trace::FabricTrace;
-use crate::session::{finish_side, Command, EndpointSender, SessionError, SessionHandle, SessionSpec};
+use crate::session::{finish_side, next_command, Command, EndpointSender, SessionError, SessionHandle, SessionSpec};
 use crate::validate::ValidationError;
 use crate::workload::collective::transport::{Event, Region, Slice, Transport};
 use crate::workload::collective::{peer_at, place, region_lens, run_ranks};
@@ -91,7 +91,7 @@ fn rank(
         let _ = tx.send(Ok((endpoint, fabric)));
     }
 
-    let (peers, sink) = loop {
+    let alive = || {
         if cancel.load(Ordering::Relaxed) {
             return Err(SessionError::Aborted("while waiting for Run".into()));
         }
@@ -101,14 +101,11 @@ fn rank(
                 after: spec.timeout(),
             });
         }
-        match commands.recv_timeout(Duration::from_millis(100)) {
-            Ok(Command::RunRanks(peers, sink)) => break (peers, sink),
-            Ok(_) => return Err(SessionError::Protocol("wrong command for a libfabric rank".into())),
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(SessionError::Aborted("session dropped by the service".into()))
-            }
-        }
+        Ok(())
+    };
+    let (peers, sink) = match next_command(commands, alive)? {
+        Command::RunRanks(peers, sink) => (peers, sink),
+        _ => return Err(SessionError::Protocol("wrong command for a libfabric rank".into())),
     };
     let place = place(&spec.params);
     if peers.len() + 1 != place.world as usize {

@@ -169,6 +169,26 @@ pub enum Command {
     RunCmRanks(Vec<Endpoint>, ProgressSink),
 }
 
+/// The controller's next command for a prepared session thread. Checks
+/// `alive` (abort, deadline) before each wait of at most 100 ms, so the
+/// thread notices either while the controller is silent.
+pub(crate) fn next_command(
+    commands: &std::sync::mpsc::Receiver<Command>,
+    alive: impl Fn() -> Result<(), SessionError>,
+) -> Result<Command, SessionError> {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        alive()?;
+        match commands.recv_timeout(Duration::from_millis(100)) {
+            Ok(command) => return Ok(command),
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(SessionError::Aborted("session dropped by the service".into()))
+            }
+        }
+    }
+}
+
 /// The service's grip on a running session thread.
 pub struct SessionHandle {
     /// Set to abort; the thread notices within about 100 ms.

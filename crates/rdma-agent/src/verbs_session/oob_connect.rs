@@ -11,7 +11,7 @@
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agent_proto::data_path::{self, LinkLayer};
 use agent_proto::v1::{Endpoint, QpEndpoint, Role, SideResult};
@@ -25,7 +25,7 @@ use super::setup::{
     apply_corrupt_rkey, attach_trace, link_config, new_side, qp_psn, rd_atomic, resolve_completion, trace_blob,
     LOCAL_ACK_TIMEOUT,
 };
-use crate::session::{Command, SessionError, SessionSpec, Side};
+use crate::session::{next_command, Command, SessionError, SessionSpec, Side};
 use crate::verbs::{Link, RemoteBuf};
 use crate::workload::Workload;
 
@@ -262,20 +262,14 @@ pub(crate) fn side(
         }));
     }
     // Wait for the peer's endpoint: Connect on the server, Run on the client.
-    let (peer, reply) = loop {
-        side.check_alive(if role == Role::Server { "Connect" } else { "Run" })?;
-        match cmd_rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Command::Connect(peer, reply)) if role == Role::Server => break (peer, Some(reply)),
-            Ok(Command::Run(peer, sink)) if role == Role::Client => {
-                side.set_progress(sink);
-                break (peer, None);
-            }
-            Ok(_) => return Err(SessionError::Protocol(format!("wrong command for a {role:?} session"))),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(SessionError::Aborted("session dropped by the service".into()))
-            }
+    let waiting_for = if role == Role::Server { "Connect" } else { "Run" };
+    let (peer, reply) = match next_command(&cmd_rx, || side.check_alive(waiting_for))? {
+        Command::Connect(peer, reply) if role == Role::Server => (peer, Some(reply)),
+        Command::Run(peer, sink) if role == Role::Client => {
+            side.set_progress(sink);
+            (peer, None)
         }
+        _ => return Err(SessionError::Protocol(format!("wrong command for a {role:?} session"))),
     };
     if let Some(first) = peer.qps.first().filter(|q| q.rkey != 0 || q.length != 0) {
         let received = RemoteBuf {

@@ -39,7 +39,7 @@ use super::rdma_cm_connect::{
 };
 use super::setup::{attach_trace, fill_local_gid, rd_atomic, trace_blob, LOCAL_ACK_TIMEOUT};
 use crate::session::admission::Refused;
-use crate::session::{blob, peer_socket_addr, Command, SessionError, SessionSpec, Side};
+use crate::session::{blob, next_command, peer_socket_addr, Command, SessionError, SessionSpec, Side};
 use crate::trace::now_ns;
 use crate::verbs::cm::ConnectParams;
 use crate::verbs::{CmEventKind, CmId, EventChannel, RemoteBuf};
@@ -103,19 +103,12 @@ pub(crate) fn rank(
             qps: Vec::new(),
         }));
     }
-    let listeners = loop {
-        side.check_alive("Run")?;
-        match cmd_rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Command::RunCmRanks(listeners, sink)) => {
-                side.set_progress(sink);
-                break listeners;
-            }
-            Ok(_) => return Err(SessionError::Protocol("wrong command for a collective's rank".into())),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(SessionError::Aborted("session dropped by the service".into()))
-            }
+    let listeners = match next_command(&cmd_rx, || side.check_alive("Run"))? {
+        Command::RunCmRanks(listeners, sink) => {
+            side.set_progress(sink);
+            listeners
         }
+        _ => return Err(SessionError::Protocol("wrong command for a collective's rank".into())),
     };
     if listeners.len() != world - 1 {
         return Err(SessionError::Setup(format!(
@@ -129,6 +122,7 @@ pub(crate) fn rank(
     side.peers = vec![RemoteBuf::default(); world - 1];
     let connect_channel = EventChannel::new()?;
     let mut ids = Vec::with_capacity(world - 1);
+    let my_hello = hello(spec, me, &exposed);
     // To every lower rank (its QP index is its rank).
     for (k, listener) in listeners.iter().enumerate().take(me) {
         let id = connect_to(
@@ -138,7 +132,7 @@ pub(crate) fn rank(
             &connect_channel,
             listener,
             k,
-            &hello(spec, me, &exposed),
+            &my_hello,
         )
         .map_err(|e| {
             in_context(
