@@ -276,8 +276,7 @@ pub async fn run_collective_traced(
             let info = lab_remote::agent::call(
                 &node.name,
                 "NodeInfo",
-                // As a pair's run: never longer than the run's own timeout.
-                deadline::NODE_INFO.min(opts.timeout),
+                crate::run::node_info_deadline(opts.timeout),
                 client.node_info(NodeInfoRequest {}),
             )
             .await?;
@@ -522,7 +521,8 @@ async fn drive(
     timeout: Duration,
     on_progress: &mut impl FnMut(usize, &Progress),
 ) -> Driven {
-    let cm = params_of(0).cm();
+    let any_rank = params_of(0);
+    let cm = any_rank.cm();
     let prepared = futures::future::join_all(ranks.iter().map(|r| {
         let mut client = r.client.clone();
         let request = PrepareRequest {
@@ -556,7 +556,7 @@ async fn drive(
         return Driven::failed(ranks.len(), failures);
     }
 
-    let limit = crate::run::run_deadline(&params_of(0), timeout);
+    let limit = crate::run::run_deadline(&any_rank, timeout);
     let mut running = FuturesUnordered::new();
     let (progress_tx, mut progress_rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Progress)>();
     let over_libfabric = endpoints.iter().any(|e| e.fabric.is_some());

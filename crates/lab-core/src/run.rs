@@ -180,9 +180,7 @@ pub async fn run_workload_traced(
     )?;
     // Each node's impairment (a `tc` over SSH) is read while its agent
     // answers NodeInfo: a run waits for the slower of the two, not both.
-    // A run never waits longer than its own timeout for an agent's first
-    // answer (a stopped agent fails a `--timeout 5` run in 5 s).
-    let node_info_limit = deadline::NODE_INFO.min(opts.timeout);
+    let node_info_limit = node_info_deadline(opts.timeout);
     let (server_info, client_info, server_impairment, client_impairment) = futures::try_join!(
         within(
             &server.node.name,
@@ -397,6 +395,13 @@ pub async fn run_workload_traced(
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
     Ok((record, traces))
+}
+
+/// How long a run waits for an agent's NodeInfo, its first call: never
+/// longer than the run's own timeout (a stopped agent fails a `--timeout 5`
+/// run in 5 s).
+pub(crate) fn node_info_deadline(timeout: Duration) -> Duration {
+    deadline::NODE_INFO.min(timeout)
 }
 
 /// How long the controller waits for a run's result from its start (`Run`).
