@@ -310,13 +310,27 @@ fn last_refusal_logged(lab: &Labctl) -> Result<String, Failed> {
         .stdout)
 }
 
-/// How a run's server is reached, and so how a stranger tries it.
+/// How a run's server is reached, and so how a stranger tries it; named
+/// as the agent names the transport in its refusal log line.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Listener {
+enum Transport {
     /// rdma_cm (the verbs workloads).
     RdmaCm,
-    /// A TCP socket of the agent's: bulk-tcp's, or libfabric's tcp provider's.
+    /// bulk-tcp's own TCP socket.
     Tcp,
+    /// libfabric's tcp provider (a TCP listener of the agent's too).
+    Libfabric,
+}
+
+impl Transport {
+    /// The transport as the agent's refusal log line names it.
+    fn logged_as(self) -> &'static str {
+        match self {
+            Transport::RdmaCm => "rdma_cm",
+            Transport::Tcp => "tcp",
+            Transport::Libfabric => "libfabric",
+        }
+    }
 }
 
 fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_run_verifies(
@@ -326,13 +340,12 @@ fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_ru
     let stranger_bin = env!("CARGO_BIN_EXE_fabric-stranger");
     lab.run(&["cp", "-q", stranger_bin, "client:/root/fabric-stranger"])
         .ok()?;
-    let cases: [(&str, &[&str], Listener); 3] = [
-        ("write-read", &[], Listener::RdmaCm),
-        ("bulk-tcp", &[], Listener::Tcp),
-        ("fabric-write", &["--provider", "tcp;ofi_rxm"], Listener::Tcp),
+    let cases: [(&str, &[&str], Transport); 3] = [
+        ("write-read", &[], Transport::RdmaCm),
+        ("bulk-tcp", &[], Transport::Tcp),
+        ("fabric-write", &["--provider", "tcp;ofi_rxm"], Transport::Libfabric),
     ];
-    for (workload, extra, listener) in cases {
-        let fabric = workload.starts_with("fabric-");
+    for (workload, extra, transport) in cases {
         // The client holds off for 8 s, so the server waits; meanwhile a
         // stranger on the client node connects to the server's listener.
         let run = {
@@ -344,16 +357,16 @@ fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_ru
             args.extend(extra.iter().map(|a| a.to_string()));
             std::thread::spawn(move || lab.run(&args.iter().map(String::as_str).collect::<Vec<_>>()))
         };
-        let found = agent_listener(lab, listener == Listener::RdmaCm, Duration::from_secs(40))?;
+        let found = agent_listener(lab, transport == Transport::RdmaCm, Duration::from_secs(40))?;
         let (ip, port) = found.rsplit_once(':').ok_or("listener without a port")?;
-        let stranger = match listener {
+        let stranger = match transport {
             // rdmacm-utils' client: no private data, so no proof.
-            Listener::RdmaCm => format!("timeout 20 rdma_client -s {ip} -p {port}; echo exit=$?"),
+            Transport::RdmaCm => format!("timeout 20 rdma_client -s {ip} -p {port}; echo exit=$?"),
             // Our CONNECT without a proof, from an endpoint of the same provider.
-            Listener::Tcp if fabric => {
+            Transport::Libfabric => {
                 format!("timeout 20 /root/fabric-stranger 'tcp;ofi_rxm' 10.77.0.2 {found} 3; echo exit=$?")
             }
-            Listener::Tcp => format!(
+            Transport::Tcp => format!(
                 "timeout 20 bash -c 'exec 3<>/dev/tcp/{ip}/{port}; printf \"sixteen bytes!!!\" >&3; cat <&3 | wc -c'; echo exit=$?"
             ),
         };
@@ -367,7 +380,7 @@ fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_ru
             .as_str()
             .unwrap_or_default();
         // libfabric names the endpoint the stranger's CONNECT claims to be.
-        let prefix = if fabric {
+        let prefix = if transport == Transport::Libfabric {
             "1 (fi_sockaddr_in://10.77.0.2:"
         } else {
             "1 (10.77.0."
@@ -378,9 +391,9 @@ fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_ru
                 tried.stdout, tried.stderr
             )
         })?;
-        match listener {
+        match transport {
             // The stranger got no answer and gave up.
-            Listener::Tcp if fabric => check(
+            Transport::Libfabric => check(
                 tried.stdout.starts_with("no answer: ") && tried.stdout.contains("exit=1"),
                 || {
                     format!(
@@ -390,22 +403,18 @@ fn test_security_a_stranger_connecting_to_a_waiting_server_is_refused_and_the_ru
                 },
             )?,
             // The stranger was closed on without a byte of answer.
-            Listener::Tcp => check(tried.stdout.lines().next() == Some("0"), || {
+            Transport::Tcp => check(tried.stdout.lines().next() == Some("0"), || {
                 format!("{workload}: the stranger read an answer: {}", tried.stdout)
             })?,
-            Listener::RdmaCm => {}
+            Transport::RdmaCm => {}
         }
         // The agent logged it, with the stranger's address.
-        let transport = match listener {
-            Listener::RdmaCm => "rdma_cm",
-            Listener::Tcp if fabric => "libfabric",
-            Listener::Tcp => "tcp",
-        };
         let log = last_refusal_logged(lab)?;
         let stranger_addr = refused.trim_start_matches("1 (").trim_end_matches(')');
-        check(log.contains(transport) && log.contains(stranger_addr), || {
-            format!("{workload}: the agent's log does not name the refused {stranger_addr}: {log}")
-        })?;
+        check(
+            log.contains(transport.logged_as()) && log.contains(stranger_addr),
+            || format!("{workload}: the agent's log does not name the refused {stranger_addr}: {log}"),
+        )?;
     }
     Ok(())
 }
