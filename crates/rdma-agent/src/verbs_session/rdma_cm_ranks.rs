@@ -270,18 +270,19 @@ fn accept_higher(
     let mut qp_of: Vec<(usize, usize)> = Vec::with_capacity(higher);
     let reply = blob::encode(exposed);
     while established < higher {
-        let waiting_for = (me + 1..world)
-            .filter(|&p| !connected[p])
-            .map(|p| p.to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
         let want = if ids.len() < higher {
             CmEventKind::ConnectRequest
         } else {
             CmEventKind::Established
         };
-        let mut ev = next_cm_event(channel, want, cancel, deadline, spec.timeout())
-            .map_err(|e| in_context(e, &format!("the connects of ranks {waiting_for}")))?;
+        let mut ev = next_cm_event(channel, want, cancel, deadline, spec.timeout()).map_err(|e| {
+            let waiting_for = (me + 1..world)
+                .filter(|&p| !connected[p])
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            in_context(e, &format!("the connects of ranks {waiting_for}"))
+        })?;
         match ev.kind {
             CmEventKind::ConnectRequest => {
                 let at = now_ns();
