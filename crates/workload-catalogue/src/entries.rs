@@ -297,7 +297,7 @@ pub static CATALOGUE: &[Workload] = &[
     collective(
         "alltoall",
         Collective::Alltoall,
-        "rank r's block j goes to rank j, all writes at once; every element checked",
+        "rank r's block j goes to rank j; every element checked",
     ),
     collective(
         "broadcast",

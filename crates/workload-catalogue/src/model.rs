@@ -98,7 +98,9 @@ impl Collective {
         match self {
             Collective::Allreduce => "ring (reduce-scatter + allgather); recursive doubling up to 16 KiB on 2^k ranks",
             Collective::Allgather | Collective::ReduceScatter => "ring",
-            Collective::Alltoall => "pairwise, all writes at once",
+            Collective::Alltoall => {
+                "pairwise (one peer per step) from 128 KiB blocks; smaller blocks to every peer at once"
+            }
             Collective::Broadcast => "root writes to each rank",
             Collective::Incast => "every sender writes to the root at once",
         }

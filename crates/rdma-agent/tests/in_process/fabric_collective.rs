@@ -153,7 +153,8 @@ fn checks_nothing(workload: &str, rank: usize) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn test_a_fault_fails_the_rank_it_reaches_naming_the_element() {
     let (mut agents, _stops) = agents().await;
-    // allreduce by recursive doubling (4 KiB) and by ring (64 KiB).
+    // allreduce by recursive doubling (4 KiB) and by ring (64 KiB);
+    // alltoall with every block at once (4 KiB) and pairwise (1 MiB).
     for (workload, fault, size) in [
         ("allreduce", Fault::Corrupt, 4096),
         ("allreduce", Fault::Skip, 4096),
@@ -161,6 +162,8 @@ async fn test_a_fault_fails_the_rank_it_reaches_naming_the_element() {
         ("allreduce", Fault::Skip, 65536),
         ("alltoall", Fault::Corrupt, 4096),
         ("alltoall", Fault::Skip, 4096),
+        ("alltoall", Fault::Corrupt, 1 << 20),
+        ("alltoall", Fault::Skip, 1 << 20),
         ("broadcast", Fault::Skip, 4096),
     ] {
         let id = format!("{workload}-{fault:?}-{size}");

@@ -1,8 +1,10 @@
 //! The collectives (allreduce, allgather, reduce-scatter, alltoall,
-//! broadcast, incast): this node's agent is one rank. Every rank is an oob
-//! side with one RC QP per other rank (QP k faces the k-th other rank in
-//! rank order); the controller pairs the QPs and hands each rank the peers'
-//! QP parameters and buffers at Run.
+//! broadcast, incast): this node's agent is one rank, with one QP (or
+//! libfabric peer) per other rank, QP k facing the k-th other rank in rank
+//! order. How the QPs connect (rdma_cm between the ranks, or the
+//! controller's exchange with `--cm oob`) is the session's business
+//! (`verbs_session::rdma_cm_ranks`); this module sees a connected
+//! [`Transport`].
 //!
 //! Data moves by RDMA WRITE_WITH_IMM straight into the peer's registered
 //! buffers, the immediate being the arrival signal (kind, operation, step):
@@ -54,6 +56,19 @@ pub const DOUBLING_MAX: usize = 16 << 10;
 /// recursive doubling (else by ring).
 pub fn uses_doubling(op: Collective, world: usize, count: usize) -> bool {
     op == Collective::Allreduce && world.is_power_of_two() && count * ELEMENT <= DOUBLING_MAX
+}
+
+/// The smallest alltoall block (bytes) sent pairwise, one peer per step,
+/// instead of to every peer at once. With every rank writing to every
+/// other at once, each receiver takes n - 1 streams together; on the quad
+/// lab that lost far more than it overlapped from 128 KiB blocks on
+/// (docs/labs/collectives.md has the figures), while smaller blocks gained
+/// from having all their writes in flight.
+pub const PAIRWISE_MIN_BLOCK: usize = 128 << 10;
+
+/// Whether an alltoall with blocks of `block` elements runs pairwise.
+pub fn uses_pairwise(op: Collective, block: usize) -> bool {
+    op == Collective::Alltoall && block * ELEMENT >= PAIRWISE_MIN_BLOCK
 }
 
 /// Bytes of the staging area where peers' partial sums land in one
@@ -649,13 +664,26 @@ fn run_op(
         }
         Collective::Alltoall => {
             let b = shape.block();
+            let to = (rank * b * ELEMENT) as u64;
             copy_local(t, rank * b..(rank + 1) * b);
-            for q in (1..n).map(|k| (rank + k) % n) {
-                let to = (rank * b * ELEMENT) as u64;
-                net.write(t, q, inp(q * b..(q + 1) * b), to, Imm::data(0))?;
-            }
-            for q in (1..n).map(|k| (rank + n - k) % n) {
-                net.wait(t, q, Imm::data(0), || format!("{what}: block {rank} from rank {q}"))?;
+            if uses_pairwise(shape.op, b) {
+                // Pairwise: at step k rank r writes its block to rank r + k
+                // and waits for rank r - k's, so each link carries one
+                // block at a time.
+                for k in 1..n {
+                    let (dest, from) = ((rank + k) % n, (rank + n - k) % n);
+                    net.write(t, dest, inp(dest * b..(dest + 1) * b), to, Imm::data(k))?;
+                    net.wait(t, from, Imm::data(k), || {
+                        format!("{what}: step {k} of {}, block {rank} from rank {from}", n - 1)
+                    })?;
+                }
+            } else {
+                for q in (1..n).map(|k| (rank + k) % n) {
+                    net.write(t, q, inp(q * b..(q + 1) * b), to, Imm::data(0))?;
+                }
+                for q in (1..n).map(|k| (rank + n - k) % n) {
+                    net.wait(t, q, Imm::data(0), || format!("{what}: block {rank} from rank {q}"))?;
+                }
             }
         }
         Collective::Broadcast => {
@@ -756,6 +784,16 @@ mod tests {
         // The catalogue tells users where the switch is.
         let told = format!("up to {} KiB", DOUBLING_MAX >> 10);
         assert!(Collective::Allreduce.algorithm().contains(&told));
+    }
+
+    #[test]
+    fn test_large_alltoall_blocks_go_pairwise_and_small_ones_at_once() {
+        assert!(uses_pairwise(Collective::Alltoall, PAIRWISE_MIN_BLOCK / ELEMENT));
+        assert!(!uses_pairwise(Collective::Alltoall, PAIRWISE_MIN_BLOCK / ELEMENT - 1));
+        assert!(!uses_pairwise(Collective::Allgather, PAIRWISE_MIN_BLOCK / ELEMENT));
+        // The catalogue tells users where the switch is.
+        let told = format!("from {} KiB blocks", PAIRWISE_MIN_BLOCK >> 10);
+        assert!(Collective::Alltoall.algorithm().contains(&told));
     }
 
     #[test]
