@@ -18,11 +18,8 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use agent_proto::v1::{SideResult, Trace, TraceEvent, TraceOptions};
+use workload_catalogue::limits::{DEFAULT_TRACE_EVENTS, MAX_TRACE_EVENTS};
 
-/// Ring size when the request says 0.
-pub const DEFAULT_MAX_EVENTS: u32 = 65_536;
-/// Largest ring a request may ask for.
-pub const MAX_MAX_EVENTS: u32 = 1 << 20;
 /// Sampling of the bandwidth/latency loops when the request says 0.
 pub const DEFAULT_LOOP_SAMPLING: u32 = 64;
 
@@ -209,8 +206,8 @@ impl Tracer {
     pub fn for_run(opts: Option<&TraceOptions>, workload: &str) -> Option<Box<Tracer>> {
         let opts = opts?;
         let capacity = match opts.max_events {
-            0 => DEFAULT_MAX_EVENTS,
-            n => n.min(MAX_MAX_EVENTS),
+            0 => DEFAULT_TRACE_EVENTS,
+            n => n.min(MAX_TRACE_EVENTS),
         } as usize;
         let sample_every = match opts.sample_every {
             0 if workload.ends_with("-bw") || workload.ends_with("-lat") => DEFAULT_LOOP_SAMPLING,

@@ -36,3 +36,8 @@ pub const MAX_CONNECT_DELAY_MS: u32 = 60_000;
 pub const MAX_BULK_TOTAL: u64 = 1 << 30;
 /// A run's timeout unless told otherwise, seconds.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
+/// A trace's ring per side (per rank) unless told otherwise: the last this
+/// many events are kept.
+pub const DEFAULT_TRACE_EVENTS: u32 = 65_536;
+/// The largest trace ring a run may ask for per side.
+pub const MAX_TRACE_EVENTS: u32 = 1 << 20;

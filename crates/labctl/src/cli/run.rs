@@ -8,6 +8,7 @@ use lab_core::params::WorkloadRequest;
 use lab_core::run::run_workload_traced;
 use lab_results::run::RunRecord;
 use lab_results::trace::TraceContext;
+use workload_catalogue::limits::{DEFAULT_TRACE_EVENTS, MAX_TRACE_EVENTS};
 
 use super::global::{open_lab, GlobalArgs};
 use super::table::{Align, Table};
@@ -31,8 +32,10 @@ pub struct RunArgs {
     /// and the collectives.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
-    /// With --trace: the ring size per side (per rank); older events are dropped (and counted).
-    #[arg(long, value_name = "N", requires = "trace", default_value_t = 65536)]
+    /// With --trace: the ring size per side (per rank), at most 1048576; older events are
+    /// dropped (and counted).
+    #[arg(long, value_name = "N", requires = "trace", default_value_t = DEFAULT_TRACE_EVENTS,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_TRACE_EVENTS)))]
     pub trace_events: u32,
 }
 

@@ -43,3 +43,24 @@ fn test_missing_aws_credentials_are_two_plain_lines() {
     );
     assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
 }
+
+#[test]
+fn test_a_trace_ring_out_of_range_is_refused_before_any_lab_is_read() {
+    for events in ["0", "1048577"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_labctl"))
+            .args(["-f", "/nonexistent/labs.yaml", "run", "write-read", "--trace", "t.json"])
+            .args(["--trace-events", events])
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        // clap names the option and the range; the missing labs file is not
+        // reached, nor is the trace file created.
+        assert!(
+            stderr.contains("--trace-events <N>") && stderr.contains("1..=1048576"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("labs.yaml"), "{stderr}");
+    }
+}
