@@ -21,10 +21,10 @@
 //! - [`facts`]: the lab facts every node gets (`lab.env`, hostfile, `/etc/hosts`)
 //!   and the placeholders filled from them.
 //! - [`provision`]: rxe setup and agent deployment on a node.
-//! - [`params`]: what a user asked for → run options: [`params::WorkloadRequest`]
-//!   is the one type of a run's request, `labctl run`'s flags (its field docs
-//!   are their help, defaults and help texts from the workload catalogue) and
-//!   what a suite's `workload:` step becomes.
+//! - [`params`]: what a user asked for → run options: a
+//!   `lab_model::request::WorkloadRequest` (the one type of a run's request,
+//!   `labctl run`'s flags and a suite's `workload:` step) becomes the
+//!   agents' parameters, with the workload catalogue's defaults.
 //! - [`run`]: one workload across two nodes, its record and where it is saved.
 //! - [`collective`]: one collective across the lab's nodes, a rank per node.
 //! - [`doctor`]: `labctl doctor`: each node's fabric and each pair's data path checked.

@@ -68,7 +68,7 @@ use crate::scalar::*;
 // ---------------------------------------------------------------------------
 
 /// A parsed and checked labs file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LabsFile {
     /// Where it was read from (used in messages).
     pub path: PathBuf,
@@ -90,7 +90,7 @@ struct Document {
 }
 
 /// One lab: a provider, a fabric and a list of nodes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabSpec {
     /// The lab's name, unique in the file: lowercase letters, digits and `-`,

@@ -20,6 +20,8 @@
 //!   (`DEFAULT_*`, `*_RANGE`); private modules check single scalars while
 //!   the parser points at them and carry problems through serde.
 //! - [`builtin`]: the labs used when there is no labs.yaml (`labctl init` writes them).
+//! - [`request`]: a workload run as asked for, `labctl run`'s flags and a suite
+//!   step's fields in one type.
 //! - [`suite`]: `labctl ci` suites (a lab's `ci:` section or a suite file).
 //! - [`copy_location`]: where a copied file is: `NODE:PATH`, `@all:PATH` or a local path (cp, copy/collect steps).
 //! - [`expect`]: `expect:`, what a lab must deliver (node facts, workload figures).
@@ -29,6 +31,7 @@
 pub mod builtin;
 pub mod copy_location;
 pub mod expect;
+mod fields;
 pub mod jump;
 pub mod labs;
 mod limits;
@@ -36,6 +39,7 @@ mod located;
 mod memory;
 mod network;
 mod problem;
+pub mod request;
 mod scalar;
 pub mod size;
 pub mod suite;

@@ -34,10 +34,10 @@ use schemars::JsonSchema;
 use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use shorthand::{NoLongForm, Shorthand};
-use workload_catalogue::{Cm, Completion, Fault};
 
 use crate::located::{parse_located, DocumentKind};
 use crate::problem::Problem;
+use crate::request::WorkloadRequest;
 
 /// Seconds one step may run when it does not say: what a run gets.
 pub const DEFAULT_TIMEOUT_S: u64 = workload_catalogue::limits::DEFAULT_TIMEOUT_S;
@@ -107,7 +107,7 @@ pub enum SuiteError {
 }
 
 /// A suite: the steps of one `labctl ci`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Suite {
     /// The steps, in order. Each becomes one JUnit test case. (`workloads:`
@@ -135,7 +135,7 @@ fn workload_name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// `exec` and `pair` says what it does; `name`, `setup` and `timeout_s`
 /// apply to every kind; the other fields are those of `labctl run` and
 /// apply to `workload` steps only.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuiteStep {
     /// The test case's name, unique in the suite. Default: the workload, or
@@ -160,11 +160,7 @@ pub struct SuiteStep {
 
     /// A workload of `labctl run`: a pair (between `server` and `client`)
     /// or a collective (across `nodes`, one rank each).
-    #[serde(
-        default,
-        deserialize_with = "de_some_workload",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "workload_name_schema")]
     pub workload: Option<String>,
     /// Files from this machine to nodes.
@@ -181,77 +177,11 @@ pub struct SuiteStep {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair: Option<PairStep>,
 
-    /// workload: the passive node. Default: `server`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server: Option<String>,
-    /// workload: the active node. Default: `client`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<String>,
-    /// collective: the ranks' nodes, in rank order. Default: every node of the lab.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<Vec<String>>,
-    /// collective: ranks on each node. Default: 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
-    pub ranks_per_node: Option<u32>,
-    /// broadcast, incast: the node of the root rank. Default: the first rank's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root: Option<String>,
-    /// collective: untimed (but verified) operations before the timed ones. Default: 2.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warmup: Option<u32>,
-    /// workload: message size in bytes. Default: the workload's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<u64>,
-    /// workload: operations. Default: the workload's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iterations: Option<u64>,
-    /// workload: run for this many seconds instead of a number of operations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_s: Option<u64>,
-    /// workload: connection setup, `rdma_cm` (default) or `oob`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cm: Option<Cm>,
-    /// workload: completions, `poll`, `event` or `auto`. Default: the workload's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completion: Option<Completion>,
-    /// workload: number of QPs. Default: the workload's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qps: Option<u32>,
-    /// workload: send queue depth (perftest's `-t`). Default: the workload's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tx_depth: Option<u32>,
-    /// workload: one completion every this many operations (perftest's `-Q`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cq_moderation: Option<u32>,
-    /// workload: work requests posted per call (perftest's `-l`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub post_list: Option<u32>,
-    /// workload: bytes sent inline (perftest's `-I`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub inline_size: Option<u32>,
-    /// workload bulk-rdma, bulk-tcp: bytes to move in `size` chunks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total: Option<u64>,
-    /// workload, negative test: a fault to inject (`skip`, `corrupt`). The
-    /// run's verdict catches it, so the step fails (and is not retried).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fault: Option<Fault>,
-    /// workload send-recv: answer every message.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub ping_pong: bool,
-    /// workload write-imm: number of batches.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batches: Option<u32>,
-    /// workload: seed of the payload pattern. Default: 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    /// workload, negative test: the client uses a corrupted rkey, so the run fails.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub corrupt_rkey: bool,
-    /// fabric-* workloads: the libfabric provider. Default: from the lab's fabric.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provider: Option<String>,
+    /// workload: the run's parameters, the fields of `labctl run`'s flags
+    /// (`size`, `iterations`, `qps`, `server`, `nodes`, ...), each unset one
+    /// leaving the workload's default.
+    #[serde(flatten)]
+    pub request: WorkloadRequest,
     /// workload (verbs, fabric-* and collectives): record a trace of both
     /// nodes (every rank), as `labctl run --trace` does, written next to the
     /// run's record; the summary and the report name the file.
@@ -526,10 +456,6 @@ enum PairSideSchema {
 
 // --- deserializers: checks while the parser points at the value -----------
 
-fn de_some_workload<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    crate::scalar::de_workload(d).map(Some)
-}
-
 fn command(words: Result<String, Vec<String>>) -> Result<CommandSpec, Problem> {
     match words {
         Ok(line) if line.trim().is_empty() => Err(Problem::new(
@@ -657,30 +583,22 @@ impl SuiteStep {
     }
 
     /// The `labctl run` fields given, which only `workload` steps take.
-    fn run_fields(&self) -> Vec<&'static str> {
-        [
-            ("server", self.server.is_some()),
-            ("client", self.client.is_some()),
-            ("nodes", self.nodes.is_some()),
-            ("ranks_per_node", self.ranks_per_node.is_some()),
-            ("root", self.root.is_some()),
-            ("warmup", self.warmup.is_some()),
-            ("size", self.size.is_some()),
-            ("iterations", self.iterations.is_some()),
-            ("duration_s", self.duration_s.is_some()),
-            ("cm", self.cm.is_some()),
-            ("completion", self.completion.is_some()),
-            ("qps", self.qps.is_some()),
-            ("ping_pong", self.ping_pong),
-            ("batches", self.batches.is_some()),
-            ("seed", self.seed.is_some()),
-            ("corrupt_rkey", self.corrupt_rkey),
-            ("provider", self.provider.is_some()),
-            ("trace", self.trace),
-        ]
-        .into_iter()
-        .filter_map(|(key, given)| given.then_some(key))
-        .collect()
+    fn run_fields(&self) -> Vec<String> {
+        let mut given = self.request.given_keys();
+        if self.trace {
+            given.push("trace".into());
+        }
+        given
+    }
+
+    /// The run a `workload` step asks for: its fields, its workload and its
+    /// time limit (`timeout_s`, which every kind of step has).
+    pub fn request(&self) -> WorkloadRequest {
+        WorkloadRequest {
+            workload: self.workload.clone().unwrap_or_default(),
+            timeout: self.timeout_s.map(std::time::Duration::from_secs),
+            ..self.request.clone()
+        }
     }
 
     /// The test case's name: `name:`, else the workload, else the kind and
@@ -706,12 +624,12 @@ impl SuiteStep {
 
     /// workload: the passive node (`server` when the step does not say).
     pub fn server(&self) -> &str {
-        self.server.as_deref().unwrap_or("server")
+        self.request.server.as_deref().unwrap_or("server")
     }
 
     /// workload: the active node (`client` when the step does not say).
     pub fn client(&self) -> &str {
-        self.client.as_deref().unwrap_or("client")
+        self.request.client.as_deref().unwrap_or("client")
     }
 
     /// The step's time limit.
@@ -764,6 +682,7 @@ impl Suite {
 
 mod check;
 mod shorthand;
+mod step_fields;
 
 #[cfg(test)]
 mod tests;

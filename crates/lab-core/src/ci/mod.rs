@@ -42,8 +42,9 @@ use self::step::StepOutcome;
 use crate::collective::run_collective_traced;
 use crate::facts::LabFacts;
 use crate::lab::Lab;
-use crate::params::WorkloadRequest;
+use crate::params::{collective_options, run_options};
 use crate::run::{run_workload_traced, RunError};
+use lab_model::request::WorkloadRequest;
 
 /// Where a suite's files are.
 #[derive(Debug, Clone)]
@@ -310,11 +311,11 @@ async fn run_step(
 /// A workload step: a `labctl run`; it passes when both sides (every
 /// rank) verified.
 async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> StepOutcome {
-    let request = WorkloadRequest::from(step);
+    let request = step.request();
     if workload_catalogue::find(&request.workload).is_some_and(|w| w.shape.collective().is_some()) {
         return run_collective_step(lab, step, &request).await;
     }
-    let opts = match request.run_options() {
+    let opts = match run_options(&request) {
         Ok(opts) => opts,
         Err(e) => return StepOutcome::failed(e.to_string()),
     };
@@ -341,7 +342,7 @@ async fn run_workload_step(lab: &Lab, step: &lab_model::suite::SuiteStep) -> Ste
 
 /// A collective step: a `labctl run COLLECTIVE` across the step's nodes.
 async fn run_collective_step(lab: &Lab, step: &lab_model::suite::SuiteStep, request: &WorkloadRequest) -> StepOutcome {
-    let mut opts = match request.collective_options() {
+    let mut opts = match collective_options(request) {
         Ok(opts) => opts,
         Err(e) => return StepOutcome::failed(e.to_string()),
     };

@@ -86,7 +86,7 @@ impl Suite {
                         format!("`{field}` applies to workload steps, not to `{}`", kind.key()),
                         format!(
                             "remove `{field}`{}",
-                            if matches!(kind, StepKind::Pair(_)) && matches!(*field, "server" | "client") {
+                            if matches!(kind, StepKind::Pair(_)) && matches!(field.as_str(), "server" | "client") {
                                 " here and set the node inside pair, like `server: {node: n1, run: ...}`"
                             } else {
                                 ""
@@ -99,7 +99,7 @@ impl Suite {
                 StepKind::Workload(workload) => {
                     let entry = workload_catalogue::find(workload).expect("checked while parsing");
                     if entry.shape.collective().is_some() {
-                        if let Some(role) = [("server", &step.server), ("client", &step.client)]
+                        if let Some(role) = [("server", &step.request.server), ("client", &step.request.client)]
                             .into_iter()
                             .find_map(|(role, node)| node.as_ref().map(|_| role))
                         {
@@ -112,12 +112,12 @@ impl Suite {
                                     .into(),
                             ));
                         }
-                        for node in step.nodes.iter().flatten() {
+                        for node in step.request.nodes.iter().flatten() {
                             known(index, "nodes:", node)?;
                         }
-                        if let Some(root) = &step.root {
+                        if let Some(root) = &step.request.root {
                             known(index, "root", root)?;
-                            if step.nodes.as_ref().is_some_and(|n| !n.contains(root)) {
+                            if step.request.nodes.as_ref().is_some_and(|n| !n.contains(root)) {
                                 return Err(mismatch(
                                     index,
                                     format!("root `{root}` is not one of the step's nodes"),
@@ -125,10 +125,10 @@ impl Suite {
                                 ));
                             }
                         }
-                        let ranks = step.nodes.as_ref().map_or(nodes.len(), Vec::len)
-                            * step.ranks_per_node.unwrap_or(1).max(1) as usize;
+                        let ranks = step.request.nodes.as_ref().map_or(nodes.len(), Vec::len)
+                            * step.request.ranks_per_node.unwrap_or(1).max(1) as usize;
                         let most = workload_catalogue::limits::MAX_RANKS as usize;
-                        if !(2..=most).contains(&ranks) || step.ranks_per_node == Some(0) {
+                        if !(2..=most).contains(&ranks) || step.request.ranks_per_node == Some(0) {
                             return Err(mismatch(
                                 index,
                                 format!("{workload} would run {ranks} ranks; a collective runs 2 ..= {most}"),
@@ -140,7 +140,7 @@ impl Suite {
                     } else {
                         known(index, "server", step.server())?;
                         known(index, "client", step.client())?;
-                        if step.ranks_per_node.is_some() {
+                        if step.request.ranks_per_node.is_some() {
                             return Err(mismatch(
                                 index,
                                 format!("`ranks_per_node` applies to the collectives, not to {workload}"),
@@ -149,17 +149,8 @@ impl Suite {
                         }
                     }
                     let asks = Asks {
-                        provider: step.provider.is_some(),
-                        total: step.total.is_some(),
                         trace: step.trace,
-                        cm: step.cm,
-                        ping_pong: step.ping_pong,
-                        batches: step.batches.is_some(),
-                        qps: step.qps,
-                        fault: step.fault,
-                        nodes: step.nodes.is_some(),
-                        root: step.root.is_some(),
-                        warmup: step.warmup.is_some(),
+                        ..step.request.asks()
                     };
                     match entry.refuses(&asks) {
                         Some(Refused::Opt(opt)) => {

@@ -291,3 +291,55 @@ fn test_reading_errors_are_located_and_worded_from_their_kind() {
         "suite.yaml:2:12: steps[0].exec: unknown field `rn`; expected one of `nodes`, `run`\n  fix: rename `rn` to `run`"
     );
 }
+
+#[test]
+fn test_a_workload_step_reads_the_fields_of_labctl_run_with_their_positions() {
+    let s = suite(
+        "steps:\n  - name: big\n    workload: bulk-rdma\n    size: 64KiB\n    total: 1.5MiB\n    duration_s: 2.5\n    timeout: 30\n    trace: true\n",
+    )
+    .unwrap();
+    let step = &s.steps[0];
+    assert_eq!(step.name(), "big");
+    assert_eq!((step.request.size, step.request.total), (Some(65536), Some(1_572_864)));
+    assert_eq!(step.request.duration_s, Some(2.5));
+    assert!(step.trace);
+    let request = step.request();
+    assert_eq!(request.workload, "bulk-rdma");
+    assert_eq!(request.timeout, Some(std::time::Duration::from_secs(30)));
+
+    let at = |text: &str| suite(text).unwrap_err().to_string();
+    assert_eq!(
+        at("steps:\n  - workload: read\n    qps: many\n"),
+        "suite.yaml:3:10: steps[0].qps: must be a whole number from 0 to 4294967295, found the text \"many\"\n  fix: write it like `qps: 10` (see docs/cmd/ci.md)"
+    );
+    let e = at("steps:\n  - workload: read\n    iteratons: 3\n");
+    assert!(
+        e.starts_with("suite.yaml:3:5: steps[0]: unknown field `iteratons`; expected one of `name`,")
+            && e.contains("`trace`")
+            && e.ends_with("fix: rename `iteratons` to `iterations`"),
+        "{e}"
+    );
+    let e = at("steps:\n  - exec: ls\n    retires: 1\n");
+    assert!(e.ends_with("fix: rename `retires` to `retries`"), "{e}");
+    // The command line's own options are not a step's.
+    let e = at("steps:\n  - workload: read\n    counters: true\n");
+    assert!(e.contains("unknown field `counters`"), "{e}");
+}
+
+#[test]
+fn test_every_run_field_is_refused_on_a_step_of_another_kind() {
+    for field in [
+        "tx_depth: 4",
+        "fault: skip",
+        "total: 1MiB",
+        "inline_size: 64",
+        "seed: 3",
+    ] {
+        let key = field.split(':').next().unwrap();
+        let e = check(&format!("steps:\n  - exec: ls\n    {field}\n")).unwrap_err();
+        assert!(
+            e.contains(&format!("`{key}` applies to workload steps, not to `exec`")),
+            "{e}"
+        );
+    }
+}

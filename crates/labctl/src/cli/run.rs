@@ -4,8 +4,9 @@
 use std::process::ExitCode;
 
 use clap::Args as ClapArgs;
-use lab_core::params::WorkloadRequest;
+use lab_core::params::run_options;
 use lab_core::run::run_workload_traced;
+use lab_model::request::WorkloadRequest;
 use lab_results::run::RunRecord;
 use lab_results::trace::TraceContext;
 use workload_catalogue::limits::{DEFAULT_TRACE_EVENTS, MAX_TRACE_EVENTS};
@@ -47,7 +48,7 @@ pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let opts = run.request.run_options()?;
+    let opts = run_options(&run.request)?;
     let mut opts = opts;
     // Opened before the run: a path that cannot be written fails now, not after it.
     let trace_file = TraceFile::asked(run.trace.as_deref(), run.trace_events, &mut opts.params)?;

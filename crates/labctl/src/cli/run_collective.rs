@@ -16,7 +16,7 @@ use super::trace_file::{settle, TraceFile};
 
 /// Runs the collective `run` asks for and prints it.
 pub async fn run(args: &GlobalArgs, run: &RunArgs) -> anyhow::Result<ExitCode> {
-    let mut opts = run.request.collective_options()?;
+    let mut opts = lab_core::params::collective_options(&run.request)?;
     // Opened before the run: a path that cannot be written fails now, not after it.
     let trace_file = TraceFile::asked(run.trace.as_deref(), run.trace_events, &mut opts.params)?;
     let lab = open_lab(args)?;

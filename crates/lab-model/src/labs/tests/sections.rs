@@ -122,7 +122,7 @@ fn test_ci_section_is_a_suite() {
     let suite = lab.ci.unwrap();
     assert_eq!(suite.steps.len(), 2);
     assert_eq!(
-        (suite.steps[1].name(), suite.steps[1].size),
+        (suite.steps[1].name(), suite.steps[1].request.size),
         ("bw".to_string(), Some(65536))
     );
     let bad = text.replace("write-bw", "write-bq");
