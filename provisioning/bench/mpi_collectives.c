@@ -12,7 +12,8 @@
  *
  *   mpi_collectives COLLECTIVE SIZE_BYTES ITERATIONS WARMUP SEED
  *
- * COLLECTIVE: allreduce | allgather | reduce-scatter | alltoall | broadcast.
+ * COLLECTIVE: allreduce | allgather | reduce-scatter | reduce | alltoall | broadcast
+ * (reduce and broadcast with rank 0 as the root).
  * Rank 0 prints one line of JSON:
  *   {"collective":"allreduce","world":4,"size":1048576,"iterations":5,
  *    "time_us":...,"wrong":0,"checked":...}
@@ -46,8 +47,8 @@ int main(int argc, char **argv) {
     uint64_t seed = strtoull(argv[5], NULL, 10);
     int allreduce = !strcmp(op, "allreduce"), allgather = !strcmp(op, "allgather"),
         reduce_scatter = !strcmp(op, "reduce-scatter"), alltoall = !strcmp(op, "alltoall"),
-        broadcast = !strcmp(op, "broadcast");
-    if (!(allreduce || allgather || reduce_scatter || alltoall || broadcast)) {
+        reduce = !strcmp(op, "reduce"), broadcast = !strcmp(op, "broadcast");
+    if (!(allreduce || allgather || reduce_scatter || reduce || alltoall || broadcast)) {
         if (rank == 0) fprintf(stderr, "unknown collective %s\n", op);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -66,6 +67,7 @@ int main(int argc, char **argv) {
         if (allreduce) MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         else if (allgather) MPI_Allgather(in + rank * block, (int)block, MPI_FLOAT, out, (int)block, MPI_FLOAT, MPI_COMM_WORLD);
         else if (reduce_scatter) MPI_Reduce_scatter_block(in, out + rank * block, (int)block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        else if (reduce) MPI_Reduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
         else if (alltoall) MPI_Alltoall(in, (int)block, MPI_FLOAT, out, (int)block, MPI_FLOAT, MPI_COMM_WORLD);
         else {
             if (rank == 0) memcpy(out, in, count * 4);
@@ -73,10 +75,12 @@ int main(int argc, char **argv) {
         }
         double took = MPI_Wtime() - t0;
         if (k >= warmup) total += took;
-        uint64_t from = reduce_scatter ? rank * block : 0, to = reduce_scatter ? (rank + 1) * block : count;
+        /* reduce-scatter's rank holds its block; reduce's root (rank 0) the result, the others nothing. */
+        uint64_t from = reduce_scatter ? rank * block : 0,
+                 to = reduce_scatter ? (rank + 1) * block : (reduce && rank != 0) ? 0 : count;
         for (uint64_t e = from; e < to; e++) {
             float want;
-            if (allreduce || reduce_scatter) {
+            if (allreduce || reduce_scatter || reduce) {
                 uint32_t s = 0;
                 for (int q = 0; q < world; q++) s += (uint32_t)input_value(seed, q, e);
                 want = (float)s;

@@ -13,10 +13,11 @@ use crate::packages::ensure_up;
 use crate::util::{check, Labctl, Run};
 
 /// Every collective of the catalogue, with whether it takes `--root`.
-const COLLECTIVES: [(&str, bool); 6] = [
+const COLLECTIVES: [(&str, bool); 7] = [
     ("allreduce", false),
     ("allgather", false),
     ("reduce-scatter", false),
+    ("reduce", true),
     ("alltoall", false),
     ("broadcast", true),
     ("incast", true),
@@ -26,9 +27,10 @@ const COLLECTIVES: [(&str, bool); 6] = [
 fn bus_factor(collective: &str, n: f64) -> f64 {
     match collective {
         "allreduce" => 2.0 * (n - 1.0) / n,
-        "broadcast" => 1.0,
+        "broadcast" | "reduce" => 1.0,
         "incast" => n - 1.0,
-        _ => (n - 1.0) / n,
+        "allgather" | "reduce-scatter" | "alltoall" => (n - 1.0) / n,
+        other => panic!("no bus factor for {other}"),
     }
 }
 
@@ -430,7 +432,7 @@ fn test_two_ranks_per_node_and_bad_rank_choices(lab: &Labctl) -> Result<(), Fail
         ),
         (
             vec!["run", "allreduce", "--root", "n1"],
-            "--root applies to broadcast, incast",
+            "--root applies to reduce, broadcast, incast",
         ),
         (
             vec!["run", "allreduce", "--server", "n1"],

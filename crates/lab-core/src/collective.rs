@@ -51,7 +51,7 @@ pub struct CollectiveOptions {
     pub nodes: Vec<String>,
     /// Ranks on each node: node 1's ranks come first, then node 2's ...
     pub ranks_per_node: u32,
-    /// broadcast, incast: the node of the root (its first rank); default rank 0.
+    /// The collectives with a root: the node of the root (its first rank); default rank 0.
     pub root: Option<String>,
     /// Untimed operations before the timed ones, per size.
     pub warmup: u32,

@@ -242,7 +242,7 @@ mod tests {
         };
         assert_eq!(
             run_options(&provider).unwrap_err().to_string(),
-            "--provider applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, alltoall, broadcast, incast, not to write-read (verbs workload)"
+            "--provider applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, reduce, alltoall, broadcast, incast, not to write-read (verbs workload)"
         );
         let total = WorkloadRequest {
             workload: "fabric-bw".into(),

@@ -3,7 +3,7 @@
 //! PERFORMANCE.md defines them: the time of an operation is its slowest
 //! rank's, algbw = size / time, busbw = algbw x the collective's factor
 //! (allreduce 2(n-1)/n; allgather, reduce-scatter, alltoall (n-1)/n;
-//! broadcast 1). Bandwidths are in GB/s (10^9 bytes), as nccl-tests prints.
+//! reduce, broadcast 1). Bandwidths are in GB/s (10^9 bytes), as nccl-tests prints.
 
 use agent_proto::v1::{CollectivePoint, SideResult};
 use serde::{Deserialize, Serialize};
@@ -32,7 +32,7 @@ pub struct CollectiveRecord {
     pub transport: String,
     /// Ranks.
     pub world: u32,
-    /// broadcast, incast: the root rank.
+    /// The collectives with a root (`--root`): the root rank.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub root: Option<u32>,
     /// What the run was asked for.

@@ -134,6 +134,10 @@ static REGISTRY: &[Runner] = &[
         op: Collective::ReduceScatter,
     }),
     Runner::Verbs(&CollectiveWorkload {
+        name: "reduce",
+        op: Collective::Reduce,
+    }),
+    Runner::Verbs(&CollectiveWorkload {
         name: "alltoall",
         op: Collective::Alltoall,
     }),

@@ -295,6 +295,11 @@ pub static CATALOGUE: &[Workload] = &[
         "rank r ends with block r of the sum of all ranks' buffers (ring); every element checked",
     ),
     collective(
+        "reduce",
+        Collective::Reduce,
+        "the root ends with the sum of all ranks' float32 buffers, written into it at once; every element checked",
+    ),
+    collective(
         "alltoall",
         Collective::Alltoall,
         "rank r's block j goes to rank j; every element checked",

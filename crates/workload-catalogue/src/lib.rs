@@ -150,7 +150,7 @@ mod tests {
         assert_eq!(w("write-lat").defaults.completion, Completion::Poll);
         assert_eq!(w("read-lat").defaults.completion, Completion::Auto);
         assert!(w("write-lat").reports(Metric::Latency) && !w("write-lat").reports(Metric::Bandwidth));
-        assert_eq!(CATALOGUE.len(), 27);
+        assert_eq!(CATALOGUE.len(), 28);
         let collectives: Vec<&str> = CATALOGUE
             .iter()
             .filter(|w| w.shape.collective().is_some())
@@ -162,12 +162,13 @@ mod tests {
                 "allreduce",
                 "allgather",
                 "reduce-scatter",
+                "reduce",
                 "alltoall",
                 "broadcast",
                 "incast"
             ]
         );
-        assert_eq!(taking(Opt::Root), "broadcast, incast");
+        assert_eq!(taking(Opt::Root), "reduce, broadcast, incast");
         assert!(w("allreduce").takes(Opt::Nodes) && !w("write-read").takes(Opt::Nodes));
     }
 
@@ -179,6 +180,7 @@ mod tests {
         assert_eq!(f(Collective::ReduceScatter), 0.75);
         assert_eq!(f(Collective::Alltoall), 0.75);
         assert_eq!(f(Collective::Broadcast), 1.0);
+        assert_eq!(f(Collective::Reduce), 1.0);
         assert_eq!(f(Collective::Incast), 3.0);
     }
 }

@@ -67,6 +67,9 @@ pub enum Collective {
     Allgather,
     /// Rank r ends with block r of the element-wise sum. Ring, n-1 steps.
     ReduceScatter,
+    /// The root ends with the element-wise sum of all ranks' buffers: every
+    /// other rank writes its buffer into the root at once, and the root adds.
+    Reduce,
     /// Rank r sends its block j to rank j. Pairwise: all n-1 writes posted
     /// at once, each rank to every other.
     Alltoall,
@@ -86,7 +89,7 @@ impl Collective {
         match self {
             Collective::Allreduce => 2.0 * (n - 1.0) / n,
             Collective::Allgather | Collective::ReduceScatter | Collective::Alltoall => (n - 1.0) / n,
-            Collective::Broadcast => 1.0,
+            Collective::Broadcast | Collective::Reduce => 1.0,
             // nccl-tests has no incast; the bytes the root takes in per unit
             // of time are its n-1 senders' sizes.
             Collective::Incast => n - 1.0,
@@ -101,6 +104,7 @@ impl Collective {
             Collective::Alltoall => {
                 "pairwise (one peer per step) from 128 KiB blocks; smaller blocks to every peer at once"
             }
+            Collective::Reduce => "every rank writes to the root at once; the root adds",
             Collective::Broadcast => "root writes to each rank",
             Collective::Incast => "every sender writes to the root at once",
         }
@@ -108,7 +112,7 @@ impl Collective {
 
     /// Whether the operation names a root (`--root`).
     pub const fn has_root(self) -> bool {
-        matches!(self, Collective::Broadcast | Collective::Incast)
+        matches!(self, Collective::Broadcast | Collective::Incast | Collective::Reduce)
     }
 }
 

@@ -45,10 +45,11 @@ const MPI_DIR: &str = "/tmp/labctl-mpi-collectives";
 
 /// Our collectives that Open MPI has, with the MPI call the program times.
 /// (incast has no MPI counterpart.)
-pub const WITH_MPI: [(&str, &str); 5] = [
+pub const WITH_MPI: [(&str, &str); 6] = [
     ("allreduce", "MPI_Allreduce"),
     ("allgather", "MPI_Allgather"),
     ("reduce-scatter", "MPI_Reduce_scatter_block"),
+    ("reduce", "MPI_Reduce"),
     ("alltoall", "MPI_Alltoall"),
     ("broadcast", "MPI_Bcast"),
 ];
@@ -591,7 +592,7 @@ mod tests {
     #[test]
     fn test_pairs_cover_every_collective_with_mpi_and_targets_follow_the_issue() {
         let pairs = collective_pairs(&[], &DEFAULT_COLLECTIVE_SIZES, 4).unwrap();
-        assert_eq!(pairs.len(), 15);
+        assert_eq!(pairs.len(), 18);
         assert!(pairs.iter().all(|p| p.metric == Metric::BusbwGbS));
         let target = |w: &str, size: u64| {
             pairs
@@ -610,6 +611,10 @@ mod tests {
         assert_eq!(
             pairs.iter().find(|p| p.workload == "reduce-scatter").unwrap().tool,
             "MPI_Reduce_scatter_block"
+        );
+        assert_eq!(
+            pairs.iter().find(|p| p.workload == "reduce").unwrap().tool,
+            "MPI_Reduce"
         );
         // Sizes that round to one are one pair.
         let two = collective_pairs(&["alltoall".into()], &[4, 8, 16], 4).unwrap();

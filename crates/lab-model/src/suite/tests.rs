@@ -78,7 +78,7 @@ fn test_suite_must_fit_the_lab() {
     assert!(e.contains("would run 18 ranks"), "{e}");
     let e = check("workloads:\n  - workload: allreduce\n    root: server\n").unwrap_err();
     assert!(
-        e.contains("`root` applies to broadcast, incast, not to allreduce"),
+        e.contains("`root` applies to reduce, broadcast, incast, not to allreduce"),
         "{e}"
     );
     let e = check("workloads:\n  - workload: allreduce\n    qps: 2\n").unwrap_err();
@@ -106,7 +106,7 @@ fn test_suite_must_fit_the_lab() {
     assert!(e.contains("`warmup` applies to workload steps, not to `exec`"), "{e}");
     let e = check("workloads:\n  - workload: read\n    provider: efa\n").unwrap_err();
     assert!(
-        e.contains("`provider` applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, alltoall, broadcast, incast, not to read (verbs workload)"),
+        e.contains("`provider` applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, reduce, alltoall, broadcast, incast, not to read (verbs workload)"),
         "{e}"
     );
     assert!(check("workloads:\n  - workload: fabric-write\n    trace: true\n").is_ok());

@@ -29,7 +29,7 @@ pub enum SuiteArg {
     /// quick plus send-bw, read-lat, send-lat, atomic-lat, and the scaling
     /// series: write-bw and send-bw at 2, 4 and 8 QPs against perftest's -q.
     Full,
-    /// allreduce, allgather, reduce-scatter, alltoall, broadcast on every node
+    /// allreduce, allgather, reduce-scatter, reduce, alltoall, broadcast on every node
     /// against Open MPI's (the nodes need openmpi-bin, libopenmpi-dev, gcc and
     /// node_ssh), at 8 B, 64 KiB and 1 MiB (--sizes), and write-bw as the link's ceiling.
     Collectives,
@@ -473,7 +473,7 @@ fn print_collectives(r: &BenchRecord) {
         ]);
     }
     table.print();
-    println!("  busbw = size / time per operation x nccl-tests' factor (allreduce 2(n-1)/n; allgather, reduce-scatter, alltoall (n-1)/n; broadcast 1); time = the slowest rank's mean");
+    println!("  busbw = size / time per operation x nccl-tests' factor (allreduce 2(n-1)/n; allgather, reduce-scatter, alltoall (n-1)/n; reduce, broadcast 1); time = the slowest rank's mean");
     println!("  ratio = ours median busbw / Open MPI's (higher is better); time ratio = ours median time / Open MPI's (lower is better: the latency at small sizes)");
     if let Some(ceiling) = &c.ceiling {
         match (ceiling.sample.value, ceiling.gb_s, &ceiling.sample.error) {

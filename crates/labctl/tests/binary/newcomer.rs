@@ -121,7 +121,7 @@ fn test_a_flag_of_another_workload_is_bad_input_before_anything_runs() {
     for (args, says) in [
         (
             &["run", "write-read", "--provider", "efa"][..],
-            "--provider applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, alltoall, broadcast, incast, not to write-read (verbs workload)",
+            "--provider applies to fabric-write, fabric-bw, fabric-lat, allreduce, allgather, reduce-scatter, reduce, alltoall, broadcast, incast, not to write-read (verbs workload)",
         ),
         (
             &["run", "fabric-bw", "--total", "1MiB"][..],

@@ -115,14 +115,11 @@ async fn agents() -> (Vec<Client>, Vec<tokio::sync::oneshot::Sender<()>>) {
 async fn test_every_collective_verifies_over_libfabric_at_three_sizes() {
     let (mut agents, _stops) = agents().await;
     // Under a page, 1 MiB, and one whose elements are no multiple of the ranks.
-    for workload in [
-        "allreduce",
-        "allgather",
-        "reduce-scatter",
-        "alltoall",
-        "broadcast",
-        "incast",
-    ] {
+    let collectives = workload_catalogue::CATALOGUE
+        .iter()
+        .filter(|w| w.shape.collective().is_some())
+        .map(|w| w.name);
+    for workload in collectives {
         for size in [1000u64, 1 << 20, 4 * 1027] {
             let id = format!("{workload}-{size}");
             let results = run(&mut agents, &id, workload, size, Fault::None).await;
@@ -145,9 +142,9 @@ async fn test_every_collective_verifies_over_libfabric_at_three_sizes() {
     }
 }
 
-/// An incast sender holds no result.
+/// An incast's or a reduce's sender holds no result (rank 2 is the root).
 fn checks_nothing(workload: &str, rank: usize) -> bool {
-    workload == "incast" && rank != 2
+    matches!(workload, "incast" | "reduce") && rank != 2
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -165,6 +162,8 @@ async fn test_a_fault_fails_the_rank_it_reaches_naming_the_element() {
         ("alltoall", Fault::Corrupt, 1 << 20),
         ("alltoall", Fault::Skip, 1 << 20),
         ("broadcast", Fault::Skip, 4096),
+        ("reduce", Fault::Corrupt, 4096),
+        ("reduce", Fault::Skip, 4096),
     ] {
         let id = format!("{workload}-{fault:?}-{size}");
         let results = run(&mut agents, &id, workload, size, fault).await;

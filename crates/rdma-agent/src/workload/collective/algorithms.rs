@@ -1,6 +1,6 @@
 //! What each collective does on the wire, one operation on one rank: the
 //! writes it posts, to which peers and where, and the arrivals it waits
-//! for (ring, recursive doubling, pairwise, at once), with the switches
+//! for (ring, recursive doubling, pairwise, at once, into a root), with the switches
 //! between them. It knows nothing of the run around an operation (the
 //! poison, the barrier, the timing, the check): that is `collective`'s.
 
@@ -188,23 +188,52 @@ pub(super) fn run_op(
         }
         Collective::Incast => {
             if rank == shape.root {
-                // In whatever order the senders' data lands.
-                let mut waiting: Vec<usize> = (0..n).filter(|q| *q != rank).collect();
-                while !waiting.is_empty() {
-                    let before = waiting.len();
-                    waiting.retain(|q| !net.arrived(*q, Imm::data(0)));
-                    if waiting.len() == before {
-                        let pending = waiting.clone();
-                        net.pump(t, || format!("{what}: data from ranks {pending:?}"))?;
-                    }
-                }
+                wait_for_every_sender(t, net, n, rank, what)?;
             } else {
                 let to = (rank * shape.count * ELEMENT) as u64;
                 net.write(t, shape.root, inp(0..shape.count), to, Imm::data(0))?;
             }
         }
+        Collective::Reduce => {
+            // Each sender's buffer lands in its own staging slot of the
+            // root; the root then adds them to its own input.
+            let len = shape.count * ELEMENT;
+            if rank == shape.root {
+                wait_for_every_sender(t, net, n, rank, what)?;
+                let (input, exposed) = t.regions_mut();
+                let (output, staging) = exposed.split_at_mut(layout.staging);
+                output[..len].copy_from_slice(&input[..len]);
+                for q in (0..n).filter(|q| *q != rank) {
+                    elements::add_assign(&mut output[..len], &staging[q * len..(q + 1) * len]);
+                }
+            } else {
+                let to = (layout.staging + rank * len) as u64;
+                net.write(t, shape.root, inp(0..shape.count), to, Imm::data(0))?;
+            }
+        }
     }
     net.drain(t, what)
+}
+
+/// A root's wait for the one write of every other rank, in whatever order
+/// they land.
+fn wait_for_every_sender(
+    t: &mut dyn Transport,
+    net: &mut Net,
+    world: usize,
+    root: usize,
+    what: &str,
+) -> Result<(), SessionError> {
+    let mut waiting: Vec<usize> = (0..world).filter(|q| *q != root).collect();
+    while !waiting.is_empty() {
+        let before = waiting.len();
+        waiting.retain(|q| !net.arrived(*q, Imm::data(0)));
+        if waiting.len() == before {
+            let pending = waiting.clone();
+            net.pump(t, || format!("{what}: data from ranks {pending:?}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// A rank's place in a ring: its neighbours and the operation's steps.

@@ -22,7 +22,7 @@ pub struct OpShape {
     pub op: Collective,
     /// Ranks taking part.
     pub world: usize,
-    /// The broadcast's source, the incast's sink.
+    /// The broadcast's source, the incast's and the reduce's sink.
     pub root: usize,
     /// Elements of the operation's size (see [`elements_of`]).
     pub count: usize,
@@ -62,11 +62,12 @@ impl OpShape {
     }
 
     /// The elements of this rank's result that are checked: all of them,
-    /// its own chunk for reduce-scatter, nothing on an incast sender.
+    /// its own chunk for reduce-scatter, nothing on an incast's or a
+    /// reduce's sender.
     pub fn checked_range(&self, rank: usize) -> std::ops::Range<usize> {
         match self.op {
             Collective::ReduceScatter => self.chunk(rank),
-            Collective::Incast if rank != self.root => 0..0,
+            Collective::Incast | Collective::Reduce if rank != self.root => 0..0,
             Collective::Incast => 0..self.count * self.world,
             _ => 0..self.count,
         }
@@ -76,7 +77,7 @@ impl OpShape {
     pub fn expected(&self, seed: u64, rank: usize, e: usize) -> f32 {
         let sum = |e: usize| -> f32 { (0..self.world).map(|q| input_value(seed, q, e) as u32).sum::<u32>() as f32 };
         match self.op {
-            Collective::Allreduce | Collective::ReduceScatter => sum(e),
+            Collective::Allreduce | Collective::ReduceScatter | Collective::Reduce => sum(e),
             Collective::Allgather => input_value(seed, self.chunk_of(e), e),
             Collective::Alltoall => {
                 let b = self.block();
@@ -229,6 +230,8 @@ mod tests {
                     }
                     out
                 }
+                Collective::Reduce if r == s.root => sum.clone(),
+                Collective::Reduce => vec![0xFFu8; s.count * ELEMENT],
                 Collective::Broadcast => inputs[s.root].clone(),
                 Collective::Incast => {
                     let mut out = vec![0xFFu8; s.count * s.world * ELEMENT];
@@ -243,18 +246,16 @@ mod tests {
             .collect()
     }
 
-    const ALL: [Collective; 6] = [
-        Collective::Allreduce,
-        Collective::Allgather,
-        Collective::ReduceScatter,
-        Collective::Alltoall,
-        Collective::Broadcast,
-        Collective::Incast,
-    ];
+    /// Every collective of the catalogue.
+    fn all() -> impl Iterator<Item = Collective> {
+        workload_catalogue::CATALOGUE
+            .iter()
+            .filter_map(|w| w.shape.collective())
+    }
 
     #[test]
     fn test_expected_values_match_the_definition_of_each_collective() {
-        for op in ALL {
+        for op in all() {
             for world in [2, 3, 4, 7, 16] {
                 for count in [1usize, 5, 64, 1001] {
                     let count = elements_of(op, (count * ELEMENT) as u64, world);

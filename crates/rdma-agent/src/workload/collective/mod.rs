@@ -1,4 +1,4 @@
-//! The collectives (allreduce, allgather, reduce-scatter, alltoall,
+//! The collectives (allreduce, allgather, reduce-scatter, reduce, alltoall,
 //! broadcast, incast): this node's agent is one rank, with one QP (or
 //! libfabric peer) per other rank, QP k facing the k-th other rank in rank
 //! order. How the QPs connect (rdma_cm between the ranks, or the
@@ -101,13 +101,16 @@ fn sizes(params: &WorkloadParams, op: Collective, world: usize) -> Vec<u64> {
 }
 
 /// Bytes of a rank's exposed buffer for `count` elements: output, plus the
-/// reductions' staging area; an incast root's output holds every rank's.
+/// reductions' staging area; an incast root's output holds every rank's, a
+/// reduce root's staging area a slot per rank; their senders expose nothing
+/// that is written (one element, as a region cannot be empty).
 fn exposed_len(op: Collective, rank: usize, world: usize, root: usize, count: usize) -> usize {
     let bytes = count * ELEMENT;
     match op {
         Collective::Allreduce | Collective::ReduceScatter => bytes + staging_len(op, world, count),
         Collective::Incast if rank == root => world * bytes,
-        Collective::Incast => ELEMENT,
+        Collective::Reduce if rank == root => bytes + world * bytes,
+        Collective::Incast | Collective::Reduce => ELEMENT,
         _ => bytes,
     }
 }
@@ -484,7 +487,7 @@ fn fault_rank(shape: &OpShape) -> usize {
         Collective::Allreduce | Collective::Allgather => n - 1,
         Collective::ReduceScatter | Collective::Alltoall => 0,
         Collective::Broadcast => shape.root,
-        Collective::Incast => (shape.root + 1) % n,
+        Collective::Incast | Collective::Reduce => (shape.root + 1) % n,
     }
 }
 
@@ -515,11 +518,14 @@ fn poison(t: &mut dyn Transport, shape: &OpShape, layout: &Layout, rank: usize) 
     let (_, buf) = t.regions_mut();
     let out = match shape.op {
         Collective::Incast if rank == shape.root => shape.world * bytes,
-        Collective::Incast => 0,
+        Collective::Incast | Collective::Reduce if rank != shape.root => 0,
         _ => bytes,
     };
     buf[..out].fill(0xFF);
-    let staging = staging_used(shape.op, shape.world, shape.count);
+    let staging = match shape.op {
+        Collective::Reduce if rank == shape.root => shape.world * bytes,
+        _ => staging_used(shape.op, shape.world, shape.count),
+    };
     if staging > 0 {
         buf[layout.staging..layout.staging + staging].fill(0xFF);
     }
@@ -547,6 +553,9 @@ mod tests {
     fn test_an_incast_root_holds_every_rank_and_its_senders_almost_nothing() {
         assert_eq!(exposed_len(Collective::Incast, 0, 4, 0, 10), 160);
         assert_eq!(exposed_len(Collective::Incast, 1, 4, 0, 10), ELEMENT);
+        // A reduce root: its output, then a staging slot per rank.
+        assert_eq!(exposed_len(Collective::Reduce, 0, 4, 0, 10), 40 + 160);
+        assert_eq!(exposed_len(Collective::Reduce, 2, 4, 0, 10), ELEMENT);
         // The reductions' staging: one buffer for the ring, one per step
         // of recursive doubling (two on four ranks) at its sizes.
         assert_eq!(exposed_len(Collective::Allreduce, 1, 4, 0, 10), 40 + 2 * 40);
