@@ -89,9 +89,9 @@ pub struct BenchArgs {
     /// drawn as bandwidth and latency vs size charts (PNG and SVG).
     #[arg(long, conflicts_with_all = ["orchestration", "suite"])]
     pub sweep: bool,
-    /// --sweep: the message sizes, bytes (default: 2 to 1048576, powers of two);
-    /// --suite collectives: the operations' sizes (default: 8,65536,1048576).
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=(64 << 20)))]
+    /// --sweep: the message sizes, bytes or with a unit, comma separated (default: 2 to 1MiB,
+    /// powers of two); --suite collectives: the operations' sizes (default: 8,64KiB,1MiB).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bench_size)]
     pub sizes: Vec<u64>,
     /// --suite collectives: the transport Open MPI is told to use.
     #[arg(long, value_enum, default_value = "tcp")]
@@ -146,6 +146,19 @@ async fn run_orchestration(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Resu
         print_table(&record);
     }
     Ok(ExitCode::from(record.outcome().exit_status()))
+}
+
+/// The largest size `--sizes` takes: 64 MiB.
+const MAX_BENCH_SIZE: u64 = 64 << 20;
+
+/// One of `--sizes`: bytes, or a number with a unit as `labctl run -s` takes it.
+fn parse_bench_size(text: &str) -> Result<u64, String> {
+    let size = lab_model::size::parse_size(text)?;
+    if (1..=MAX_BENCH_SIZE).contains(&size) {
+        Ok(size)
+    } else {
+        Err(format!("{size} B is not in 1 B ..= 64 MiB"))
+    }
 }
 
 pub async fn run(args: &GlobalArgs, bench: &BenchArgs) -> anyhow::Result<ExitCode> {

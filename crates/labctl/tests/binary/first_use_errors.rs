@@ -64,3 +64,37 @@ fn test_a_trace_ring_out_of_range_is_refused_before_any_lab_is_read() {
         assert!(!stderr.contains("labs.yaml"), "{stderr}");
     }
 }
+
+#[test]
+fn test_bench_sizes_take_units_and_are_refused_out_of_range_before_any_lab_is_read() {
+    let bench = |sizes: &str| {
+        Command::new(env!("CARGO_BIN_EXE_labctl"))
+            .args([
+                "-f",
+                "/nonexistent/labs.yaml",
+                "bench",
+                "--suite",
+                "collectives",
+                "--sizes",
+                sizes,
+            ])
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    for (sizes, says) in [
+        ("8,0", "0 B is not in 1 B ..= 64 MiB"),
+        ("65MiB", "68157440 B is not in"),
+        ("8,4 parsecs", "is not a size"),
+    ] {
+        let out = bench(sizes);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("--sizes <SIZES>") && stderr.contains(says), "{stderr}");
+        assert!(!stderr.contains("labs.yaml"), "{stderr}");
+    }
+    // Sizes with units are read; the missing labs file is what stops it.
+    let out = bench("8,64KiB,1MiB");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("labs.yaml") && !stderr.contains("--sizes"), "{stderr}");
+}
