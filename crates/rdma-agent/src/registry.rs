@@ -268,6 +268,25 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_ring_above_the_limit_is_refused_not_cut_down() {
+        let mut p = params(8);
+        p.trace = Some(agent_proto::v1::TraceOptions {
+            max_events: MAX_TRACE_EVENTS,
+            ..Default::default()
+        });
+        assert_eq!(check(&p, &limits()), Ok(()));
+        p.trace.as_mut().unwrap().max_events = MAX_TRACE_EVENTS + 1;
+        let err = check(&p, &limits()).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "trace.max_events {} is out of range: must be 0 (default {DEFAULT_TRACE_EVENTS}) ..= {MAX_TRACE_EVENTS}",
+                MAX_TRACE_EVENTS + 1
+            )
+        );
+    }
+
+    #[test]
     fn accepts_the_boundaries() {
         assert_eq!(check(&params(1), &limits()), Ok(()));
         assert_eq!(check(&params(DEFAULT_MAX_SIZE), &limits()), Ok(()));

@@ -205,6 +205,8 @@ impl Tracer {
     /// A tracer for a run of `workload` with `opts`, or None when no trace was asked for.
     pub fn for_run(opts: Option<&TraceOptions>, workload: &str) -> Option<Box<Tracer>> {
         let opts = opts?;
+        // A larger ring is refused by the request's check; the bound stays
+        // here for the memory's sake.
         let capacity = match opts.max_events {
             0 => DEFAULT_TRACE_EVENTS,
             n => n.min(MAX_TRACE_EVENTS),

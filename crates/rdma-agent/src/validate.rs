@@ -11,6 +11,7 @@
 use agent_proto::v1::{Fault, WorkloadParams};
 use workload_catalogue::limits::{
     DEFAULT_MAX_SIZE, MAX_BULK_TOTAL, MAX_CONNECT_DELAY_MS, MAX_DURATION_S, MAX_ITERATIONS, MAX_QPS, MAX_TIMEOUT_MS,
+    MAX_TRACE_EVENTS,
 };
 use workload_catalogue::Opt;
 
@@ -219,6 +220,10 @@ pub fn meminfo_field(name: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// `trace.max_events`'s range in words (a unit test keeps it in step with
+/// the catalogue's limits).
+const TRACE_EVENTS_RANGE: &str = "0 (default 65536) ..= 1048576";
+
 /// Checks `params` for a run of the workload `entry` describes (the
 /// registry found it by `params.workload`): the shared checks, what the
 /// entry allows, then the workload's own (`own`).
@@ -317,6 +322,17 @@ pub fn validate(
         1_000_000,
         "0 (default) ..= 1000000",
     )?;
+    if let Some(trace) = &params.trace {
+        // A larger ring is refused, not cut down: the trace would drop events
+        // the request asked to keep.
+        check_range(
+            "trace.max_events",
+            i64::from(trace.max_events),
+            0,
+            i64::from(MAX_TRACE_EVENTS),
+            TRACE_EVENTS_RANGE,
+        )?;
+    }
     check_fault(params, entry)?;
     if params.cq_moderation > 0 && params.tx_depth > 0 && params.cq_moderation > params.tx_depth {
         return Err(ValidationError::FieldOutOfRange {
