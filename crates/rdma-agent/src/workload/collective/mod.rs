@@ -51,13 +51,16 @@ const SWEEP_MIN: u64 = 8;
 /// Bytes of the staging area where peers' partial sums land in one
 /// operation of `count` elements: one buffer for the ring, one per step for
 /// recursive doubling (a later step's partner may write before this rank
-/// has added the earlier step's), none outside the reductions.
-fn staging_used(op: Collective, world: usize, count: usize) -> usize {
+/// has added the earlier step's), a slot per rank on a reduce's root (rank
+/// q's buffer at slot q), none outside the reductions.
+fn staging_used(op: Collective, world: usize, count: usize, is_root: bool) -> usize {
     let bytes = count * ELEMENT;
     if uses_doubling(op, world, count) {
         world.trailing_zeros() as usize * bytes
     } else if matches!(op, Collective::Allreduce | Collective::ReduceScatter) {
         bytes
+    } else if op == Collective::Reduce && is_root {
+        world * bytes
     } else {
         0
     }
@@ -65,8 +68,8 @@ fn staging_used(op: Collective, world: usize, count: usize) -> usize {
 
 /// Bytes of the staging area a run up to `count` elements needs: the most
 /// any of its sizes uses (the largest, or the largest that doubles).
-fn staging_len(op: Collective, world: usize, count: usize) -> usize {
-    staging_used(op, world, count).max(staging_used(op, world, count.min(DOUBLING_MAX / ELEMENT)))
+fn staging_len(op: Collective, world: usize, count: usize, is_root: bool) -> usize {
+    staging_used(op, world, count, is_root).max(staging_used(op, world, count.min(DOUBLING_MAX / ELEMENT), is_root))
 }
 
 /// One collective, run by every rank's agent.
@@ -107,10 +110,11 @@ fn sizes(params: &WorkloadParams, op: Collective, world: usize) -> Vec<u64> {
 fn exposed_len(op: Collective, rank: usize, world: usize, root: usize, count: usize) -> usize {
     let bytes = count * ELEMENT;
     match op {
-        Collective::Allreduce | Collective::ReduceScatter => bytes + staging_len(op, world, count),
         Collective::Incast if rank == root => world * bytes,
-        Collective::Reduce if rank == root => bytes + world * bytes,
-        Collective::Incast | Collective::Reduce => ELEMENT,
+        Collective::Incast | Collective::Reduce if rank != root => ELEMENT,
+        Collective::Allreduce | Collective::ReduceScatter | Collective::Reduce => {
+            bytes + staging_len(op, world, count, rank == root)
+        }
         _ => bytes,
     }
 }
@@ -522,10 +526,7 @@ fn poison(t: &mut dyn Transport, shape: &OpShape, layout: &Layout, rank: usize) 
         _ => bytes,
     };
     buf[..out].fill(0xFF);
-    let staging = match shape.op {
-        Collective::Reduce if rank == shape.root => shape.world * bytes,
-        _ => staging_used(shape.op, shape.world, shape.count),
-    };
+    let staging = staging_used(shape.op, shape.world, shape.count, rank == shape.root);
     if staging > 0 {
         buf[layout.staging..layout.staging + staging].fill(0xFF);
     }
