@@ -190,4 +190,14 @@ mod tests {
             "STEP_KEYS and the request's keys are the step's schema"
         );
     }
+
+    #[test]
+    fn test_every_step_key_is_read_into_the_step() {
+        // A key listed in STEP_KEYS but missing from read_step_value would
+        // panic here (unreachable!), where a parse error is fine.
+        for key in STEP_KEYS {
+            let text = format!("steps:\n  - {key}: ~\n");
+            let _ = crate::suite::Suite::parse(std::path::Path::new("suite.yaml"), &text);
+        }
+    }
 }
