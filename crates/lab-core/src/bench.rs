@@ -239,16 +239,36 @@ pub enum BenchEvent<'a> {
 }
 
 /// One pair's samples as its [`schedule`] runs: each run announced, then
-/// stamped with its slot and position in the pair's order and filed by side.
-#[derive(Default)]
+/// stamped with its slot, its position in the pair's order and when it
+/// started, and filed by side.
 struct PairRounds {
+    /// When the bench started: the runs' `at_s` count from it.
+    bench_started: Instant,
+    /// When the run announced last started, seconds after `bench_started`.
+    run_started_s: f64,
     reference: Vec<Sample>,
     ours: Vec<Sample>,
 }
 
 impl PairRounds {
+    fn new(bench_started: Instant) -> Self {
+        Self {
+            bench_started,
+            run_started_s: 0.0,
+            reference: Vec::new(),
+            ours: Vec::new(),
+        }
+    }
+
     /// Says which tool of `spec` runs in `slot`, and returns it.
-    fn announce<'a>(label: &str, spec: &'a PairSpec, slot: Slot, on_event: &mut impl FnMut(BenchEvent<'_>)) -> &'a str {
+    fn announce<'a>(
+        &mut self,
+        label: &str,
+        spec: &'a PairSpec,
+        slot: Slot,
+        on_event: &mut impl FnMut(BenchEvent<'_>),
+    ) -> &'a str {
+        self.run_started_s = self.bench_started.elapsed().as_secs_f64();
         let tool = match slot.side {
             Side::Reference => &spec.tool,
             Side::Ours => &spec.workload,
@@ -273,6 +293,7 @@ impl PairRounds {
         sample.round = slot.round;
         sample.warmup = slot.warmup;
         sample.position = Some(position);
+        sample.at_s = Some(self.run_started_s);
         on_event(BenchEvent::Done { tool, sample: &sample });
         match slot.side {
             Side::Reference => self.reference.push(sample),
@@ -407,10 +428,16 @@ pub async fn run_bench(
     let state = lab.state()?;
     let started_at = now_rfc3339();
     let started = Instant::now();
-    let (server_dev, client_dev) = futures::try_join!(
-        node_data_path(lab, &state, &opts.server),
-        node_data_path(lab, &state, &opts.client)
-    )?;
+    let (paths, client_uptime_s) = futures::join!(
+        async {
+            futures::try_join!(
+                node_data_path(lab, &state, &opts.server),
+                node_data_path(lab, &state, &opts.client)
+            )
+        },
+        uptime_s(lab, &opts.client)
+    );
+    let (server_dev, client_dev) = paths?;
     let mut version = Vec::new();
     let _ = lab
         .exec(
@@ -433,11 +460,11 @@ pub async fn run_bench(
             // `-n` is the one-QP count; a scaling point spreads it over its QPs.
             spec.iterations = (n / u64::from(spec.qps.max(1))).max(1);
         }
-        let mut rounds = PairRounds::default();
+        let mut rounds = PairRounds::new(started);
         let mut ours_cmd = String::new();
         let label = spec.label();
         for (position, slot) in (0u32..).zip(schedule(opts.warmup, opts.rounds.max(1))) {
-            let tool = PairRounds::announce(&label, &spec, slot, &mut on_event);
+            let tool = rounds.announce(&label, &spec, slot, &mut on_event);
             let sample = match slot.side {
                 Side::Reference => run_reference(lab, opts, &spec, &devs, &mut port, slot.round).await,
                 Side::Ours => {
@@ -470,6 +497,7 @@ pub async fn run_bench(
             (devs[1].device.clone(), devs[1].gid_index),
         ],
         started_at,
+        client_uptime_s,
         duration_s: started.elapsed().as_secs_f64(),
         failures: Failures::of(&pairs),
         pairs,
@@ -481,6 +509,17 @@ pub async fn run_bench(
     };
     record.saved_to = Some(save(lab, &record)?.display().to_string());
     Ok(record)
+}
+
+/// `node`'s time since boot, from its `/proc/uptime`; None if it did not say.
+async fn uptime_s(lab: &Lab, node: &str) -> Option<f64> {
+    let mut out = Vec::new();
+    lab.exec(node, &RemoteCommand::script("cat /proc/uptime"), |_, d| {
+        out.extend_from_slice(d)
+    })
+    .await
+    .ok()?;
+    String::from_utf8_lossy(&out).split_whitespace().next()?.parse().ok()
 }
 
 /// The figures of the lab's `expect:` (or `--expect`'s), each by a run of

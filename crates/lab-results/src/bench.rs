@@ -212,6 +212,11 @@ pub struct Sample {
     /// from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<u32>,
+    /// Seconds from the bench's start to this run's start; with the
+    /// record's `client_uptime_s`, how long the node had been up when the
+    /// run started. None in records from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_s: Option<f64>,
     /// A collective (both sides): the time per operation, algbw and what
     /// was checked; `value` is its busbw.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -343,6 +348,12 @@ pub struct BenchRecord {
     pub perftest_device: [(String, u32); 2],
     /// Start time, RFC 3339.
     pub started_at: String,
+    /// The client's time since boot (its `/proc/uptime`) when the bench
+    /// started: a freshly booted node keeps getting faster for minutes, and
+    /// this plus a sample's `at_s` places each run on that curve. None when
+    /// the node did not say, and in records from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_uptime_s: Option<f64>,
     /// Wall time, seconds.
     pub duration_s: f64,
     /// The pairs.

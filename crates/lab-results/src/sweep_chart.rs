@@ -149,6 +149,7 @@ mod tests {
             perftest_version: "6.06".into(),
             perftest_device: [("rxe0".into(), 1), ("rxe0".into(), 1)],
             started_at: String::new(),
+            client_uptime_s: None,
             duration_s: 1.0,
             pairs,
             agent_rss: Vec::new(),

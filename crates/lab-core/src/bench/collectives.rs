@@ -31,7 +31,7 @@ use workload_catalogue::Collective;
 use super::options::{BenchError, BenchOptions, MpiTransport};
 use super::parse::parse_mpi_collectives;
 use super::reference::{node_data_path, DataPath};
-use super::{agent_rss, run_ours, schedule, suite, BenchEvent, PairRounds, Side};
+use super::{agent_rss, run_ours, schedule, suite, uptime_s, BenchEvent, PairRounds, Side};
 use crate::collective::{run_collective, CollectiveOptions};
 use crate::facts::HOSTFILE_PATH;
 use crate::lab::Lab;
@@ -453,11 +453,17 @@ pub async fn run_collectives_bench(
     let started_at = now_rfc3339();
     let started = Instant::now();
     let first = &nodes[0];
-    let (first_dev, server_dev, client_dev) = futures::try_join!(
-        node_data_path(lab, &state, first),
-        node_data_path(lab, &state, &opts.server),
-        node_data_path(lab, &state, &opts.client)
-    )?;
+    let (paths, client_uptime_s) = futures::join!(
+        async {
+            futures::try_join!(
+                node_data_path(lab, &state, first),
+                node_data_path(lab, &state, &opts.server),
+                node_data_path(lab, &state, &opts.client)
+            )
+        },
+        uptime_s(lab, &opts.client)
+    );
+    let (first_dev, server_dev, client_dev) = paths?;
     let mut version = Vec::new();
     lab.exec(first, &RemoteCommand::script("mpirun --version 2>&1"), |_, d| {
         version.extend_from_slice(d)
@@ -486,10 +492,10 @@ pub async fn run_collectives_bench(
     let mut pairs = Vec::new();
     for spec in specs {
         let label = spec.label();
-        let mut rounds = PairRounds::default();
+        let mut rounds = PairRounds::new(started);
         let mut ours_cmd = String::new();
         for (position, slot) in (0u32..).zip(schedule(opts.warmup, opts.rounds.max(1))) {
-            let tool = PairRounds::announce(&label, &spec, slot, &mut on_event);
+            let tool = rounds.announce(&label, &spec, slot, &mut on_event);
             let sample = match slot.side {
                 Side::Reference => run_mpi(lab, first, &mpirun, &spec, seed, opts.timeout).await,
                 Side::Ours => {
@@ -548,6 +554,7 @@ pub async fn run_collectives_bench(
             (client_dev.device.clone(), client_dev.gid_index),
         ],
         started_at,
+        client_uptime_s,
         duration_s: started.elapsed().as_secs_f64(),
         failures: Failures::of(&pairs),
         pairs,

@@ -306,6 +306,7 @@ pub async fn run_orchestration(
         perftest_version: String::new(),
         perftest_device: Default::default(),
         started_at,
+        client_uptime_s: None,
         duration_s: started.elapsed().as_secs_f64(),
         pairs: Vec::new(),
         failures: Default::default(),

@@ -473,3 +473,37 @@ fn test_collective_pair_ratios_come_from_both_sides_medians() {
     let f = Failures::of(&[pair]);
     assert_eq!((f.reference_failed, f.ours()), (1, 0));
 }
+
+#[test]
+fn pair_rounds_stamp_each_run_with_its_place_and_when_it_started() {
+    let spec = suite(Suite::Quick)
+        .into_iter()
+        .next()
+        .expect("the quick suite has pairs");
+    let started = Instant::now() - std::time::Duration::from_secs(30);
+    let mut rounds = PairRounds::new(started);
+    let mut events = 0;
+    let mut on_event = |_: BenchEvent<'_>| events += 1;
+    let mut stamped = Vec::new();
+    for (position, slot) in (0u32..).zip(schedule(1, 2)) {
+        let before = started.elapsed().as_secs_f64();
+        let tool = rounds.announce("pair", &spec, slot, &mut on_event);
+        let after = started.elapsed().as_secs_f64();
+        rounds.file(slot, position, tool, Sample::default(), &mut on_event);
+        stamped.push((before, after));
+    }
+    assert_eq!(events, 2 * 6, "a start and a done event per run");
+    let samples: Vec<&Sample> = rounds.reference.iter().chain(&rounds.ours).collect();
+    assert_eq!(samples.len(), 6);
+    for s in samples {
+        let position = s.position.expect("every run has its position") as usize;
+        let at = s.at_s.expect("every run has its start time");
+        let (before, after) = stamped[position];
+        // The bench started 30 s ago: a run's time counts from then, not
+        // from the pair's first run.
+        assert!(
+            at >= 30.0 && before <= at && at <= after,
+            "{at} not in {before}..={after}"
+        );
+    }
+}

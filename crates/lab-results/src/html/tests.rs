@@ -78,6 +78,7 @@ fn bench(id: &str, started_at: &str) -> BenchRecord {
         perftest_version: "6.06".into(),
         perftest_device: [("rxe0".into(), 1), ("rxe0".into(), 1)],
         started_at: started_at.into(),
+        client_uptime_s: None,
         duration_s: 1.0,
         pairs: [2, 4096]
             .iter()

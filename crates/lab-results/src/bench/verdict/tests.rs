@@ -67,6 +67,7 @@ fn bench(pairs: Vec<PairRecord>) -> BenchRecord {
         perftest_version: "6.06".into(),
         perftest_device: Default::default(),
         started_at: String::new(),
+        client_uptime_s: None,
         duration_s: 0.0,
         failures: Failures::of(&pairs),
         pairs,
