@@ -684,11 +684,47 @@ fn test_fabric_bench_pairs_fabric_lat_with_fi_pingpong(lab: &Labctl) -> Result<(
     // fi_pingpong and fabric-lat on the same provider, one warm-up round (the
     // default) then two measured rounds in ABBA order; the record has both,
     // their ratio over the measured rounds, and the warm-up named.
+    let uptime = || -> Result<f64, Failed> {
+        let out = lab.run(&["exec", "client", "--", "cat /proc/uptime"]);
+        let first = out.stdout.split_whitespace().next().unwrap_or_default().to_string();
+        first
+            .parse()
+            .map_err(|_| format!("client uptime: {:?}", out.stdout).into())
+    };
+    let up_before = uptime()?;
     let run = lab.run(&["bench", "--only", "fabric-lat", "--rounds", "2", "-n", "100", "--json"]);
     check(run.code == 0, || {
         format!("labctl bench exited {}:\n{}{}", run.code, run.stdout, run.stderr)
     })?;
+    let up_after = uptime()?;
     let r = run.json()?;
+    // Each run is placed on the client's clock since boot: the bench read
+    // the client's uptime between the two reads here, and its runs started
+    // in their order, after that and before the second read.
+    let client_up = r["client_uptime_s"].as_f64().unwrap_or(-1.0);
+    let mut starts: Vec<(u64, f64)> = ["reference", "ours"]
+        .iter()
+        .flat_map(|side| r["pairs"][0][side]["samples"].as_array().cloned().unwrap_or_default())
+        .map(|s| {
+            (
+                s["position"].as_u64().unwrap_or(u64::MAX),
+                s["at_s"].as_f64().unwrap_or(-1.0),
+            )
+        })
+        .collect();
+    starts.sort_by_key(|&(position, _)| position);
+    check(
+        up_before <= client_up
+            && starts.len() == 6
+            && starts.windows(2).all(|w| w[0].1 < w[1].1)
+            && starts[0].1 >= 0.0
+            && client_up + starts[5].1 <= up_after,
+        || {
+            format!(
+                "client uptime {up_before} .. {up_after} s, the bench's {client_up}, runs (position, at_s) {starts:?}"
+            )
+        },
+    )?;
     let pair = &r["pairs"][0];
     check(
         pair["spec"]["tool"] == "fi_pingpong" && pair["spec"]["provider"] == "tcp;ofi_rxm",
