@@ -37,11 +37,12 @@ step "build: the build, unit tests and end-to-end tests agree on dependency feat
 python3 tests/tools/feature_sets.py
 
 step "fuzz targets: build on stable and replay their corpus"
-# The fuzz crate is a workspace of its own (docs/fuzzing.md); built into the
-# same target directory it reuses the main build's artifacts (about 35 s).
-# Without cargo-fuzz's instrumentation libFuzzer just runs every input once.
+# Built in one command with the build, so that cargo gives the dependencies
+# they share the build's features and reuses its artifacts: only libFuzzer
+# and the targets compile. Without cargo-fuzz's instrumentation libFuzzer
+# just runs every input once.
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
-cargo build --release --locked --manifest-path fuzz/Cargo.toml --target-dir "$target_dir"
+cargo build --release --locked -p labctl -p rdma-agent -p labctl-fuzz
 for fuzz_target in agent_request labs_yaml; do
     "$target_dir/release/$fuzz_target" -runs=0 "fuzz/corpus/$fuzz_target"
 done

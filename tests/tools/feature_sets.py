@@ -3,11 +3,12 @@
 
 Cargo unifies a dependency's features over the packages one command builds,
 so the build (`-p labctl -p rdma-agent`), the unit tests (`--workspace`, with
-dev-dependencies) and the end-to-end tests (`-p lab-tests`) can each pick a
-different feature set for the same crate, and each difference recompiles it
-and everything above it. crates/workspace-hack pins the union; this script
-resolves the three graphs with `cargo tree` and fails, naming the crate and
-the features that differ, when a crate they share would be built twice.
+dev-dependencies), the end-to-end tests (`-p lab-tests`) and the fuzz
+targets (built with the build) can each pick a different feature set for the
+same crate, and each difference recompiles it and everything above it.
+crates/workspace-hack pins the union; this script resolves the four graphs
+with `cargo tree` and fails, naming the crate and the features that differ,
+when a crate they share would be built twice.
 
 Usage: feature_sets.py   (from the repository root; exit 1 on a difference)
 """
@@ -18,6 +19,7 @@ COMMANDS = {
     "build (-p labctl -p rdma-agent)": ["-p", "labctl", "-p", "rdma-agent", "-e", "normal,build"],
     "unit tests (--workspace)": ["--workspace", "-e", "normal,build,dev"],
     "end-to-end (-p lab-tests)": ["-p", "lab-tests", "-e", "normal,build,dev"],
+    "fuzz targets (with the build)": ["-p", "labctl", "-p", "rdma-agent", "-p", "labctl-fuzz", "-e", "normal,build"],
 }
 # Our own crates (and the test-only crate) are compiled per command anyway.
 OURS = ("lab-", "labctl", "rdma-agent", "agent-proto", "fabric", "workload-", "workspace-hack")
@@ -70,7 +72,7 @@ def main() -> int:
             "to crates/workspace-hack/Cargo.toml"
         )
         return 1
-    print("feature sets: the build, the unit tests and the end-to-end tests agree")
+    print("feature sets: the build, the unit tests, the end-to-end tests and the fuzz targets agree")
     return 0
 
 
