@@ -349,8 +349,8 @@ pub struct BenchRecord {
     /// Start time, RFC 3339.
     pub started_at: String,
     /// The client's time since boot (its `/proc/uptime`) when the bench
-    /// started: a freshly booted node keeps getting faster for minutes, and
-    /// this plus a sample's `at_s` places each run on that curve. None when
+    /// started: a freshly booted node can keep getting faster for minutes,
+    /// and this plus a sample's `at_s` places each run on that curve. None when
     /// the node did not say, and in records from before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_uptime_s: Option<f64>,
