@@ -5,11 +5,18 @@
 #   NAME: the name of the link to add when the NIC has none (default rxe0, rxe1, ...)
 #   check: install no package (hosts labctl does not own); a missing one is an error
 # Prints: netdev=<nic> device=<rdma device> created=<1 if this run added the link, else 0>
+#
+# `up` waits for this on every node, and each program it starts costs an
+# emulated node a tenth of a second: on a node that needs nothing installed
+# it starts four (ip, modprobe twice, rdma), and reads sysfs with built-ins.
 set -u
 addr=${1:?usage: rxe-setup.sh DATA_ADDR [NAME [install|check]]}
 new_name=${2:-}
 packages=${3:-install}
-netdev=$(ip -o -4 addr show | awk -v a="$addr" '{ split($4, p, "/"); if (p[1] == a) { print $2; exit } }')
+# `ip -o -4 addr show to ADDR`: "3: eth1    inet 10.77.0.1/24 ...".
+# shellcheck disable=SC2046 # split into fields on purpose
+set -- $(ip -o -4 addr show to "$addr")
+netdev=${2:-}
 [ -n "$netdev" ] || { echo "no interface holds the data address $addr" >&2; exit 10; }
 # Debian-family cloud images: install what a lab image has built in (the
 # verbs libraries for the agent, the rdma tool), once.
@@ -49,11 +56,16 @@ if [ ! -d /sys/module/rdma_rxe ]; then
 fi
 # rxe computes its ICRC with crc32; without crc32_generic `rdma link add` fails
 # with a bare "No such file or directory".
-modprobe crc32_generic 2>/dev/null
-modprobe rdma_ucm 2>/dev/null
-modprobe ib_uverbs 2>/dev/null
+modprobe -a crc32_generic rdma_ucm ib_uverbs 2>/dev/null
 command -v rdma >/dev/null || { echo "the rdma tool is missing: install iproute2" >&2; exit 12; }
-dev=$(rdma link show | awk -v n="$netdev" '{ for (i = 1; i < NF; i++) if ($i == "netdev" && $(i + 1) == n) { split($2, d, "/"); print d[1]; exit } }')
+dev=
+have_devices=
+for d in /sys/class/infiniband/*; do [ -e "$d" ] && have_devices=1; done
+# A node with no RDMA device yet (every freshly booted lab node) has no link
+# to look for.
+if [ -n "$have_devices" ]; then
+    dev=$(rdma link show | awk -v n="$netdev" '{ for (i = 1; i < NF; i++) if ($i == "netdev" && $(i + 1) == n) { split($2, d, "/"); print d[1]; exit } }')
+fi
 created=0
 if [ -z "$dev" ]; then
     if [ -n "$new_name" ]; then
@@ -69,7 +81,8 @@ if [ -z "$dev" ]; then
 fi
 i=0
 while :; do
-    state=$(cat "/sys/class/infiniband/$dev/ports/1/state" 2>/dev/null)
+    state=
+    { read -r state <"/sys/class/infiniband/$dev/ports/1/state"; } 2>/dev/null
     case "$state" in *ACTIVE*) break ;; esac
     i=$((i + 1))
     [ $i -ge 100 ] && { echo "$dev on $netdev did not reach PORT_ACTIVE (state: ${state:-none})" >&2; exit 14; }

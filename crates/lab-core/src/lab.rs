@@ -357,6 +357,8 @@ impl Lab {
         let rxe = self.spec.fabric == Fabric::Rxe;
         let efa = self.spec.fabric == Fabric::Efa;
         let packages_in_image = provider.packages_in_image();
+        // provision_all runs right after `create` booted the nodes.
+        let agent_at_boot = provider.boots_with_preload();
         let set_clock = self.nodes_keep_no_time();
         let snapshot = state.clone();
         let mut nodes = state.nodes.clone();
@@ -373,6 +375,7 @@ impl Lab {
                     packages: &self.spec.packages,
                     packages_in_image,
                     agent,
+                    agent_at_boot,
                     ssh_wait,
                     console: provider.console_log(&self.dir, &name),
                     set_clock,

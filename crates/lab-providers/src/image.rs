@@ -21,6 +21,10 @@ use lab_state::set_mode;
 pub const RECIPE: &[(&str, &str)] = &[
     ("build.sh", include_str!("../../../provisioning/image/build.sh")),
     (
+        "rootfs/etc/fstab",
+        include_str!("../../../provisioning/image/rootfs/etc/fstab"),
+    ),
+    (
         "rootfs/etc/inittab",
         include_str!("../../../provisioning/image/rootfs/etc/inittab"),
     ),

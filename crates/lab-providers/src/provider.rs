@@ -207,6 +207,15 @@ pub trait Provider: Send + Sync {
         None
     }
 
+    /// Whether `create` puts `keys.preload` (the agent and the lab's
+    /// secret) on every node before it boots, so that a node of a lab just
+    /// created runs exactly this agent from its first seconds; `up` then
+    /// asks the agent itself instead of checking the files. Providers that
+    /// ignore `keys.preload` keep the default, `false`.
+    fn boots_with_preload(&self) -> bool {
+        false
+    }
+
     /// Whether the nodes boot with the lab's `packages:` already installed
     /// (baked into their image), so `up` only checks that they are there;
     /// otherwise `up` installs them with apt-get once the nodes answer SSH.

@@ -87,7 +87,7 @@ impl Lab {
                     reporter,
                     &name,
                     "verify agent",
-                    provision::deploy_agent(&session, node, AgentDeploy { binary: agent, secret }, reporter),
+                    provision::deploy_agent(&session, node, AgentDeploy { binary: agent, secret }, false, reporter),
                 )
                 .await;
                 if let Err(e) = deployed {

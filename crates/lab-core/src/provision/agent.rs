@@ -129,18 +129,54 @@ async fn check_agent_libraries(session: &SshSession, node: &NodeState, path: &st
     })
 }
 
+/// How long a node that booted with the agent is given to answer before
+/// `up` checks the agent's files as on any other node. The agent starts with
+/// the node's init, seconds before `up` asks.
+const AT_BOOT_HEALTH_WAIT: Duration = Duration::from_secs(10);
+
 /// Installs the lab's agent secret, uploads the agent when the node's copy
 /// differs, (re)starts it under the node's supervisor when either changed or
 /// it does not run, and waits until it answers (with the secret) with
 /// labctl's version.
+///
+/// `at_boot`: the provider booted the node moments ago with these very agent
+/// bytes and the lab's secret in place, so an answer with the secret and
+/// labctl's version is all there is to check. The secret's install, the
+/// binary's hash and the process check are skipped: on an emulated node
+/// they cost about a second of every `up`. An agent that does not answer
+/// so gets the full treatment below.
 pub async fn deploy_agent(
     session: &Arc<SshSession>,
     node: &mut NodeState,
     deploy: AgentDeploy<'_>,
+    at_boot: bool,
     reporter: &dyn Reporter,
 ) -> Result<(), ProvisionError> {
     let AgentDeploy { binary: agent, secret } = deploy;
     let name = node.name.clone();
+    if at_boot {
+        let answer = step(
+            reporter,
+            &name,
+            "agent health",
+            agent::wait_healthy(session.clone(), node.agent_port, secret, AT_BOOT_HEALTH_WAIT),
+        )
+        .await;
+        match answer {
+            Ok(version) if version == agent.version => {
+                node.agent_sha256 = Some(agent.sha256.clone());
+                return Ok(());
+            }
+            Ok(version) => reporter.note(
+                &name,
+                &format!("the agent it booted with answers as version {version}; checking its files"),
+            ),
+            Err(e) => reporter.note(
+                &name,
+                &format!("the agent it booted with did not answer ({e}); checking its files"),
+            ),
+        }
+    }
     let (agent_path, secret_path) = agent_paths(node);
     let agent_path = agent_path.as_str();
     // Before the binary: the node's supervisor starts the agent as soon as

@@ -35,6 +35,9 @@ pub struct NodeJob<'a> {
     pub packages_in_image: bool,
     /// The agent to deploy, and the secret it serves under.
     pub agent: AgentDeploy<'a>,
+    /// The node has just booted with this agent and the lab's secret in
+    /// place (`Provider::boots_with_preload`): see [`deploy_agent`].
+    pub agent_at_boot: bool,
     /// How long to wait for SSH.
     pub ssh_wait: Duration,
     /// The node's console log, where the lab image's init says when it is
@@ -164,7 +167,7 @@ where
         reporter,
         &name,
         "agent",
-        deploy_agent(&session, job.node, job.agent, reporter),
+        deploy_agent(&session, job.node, job.agent, job.agent_at_boot, reporter),
     )
     .await?;
     if job.set_clock {

@@ -264,6 +264,11 @@ impl Provider for QemuProvider {
         true
     }
 
+    /// Each node's identity archive carries `keys.preload`.
+    fn boots_with_preload(&self) -> bool {
+        true
+    }
+
     async fn delete(&self, dir: &LabDir, _state: Option<&LabState>) -> Result<(), ProviderError> {
         // Only what this lab started is signalled, known by pid and start
         // time; any other process, whatever its command line, is left alone.
