@@ -45,13 +45,14 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/labctl-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 root=$work/root
 
-# Merged /usr set up by mmdebstrap's own hook, which installs usr-is-merged.
-# Left to apt, init-system-helpers' `usrmerge | usr-is-merged` pulls in the
-# usrmerge converter and with it perl: 50 MB of a 170 MB root file system
-# that every boot unpacks, for a conversion that is done once at build time.
-merged_usr=/usr/share/mmdebstrap/hooks/merged-usr
+# Merged /usr set up by mmdebstrap's own hook, which installs usr-is-merged
+# (maybe-merged-usr: only on suites that have that package). Left to apt,
+# init-system-helpers' `usrmerge | usr-is-merged` pulls in the usrmerge
+# converter and with it perl: 50 MB of a 170 MB root file system that every
+# boot unpacks, for a conversion done once at build time.
+merged_usr=/usr/share/mmdebstrap/hooks/maybe-merged-usr
 [ -x "$merged_usr/setup00.sh" ] || {
-    echo "build.sh: mmdebstrap's merged-usr hook is missing ($merged_usr); install mmdebstrap 1.0 or later" >&2
+    echo "build.sh: mmdebstrap's maybe-merged-usr hook is missing ($merged_usr); install mmdebstrap 1.0 or later" >&2
     exit 3
 }
 
