@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::canvas::{failed, prepare, register_font, PlotError, FONT, HEIGHT, MAX_Y_TICKS, WIDTH, Y_LABEL_AREA};
+use super::canvas::{
+    failed, prepare, register_font, write_png, PlotError, FONT, HEIGHT, MAX_Y_TICKS, WIDTH, Y_LABEL_AREA,
+};
 use super::colors::{color_of, Transport};
 use super::ticks::{linear_ticks, TickedAxis, Unit};
 
@@ -39,7 +41,7 @@ pub fn write_bar_chart(chart: &BarChart, stem: &Path) -> Result<Vec<PathBuf>, Pl
         return Err(PlotError::Empty(chart.title.clone()));
     }
     let (png, svg) = prepare(stem)?;
-    draw_bars(chart, BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area()).map_err(failed(&png))?;
+    write_png(&png, |area| draw_bars(chart, area))?;
     draw_bars(chart, SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area()).map_err(failed(&svg))?;
     Ok(vec![png, svg])
 }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::canvas::{failed, prepare, register_font, span, PlotError, FONT, HEIGHT, MAX_Y_TICKS, WIDTH, Y_LABEL_AREA};
+use super::canvas::{
+    failed, prepare, register_font, span, write_png, PlotError, FONT, HEIGHT, MAX_Y_TICKS, WIDTH, Y_LABEL_AREA,
+};
 use super::colors::{color_of, Transport};
 use super::ticks::{linear_ticks, log2_ticks, TickedAxis, Unit};
 
@@ -68,7 +70,7 @@ pub fn write_line_chart(chart: &LineChart, stem: &Path) -> Result<Vec<PathBuf>, 
         return Err(PlotError::Empty(chart.title.clone()));
     }
     let (png, svg) = prepare(stem)?;
-    draw_line(chart, BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area()).map_err(failed(&png))?;
+    write_png(&png, |area| draw_line(chart, area))?;
     draw_line(chart, SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area()).map_err(failed(&svg))?;
     Ok(vec![png, svg])
 }
