@@ -52,9 +52,8 @@ pub(super) fn prepare(stem: &Path) -> Result<(PathBuf, PathBuf), PlotError> {
 
 /// Draws with `draw` into an RGB buffer and writes it to `path` as a PNG.
 /// plotters' own PNG writer (`bitmap_encoder`) goes through the `image`
-/// crate and its JPEG, BMP and quantisation code, a fifth of the release
-/// build's time outside the AWS SDK for one PNG encoder; `png` is that
-/// encoder alone.
+/// crate and its JPEG, BMP and quantisation code, about 25 s of the release
+/// build's compile time for one PNG encoder; `png` is that encoder alone.
 pub(super) fn write_png(
     path: &Path,
     draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>,
