@@ -107,8 +107,11 @@ fn test_pattern_mr_cache_hits_match_the_size_cycle(lab: &Labctl) -> Result<(), F
             cached > 0.0 && uncached > 0.0 && (saved - (uncached - cached)).abs() < 1.0,
             || format!("times: cached {cached} us, uncached {uncached} us, saved {saved} us"),
         )?;
-        if hits > 0 {
-            // 40 registrations against 4 (10 against 4): the cache must win.
+        if ops >= 10 * misses {
+            // Ten times fewer registrations: the cache must win. Not asserted
+            // for 10 uses against 4 registrations: one registration on an
+            // emulated node ranges from 0.13 to 1 ms, so 4 slow ones can
+            // outlast 10 fast ones (seen: 3.9 ms cached against 2.8 ms).
             check(saved > 0.0, || {
                 format!("{}: the cache saved nothing: {m}", args.join(" "))
             })?;
