@@ -268,14 +268,27 @@ pub async fn run_workload_traced(
     let (mut server_side, mut client_side) = match result {
         Ok(sides) => sides,
         Err(e) => {
-            // Free both sides' resources; each agent also times out on its own.
-            for peer in [&mut server, &mut client] {
-                let abort = AbortRequest {
+            // Free both sides' resources, both at once. An agent that did
+            // not answer is not asked: it ends its session on its own
+            // timeout, as every agent does.
+            let silent = match &e {
+                RunError::SilentPeer { role, .. } | RunError::Timeout { role, .. } => Some(*role),
+                _ => None,
+            };
+            let abort = |peer: &Peer| {
+                let request = AbortRequest {
                     session_id: peer.session_id.clone(),
                     reason: e.to_string(),
                 };
-                let _ = tokio::time::timeout(Duration::from_secs(5), peer.client.abort(abort)).await;
-            }
+                let mut agent = peer.client.clone();
+                let ask = silent != Some(peer.role);
+                async move {
+                    if ask {
+                        let _ = tokio::time::timeout(Duration::from_secs(5), agent.abort(request)).await;
+                    }
+                }
+            };
+            futures::join!(abort(&server), abort(&client));
             let (s, c) = ((&server.node, &*server.session), (&client.node, &*client.session));
             let e = explain_registration_failure(e, s, c).await;
             let blocked = match may_be_the_network(&e) {
@@ -469,43 +482,84 @@ async fn drive(
         ..Default::default()
     };
     let deadline = run_deadline(params, timeout);
-    let client_result = tokio::time::timeout(deadline, async {
-        let mut stream = client.client.run(run).await.map_err(|s| client.fail(s))?.into_inner();
-        loop {
-            match stream.message().await {
-                Ok(Some(event)) => match event.event {
-                    Some(run_event::Event::Progress(p)) => on_progress(&p),
-                    Some(run_event::Event::Result(r)) => return Ok(r),
-                    None => {}
-                },
-                Ok(None) => {
-                    return Err(client.fail(tonic::Status::unavailable(
-                        "the run ended without a result (did the agent or node die?)",
-                    )))
-                }
-                Err(status) => return Err(client.fail(status)),
-            }
-        }
-    })
-    .await
-    .map_err(|_| RunError::Timeout {
-        node: client.node.name.clone(),
-        role: "client",
-        call: "Run",
-        waited_s: deadline.as_secs(),
-    })
-    .and_then(|r| r);
-    let client_result = match client_result {
-        Ok(r) => r,
-        Err(e) => return Err(why_the_server_refused(server, e).await),
-    };
-    let collect = CollectRequest {
+    let started = Instant::now();
+    let (client_node, client_role) = (client.node.name.clone(), client.role);
+    // The server's result is asked for as the run starts, so that a server
+    // side that fails while the client's agent stays silent (stopped, wedged,
+    // its node gone) ends the run then, not at the controller's deadline.
+    let mut collector = server.client.clone();
+    let collect = collector.collect(CollectRequest {
         session_id: server.session_id.clone(),
-        timeout_ms: 15_000,
-    };
-    let server_result = tokio::time::timeout(Duration::from_secs(30), server.client.collect(collect))
+        timeout_ms: deadline.as_millis() as u64,
+    });
+    let client_run = async {
+        tokio::time::timeout(deadline, async {
+            let mut stream = client.client.run(run).await.map_err(|s| client.fail(s))?.into_inner();
+            loop {
+                match stream.message().await {
+                    Ok(Some(event)) => match event.event {
+                        Some(run_event::Event::Progress(p)) => on_progress(&p),
+                        Some(run_event::Event::Result(r)) => return Ok(r),
+                        None => {}
+                    },
+                    Ok(None) => {
+                        return Err(client.fail(tonic::Status::unavailable(
+                            "the run ended without a result (did the agent or node die?)",
+                        )))
+                    }
+                    Err(status) => return Err(client.fail(status)),
+                }
+            }
+        })
         .await
         .map_err(|_| RunError::Timeout {
+            node: client.node.name.clone(),
+            role: "client",
+            call: "Run",
+            waited_s: deadline.as_secs(),
+        })
+        .and_then(|r| r)
+    };
+    tokio::pin!(collect, client_run);
+    let (client_result, server_outcome) = tokio::select! {
+        biased;
+        c = &mut client_run => (c, None),
+        s = &mut collect => match s {
+            // The server is done: the client's result follows.
+            Ok(s) => (client_run.await, Some(Ok(s))),
+            // The server failed: its client fails too within moments, unless
+            // its agent cannot answer at all.
+            Err(status) => match tokio::time::timeout(SILENT_CLIENT_GRACE, &mut client_run).await {
+                Ok(c) => (c, Some(Err(status))),
+                Err(_) => {
+                    return Err(RunError::SilentPeer {
+                        failed: Box::new(server.fail(status)),
+                        node: client_node,
+                        role: client_role,
+                        call: "Run",
+                        waited_s: started.elapsed().as_secs(),
+                    })
+                }
+            },
+        },
+    };
+    let server_outcome = match server_outcome {
+        Some(outcome) => Some(outcome),
+        None => {
+            // How long the server may take to finish after its client: a
+            // failed client's server has its failure at once.
+            let after_client = if client_result.is_ok() { 30 } else { 3 };
+            tokio::time::timeout(Duration::from_secs(after_client), &mut collect)
+                .await
+                .ok()
+        }
+    };
+    let client_result = match client_result {
+        Ok(r) => r,
+        Err(e) => return Err(why_the_server_refused(server, server_outcome, e)),
+    };
+    let server_result = server_outcome
+        .ok_or(RunError::Timeout {
             node: server.node.name.clone(),
             role: "server",
             call: "Collect",
@@ -516,24 +570,28 @@ async fn drive(
     Ok((server_result, client_result))
 }
 
+/// How long a run whose server side failed waits for its client's agent to
+/// answer before it names that agent as silent.
+const SILENT_CLIENT_GRACE: Duration = Duration::from_secs(3);
+
 /// A client that the server's rdma_cm refused (`RDMA_CM_EVENT_REJECTED`)
 /// was refused because the server's side had failed, and that failure is
-/// the run's: collected from the server (it has it at once), with the
-/// client's rejection added. Any other error stays as it is, and so does
-/// this one when the server has no failure to tell.
-async fn why_the_server_refused(server: &mut Peer, client_error: RunError) -> RunError {
+/// the run's: the server's (`server_outcome`, what its Collect returned),
+/// with the client's rejection added. Any other error stays as it is, and
+/// so does this one when the server has no failure to tell.
+fn why_the_server_refused(
+    server: &Peer,
+    server_outcome: Option<Result<tonic::Response<SideResult>, tonic::Status>>,
+    client_error: RunError,
+) -> RunError {
     let rejected = match &client_error {
         RunError::Agent { status, .. } if status.message().contains("RDMA_CM_EVENT_REJECTED") => {
             status.message().to_string()
         }
         _ => return client_error,
     };
-    let collect = CollectRequest {
-        session_id: server.session_id.clone(),
-        timeout_ms: 1000,
-    };
-    match tokio::time::timeout(Duration::from_secs(3), server.client.collect(collect)).await {
-        Ok(Err(status)) if status.code() != tonic::Code::DeadlineExceeded => {
+    match server_outcome {
+        Some(Err(status)) if status.code() != tonic::Code::DeadlineExceeded => {
             let message = format!("{}; so it refused the client ({rejected})", status.message());
             server.fail(tonic::Status::new(status.code(), message))
         }

@@ -37,6 +37,22 @@ pub enum RunError {
         /// Seconds waited.
         waited_s: u64,
     },
+    /// One side failed while the other's agent had not answered its call:
+    /// the failure, and the silent agent named (the run ends then rather
+    /// than at the controller's deadline).
+    #[error("{failed}\n  node `{node}` ({role}): rdma-agent had not answered {call} {waited_s} s into the run; the run was aborted (a stopped or wedged agent? `labctl exec {node} -- ps -o pid,stat,cmd -C rdma-agent`; state T means stopped)")]
+    SilentPeer {
+        /// The other side's failure.
+        failed: Box<RunError>,
+        /// The node whose agent was silent.
+        node: String,
+        /// server or client.
+        role: &'static str,
+        /// The call it had not answered.
+        call: &'static str,
+        /// Seconds since the call.
+        waited_s: u64,
+    },
     /// A verbs workload on a node whose data address is on no RDMA port
     /// (no device, or one bound to another netdev): found in its agent's
     /// NodeInfo before the run starts.
