@@ -8,12 +8,29 @@
 # alone; chromium and chromium-driver (the headless browser that opens
 # `labctl report html`'s page in tests/lab/html_report.rs).
 # Safe to re-run; installs only what is missing. Needs root (or sudo).
+#
+# Usage: install-test-deps.sh [packages] [moto]   (both when none is named;
+# tests/run.sh installs moto beside the end-to-end suite, which needs only
+# the packages)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash provisioning/host/install-deps.sh python3 python3-venv gcc make libibverbs-dev chromium chromium-driver
-venv=${XDG_CACHE_HOME:-$HOME/.cache}/labctl/venv
-if [ ! -x "$venv/bin/moto_server" ]; then
-    echo "install-test-deps: installing moto[server] into $venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q 'moto[server]>=5.1,<6'
-fi
+parts=${*:-packages moto}
+for part in $parts; do
+    case $part in
+    packages)
+        bash provisioning/host/install-deps.sh python3 python3-venv gcc make libibverbs-dev chromium chromium-driver
+        ;;
+    moto)
+        venv=${XDG_CACHE_HOME:-$HOME/.cache}/labctl/venv
+        if [ ! -x "$venv/bin/moto_server" ]; then
+            echo "install-test-deps: installing moto[server] into $venv"
+            python3 -m venv "$venv"
+            "$venv/bin/pip" install -q 'moto[server]>=5.1,<6'
+        fi
+        ;;
+    *)
+        echo "install-test-deps.sh: unknown part '$part' (packages, moto)" >&2
+        exit 2
+        ;;
+    esac
+done
