@@ -543,36 +543,55 @@ async fn drive(
             },
         },
     };
-    let server_outcome = match server_outcome {
-        Some(outcome) => Some(outcome),
-        None => {
-            // How long the server may take to finish after its client: a
-            // failed client's server has its failure at once.
-            let after_client = if client_result.is_ok() { 30 } else { 3 };
-            tokio::time::timeout(Duration::from_secs(after_client), &mut collect)
-                .await
-                .ok()
-        }
-    };
     let client_result = match client_result {
         Ok(r) => r,
-        Err(e) => return Err(why_the_server_refused(server, server_outcome, e)),
+        Err(e) => {
+            // Only a client the server's rdma_cm refused needs the server's
+            // word (which it has at once); any other failure is the run's
+            // as it is.
+            let server_outcome = match server_outcome {
+                None if rdma_cm_rejection(&e).is_some() => {
+                    tokio::time::timeout(REFUSING_SERVER_WAIT, &mut collect).await.ok()
+                }
+                outcome => outcome,
+            };
+            return Err(why_the_server_refused(server, server_outcome, e));
+        }
     };
-    let server_result = server_outcome
-        .ok_or(RunError::Timeout {
-            node: server.node.name.clone(),
-            role: "server",
-            call: "Collect",
-            waited_s: 30,
-        })?
-        .map_err(|s| server.fail(s))?
-        .into_inner();
+    let server_outcome = match server_outcome {
+        Some(outcome) => outcome,
+        None => tokio::time::timeout(COLLECT_AFTER_CLIENT, &mut collect)
+            .await
+            .map_err(|_| RunError::Timeout {
+                node: server.node.name.clone(),
+                role: "server",
+                call: "Collect",
+                waited_s: COLLECT_AFTER_CLIENT.as_secs(),
+            })?,
+    };
+    let server_result = server_outcome.map_err(|s| server.fail(s))?.into_inner();
     Ok((server_result, client_result))
 }
 
 /// How long a run whose server side failed waits for its client's agent to
 /// answer before it names that agent as silent.
 const SILENT_CLIENT_GRACE: Duration = Duration::from_secs(3);
+
+/// How long the server may take to finish after its client did.
+const COLLECT_AFTER_CLIENT: Duration = Duration::from_secs(30);
+
+/// How long a client refused by the server's rdma_cm waits for the server's
+/// failure.
+const REFUSING_SERVER_WAIT: Duration = Duration::from_secs(3);
+
+/// The rdma_cm rejection in a client's error (`RDMA_CM_EVENT_REJECTED`), if
+/// that is what it is.
+fn rdma_cm_rejection(client_error: &RunError) -> Option<&str> {
+    match client_error {
+        RunError::Agent { status, .. } if status.message().contains("RDMA_CM_EVENT_REJECTED") => Some(status.message()),
+        _ => None,
+    }
+}
 
 /// A client that the server's rdma_cm refused (`RDMA_CM_EVENT_REJECTED`)
 /// was refused because the server's side had failed, and that failure is
@@ -584,11 +603,8 @@ fn why_the_server_refused(
     server_outcome: Option<Result<tonic::Response<SideResult>, tonic::Status>>,
     client_error: RunError,
 ) -> RunError {
-    let rejected = match &client_error {
-        RunError::Agent { status, .. } if status.message().contains("RDMA_CM_EVENT_REJECTED") => {
-            status.message().to_string()
-        }
-        _ => return client_error,
+    let Some(rejected) = rdma_cm_rejection(&client_error).map(str::to_string) else {
+        return client_error;
     };
     match server_outcome {
         Some(Err(status)) if status.code() != tonic::Code::DeadlineExceeded => {
