@@ -318,10 +318,14 @@ fn test_lat_family_reports_latency_percentiles(lab: &Labctl) -> Result<(), Faile
         let r = run_json(lab, &[workload, "-n", "40", "--cm", cm])?;
         verified(&r)?;
         // No --completion: the latency client polls (its wait is the figure);
-        // on rxe, a software device, send-lat's server sleeps between messages
-        // (`auto`), the one-sided servers sleep anyway, and write-lat's server
-        // polls its buffer as ib_write_lat's does.
-        let server_wants = if workload == "write-lat" { "poll" } else { "event" };
+        // send-lat's server polls too, its echo being inside each round trip
+        // (as ib_send_lat's), write-lat's polls its buffer as ib_write_lat's
+        // does, and on rxe, a software device, the one-sided servers sleep.
+        let server_wants = if matches!(workload, "write-lat" | "send-lat") {
+            "poll"
+        } else {
+            "event"
+        };
         let (client_used, server_used) = (&r["client"]["facts"]["completion"], &r["server"]["facts"]["completion"]);
         check(client_used == "poll" && server_used == server_wants, || {
             format!("{workload} --cm {cm}: client {client_used}, server {server_used}; want poll, {server_wants}")

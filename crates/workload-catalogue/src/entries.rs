@@ -4,13 +4,15 @@
 //!
 //! Completion defaults: the perftest pairs and bulk-rdma leave the mode to
 //! the device (`auto`): on a software device (rxe, siw) a bandwidth client
-//! sleeps while its send queue is full and a latency server sleeps between
-//! messages, which gives the CPU to the device's kernel work where a busy
-//! poll competes with it (measured on the lab: write-bw about 1.5x
-//! ib_write_bw, which always polls); on a NIC everything polls, as perftest
-//! does. A latency client always polls (a sleep would be the latency), and
-//! write-lat polls on both sides (its server echoes by watching memory, as
-//! ib_write_lat's does).
+//! sleeps while its send queue is full and the read-lat and atomic-lat
+//! servers (no data-path work) sleep, which gives the CPU to the device's
+//! kernel work where a busy poll competes with it (measured on the lab:
+//! write-bw about 1.5x ib_write_bw, which always polls); on a NIC everything
+//! polls, as perftest does. A latency client always polls (a sleep would be
+//! the latency), and so does send-lat's server (its echo is inside each
+//! round trip; sleeping put send-lat about 20 % behind ib_send_lat, whose
+//! server spins). write-lat polls on both sides (its server echoes by
+//! watching memory, as ib_write_lat's does).
 
 use crate::model::{Collective, Defaults, Family, Fault, Metric, Opt, Shape, Workload};
 

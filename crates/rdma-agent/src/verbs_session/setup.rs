@@ -57,7 +57,7 @@ pub(crate) fn link_config(spec: &SessionSpec, workload: &dyn Workload, device: S
 /// this side of `workload` (see [`completion_for`]).
 pub(crate) fn resolve_completion(spec: &SessionSpec, workload: &dyn Workload, device: &str) -> SessionSpec {
     let mut spec = spec.clone();
-    let measuring = spec.role == Role::Client && workload.client_measures_latency();
+    let measuring = workload.waits_are_measured(spec.role);
     let mode = completion_for(
         spec.params.completion(),
         crate::node_info::is_software_device(device),
@@ -70,10 +70,11 @@ pub(crate) fn resolve_completion(spec: &SessionSpec, workload: &dyn Workload, de
 /// The completion mode a side uses: the run's, or for `Auto` the one that
 /// suits the device. A software device's work runs on the host's CPUs, so a
 /// side spinning on its CQ takes the CPU the device (and, on an emulated lab,
-/// the other node) needs; it sleeps instead, except the client of a latency
-/// workload (`measuring`), whose wait is the figure itself and which keeps
-/// polling (docs/performance.md measures both). A NIC does its work on its
-/// own, and busy polling is what perftest and users expect there.
+/// the other node) needs; it sleeps instead, except a side whose waits lie
+/// inside the measured time (`measuring`: a latency client, send-lat's
+/// server), which keeps polling (docs/performance.md measures both). A NIC
+/// does its work on its own, and busy polling is what perftest and users
+/// expect there.
 pub(crate) fn completion_for(asked: CompletionMode, software_device: bool, measuring: bool) -> CompletionMode {
     match asked {
         CompletionMode::Auto if software_device && !measuring => CompletionMode::Event,
@@ -177,6 +178,30 @@ pub(crate) fn fill_local_gid(side: &mut Side, ip: IpAddr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which sides poll on a software device under `auto`: every latency
+    /// client, and send-lat's server, whose echo is inside each round trip;
+    /// the bandwidth sides and the passive latency servers sleep.
+    #[test]
+    fn a_side_whose_waits_are_measured_polls_on_a_software_device() {
+        use CompletionMode::{Auto, Event, Poll};
+        let mode = |name: &str, role: Role| {
+            let crate::registry::Runner::Verbs(workload) = crate::registry::find(name).expect("registered") else {
+                panic!("{name} is a verbs workload");
+            };
+            completion_for(Auto, true, workload.waits_are_measured(role))
+        };
+        for name in ["write-lat", "read-lat", "send-lat", "atomic-lat"] {
+            assert_eq!(mode(name, Role::Client), Poll, "{name} client");
+        }
+        assert_eq!(mode("send-lat", Role::Server), Poll);
+        for name in ["read-lat", "atomic-lat", "write-bw", "send-bw", "read-bw", "atomic-bw"] {
+            assert_eq!(mode(name, Role::Server), Event, "{name} server");
+        }
+        for name in ["write-bw", "send-bw", "read-bw", "atomic-bw"] {
+            assert_eq!(mode(name, Role::Client), Event, "{name} client");
+        }
+    }
 
     #[test]
     fn auto_sleeps_on_software_devices_and_polls_on_nics() {

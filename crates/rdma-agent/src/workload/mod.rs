@@ -26,7 +26,7 @@ pub mod inference_ring;
 pub mod mr_cache;
 pub mod param_server;
 
-use agent_proto::v1::WorkloadParams;
+use agent_proto::v1::{Role, WorkloadParams};
 
 use crate::pattern::Pattern;
 use crate::session::{SessionError, Side};
@@ -67,10 +67,11 @@ pub trait Workload: Send + Sync {
     fn recv_queue_depth(&self, params: &WorkloadParams) -> u32 {
         self.send_queue_depth(params)
     }
-    /// Whether the client's waits are what it measures (a latency
-    /// workload's): with completion `auto` such a client polls on every
-    /// device, while its server sleeps on a software one.
-    fn client_measures_latency(&self) -> bool {
+    /// Whether `role`'s waits lie inside what the run measures: a latency
+    /// client's (its wait is the figure), and a ping-pong server's (its
+    /// turnaround is half of every round trip). With completion `auto` such
+    /// a side polls on every device; the others sleep on a software one.
+    fn waits_are_measured(&self, _role: Role) -> bool {
         false
     }
 }

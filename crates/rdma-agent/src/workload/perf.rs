@@ -78,8 +78,13 @@ impl Workload for Perf {
         }
     }
 
-    fn client_measures_latency(&self) -> bool {
-        self.latency
+    /// The client of every latency workload, and send-lat's server: it
+    /// receives each ping and sends the echo inside the client's round trip,
+    /// as ib_send_lat's server does by spinning. The read-lat and atomic-lat
+    /// servers have no data-path work and sleep whatever the mode
+    /// ([`Side::set_passive`]); write-lat's server watches memory.
+    fn waits_are_measured(&self, role: Role) -> bool {
+        self.latency && (role == Role::Client || self.op == PerfOp::Send)
     }
 
     /// send-bw/send-lat servers keep up to 1024 receives posted
