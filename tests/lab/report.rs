@@ -22,8 +22,8 @@ pub fn trials(lab: &Labctl) -> Vec<Trial> {
             test_report_plots_and_exports_a_size_sweep,
         ),
         t(
-            "test_bench_idle_agent_rss_is_reported_against_20_mb",
-            test_bench_idle_agent_rss_is_reported_against_20_mb,
+            "test_bench_reports_idle_agent_rss_and_each_ratios_spread",
+            test_bench_reports_idle_agent_rss_and_each_ratios_spread,
         ),
         t(
             "test_bench_measures_expectations_and_a_miss_exits_4_with_the_figure_and_the_gap",
@@ -262,9 +262,10 @@ fn test_report_plots_and_exports_a_size_sweep(lab: &Labctl) -> Result<(), Failed
     Ok(())
 }
 
-fn test_bench_idle_agent_rss_is_reported_against_20_mb(lab: &Labctl) -> Result<(), Failed> {
-    // The smallest bench: one latency pair, one round, few iterations.
-    let args = ["bench", "--only", "write-lat", "--rounds", "1", "-n", "20"];
+fn test_bench_reports_idle_agent_rss_and_each_ratios_spread(lab: &Labctl) -> Result<(), Failed> {
+    // A small bench: one latency pair, few iterations, the three rounds a
+    // side that a spread needs.
+    let args = ["bench", "--only", "write-lat", "--rounds", "3", "-n", "20"];
     let mut json_args = args.to_vec();
     json_args.push("--json");
     let b = lab.run(&json_args).ok()?.json()?;
@@ -279,7 +280,21 @@ fn test_bench_idle_agent_rss_is_reported_against_20_mb(lab: &Labctl) -> Result<(
             || format!("rss row {r}"),
         )?;
     }
-    // The saved bench lists and shows with its RSS rows.
+    // The ratio's spread over resampled rounds holds the ratio, from the
+    // three counted rounds a side.
+    let pair = &b["pairs"][0];
+    let ratio = pair["ratio"].as_f64().ok_or_else(|| format!("no ratio: {pair}"))?;
+    let spread = &pair["spread"];
+    let (low, high) = (
+        spread["low"].as_f64().ok_or_else(|| format!("no spread: {pair}"))?,
+        spread["high"].as_f64().ok_or("no spread high")?,
+    );
+    check(
+        low > 0.0 && low <= ratio && ratio <= high && spread["rounds"] == 3,
+        || format!("spread {spread} around ratio {ratio}"),
+    )?;
+    // The saved bench lists and shows with its RSS rows, and with the
+    // spread's line exactly when the interval holds write-lat's target, 1.
     let id = b["id"].as_str().ok_or("bench without id")?;
     let shown = lab.run(&["report", "show", id]).ok()?;
     check(
@@ -289,6 +304,10 @@ fn test_bench_idle_agent_rss_is_reported_against_20_mb(lab: &Labctl) -> Result<(
         }) && shown.stdout.contains("target <= 20 MB"),
         || format!("show of the bench:\n{}", shown.stdout),
     )?;
+    let line = format!("write-lat: over resampled rounds the ratio {ratio:.3} could be anywhere in {low:.2}-{high:.2}");
+    check(shown.stdout.contains(&line) == (low <= 1.0 && 1.0 <= high), || {
+        format!("spread {low}-{high}, line {line:?} in:\n{}", shown.stdout)
+    })?;
     let listed = lab
         .run(&["report", "list", "--workload", "bench", "--json"])
         .ok()?

@@ -314,6 +314,10 @@ pub struct PairRecord {
     /// Whether the measured rounds trend with time instead of scattering.
     #[serde(default)]
     pub drift: Drift,
+    /// How far the ratio moves over resampled rounds; none with fewer than
+    /// [`SPREAD_MIN_ROUNDS`] counted rounds a side (and in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<RatioSpread>,
 }
 
 /// Everything about one bench: what `--json` prints and what is saved.
@@ -426,6 +430,28 @@ pub struct Drift {
     /// The rounds trend instead of scattering; None with fewer than
     /// [`DRIFT_MIN_ROUNDS`] counted rounds.
     pub trending: Option<bool>,
+}
+
+/// Counted rounds each side needs for a [`RatioSpread`].
+pub const SPREAD_MIN_ROUNDS: usize = 3;
+
+/// Resamplings behind a [`RatioSpread`].
+pub const SPREAD_RESAMPLES: usize = 2000;
+
+/// The ratio's 95 % interval by a percentile bootstrap over the counted
+/// rounds: each side's rounds drawn again with replacement, ours' median
+/// over the reference's, [`SPREAD_RESAMPLES`] times from a fixed seed (a
+/// record always gives the same interval). A target inside it means rounds
+/// like these could have met it as well as missed it. With four rounds a
+/// side it is rough, and it only widens with the rounds' scatter.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RatioSpread {
+    /// 2.5th percentile of the resampled ratios.
+    pub low: f64,
+    /// 97.5th percentile.
+    pub high: f64,
+    /// Counted rounds of the side with fewer.
+    pub rounds: usize,
 }
 
 /// Failed rounds of a bench, by whose failure they are.

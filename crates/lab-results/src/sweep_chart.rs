@@ -132,6 +132,7 @@ mod tests {
             cpu_ratio: None,
             time_ratio: None,
             drift: Default::default(),
+            spread: None,
         }
     }
 

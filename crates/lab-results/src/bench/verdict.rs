@@ -17,13 +17,15 @@
 //!   when |rho| ≥ 1.96 / √(n − 1), about the 5 % two-sided level of rho
 //!   for rounds in random order; fewer than [`DRIFT_MIN_ROUNDS`] rounds
 //!   cannot tell.
+//! - Spread: the ratio's 95 % interval over resampled rounds
+//!   ([`RatioSpread`]), from [`SPREAD_MIN_ROUNDS`] counted rounds a side.
 //! - A failed or unverified round of ours (warm-ups included: a corruption
 //!   is never a warm-up effect), or a pair with no counted round of ours,
 //!   is ours to answer for; a failed round of the reference tool is its own.
 
 use super::{
-    judge, BenchOutcome, BenchRecord, Drift, Failures, LeftOut, PairRecord, PairSpec, Sample, SideStats, Stats,
-    DRIFT_MIN_ROUNDS,
+    judge, BenchOutcome, BenchRecord, Drift, Failures, LeftOut, PairRecord, PairSpec, RatioSpread, Sample, SideStats,
+    Stats, DRIFT_MIN_ROUNDS, SPREAD_MIN_ROUNDS, SPREAD_RESAMPLES,
 };
 
 impl Sample {
@@ -81,6 +83,7 @@ impl PairRecord {
             _ => None,
         };
         let drift = Drift::of(&reference.samples, &ours.samples);
+        let spread = RatioSpread::of(&reference.samples, &ours.samples);
         PairRecord {
             unit: spec.metric.unit().to_string(),
             better: if spec.metric.higher_is_better() {
@@ -97,7 +100,74 @@ impl PairRecord {
             cpu_ratio,
             time_ratio,
             drift,
+            spread,
         }
+    }
+}
+
+impl RatioSpread {
+    /// The interval over both sides' counted rounds; none with fewer than
+    /// [`SPREAD_MIN_ROUNDS`] a side or a reference median of zero.
+    pub fn of(reference: &[Sample], ours: &[Sample]) -> Option<RatioSpread> {
+        let counted = |side: &[Sample]| -> Vec<f64> {
+            side.iter()
+                .filter(|s| s.counts())
+                .filter_map(|s| s.value)
+                .filter(|v| v.is_finite())
+                .collect()
+        };
+        let (reference, ours) = (counted(reference), counted(ours));
+        let rounds = reference.len().min(ours.len());
+        if rounds < SPREAD_MIN_ROUNDS {
+            return None;
+        }
+        let mut draw = SplitMix64(0x00C0_FFEE);
+        let mut resampled_median = |values: &[f64]| {
+            let picks = values.iter().map(|_| Some(values[draw.below(values.len())]));
+            Stats::of(picks).median
+        };
+        let mut ratios: Vec<f64> = (0..SPREAD_RESAMPLES)
+            .filter_map(|_| match (resampled_median(&reference), resampled_median(&ours)) {
+                (Some(r), Some(o)) if r > 0.0 => Some(o / r),
+                _ => None,
+            })
+            .collect();
+        if ratios.is_empty() {
+            return None;
+        }
+        ratios.sort_by(f64::total_cmp);
+        let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+        Some(RatioSpread {
+            low: at(0.025),
+            high: at(0.975),
+            rounds,
+        })
+    }
+
+    /// The target lies inside the interval: these rounds cannot tell a
+    /// ratio that meets it from one that misses it.
+    pub fn spans(&self, target: f64) -> bool {
+        self.low <= target && target <= self.high
+    }
+}
+
+/// Vigna's SplitMix64: a small, fixed-seed generator, so that the spread
+/// of a record is reproducible without a dependency.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in 0..n (n is a handful of rounds, so the modulo's bias is
+    /// below 1e-17).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
     }
 }
 

@@ -61,6 +61,7 @@ fn pair(size: u64, metric: Metric, ours: f64, perftest: f64) -> PairRecord {
         cpu_ratio: None,
         time_ratio: None,
         drift: Default::default(),
+        spread: None,
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use lab_core::bench::orchestration::{OrchestrationEvent, OrchestrationOptions};
 use lab_core::bench::{default_sweep_sizes, run_bench, BenchEvent, BenchOptions, MpiTransport};
-use lab_results::bench::{BenchOutcome, BenchRecord, Failures, PairRecord, Sample, Stats, Suite};
+use lab_results::bench::{BenchOutcome, BenchRecord, Failures, PairRecord, RatioSpread, Sample, Stats, Suite};
 use lab_results::sweep_chart::plot_bench_sweep;
 
 use super::global::{open_lab, GlobalArgs};
@@ -534,7 +534,8 @@ fn rounds(n: usize) -> String {
 }
 
 /// Under the table: per pair, the rounds left out of its figures and why,
-/// a missing ratio, and rounds that trend.
+/// a missing ratio, rounds that trend, and a ratio whose spread over
+/// resampled rounds holds the target.
 fn print_pair_notes(r: &BenchRecord) {
     for p in &r.pairs {
         let label = p.spec.label();
@@ -567,6 +568,22 @@ fn print_pair_notes(r: &BenchRecord) {
                  the lab was still warming up or drifting, so the ratio may measure that; run it again with more --warmup",
                 p.drift.n
             );
+        }
+        // Records saved before the spread existed get it from their rounds.
+        let spread = p
+            .spread
+            .or_else(|| RatioSpread::of(&p.reference.samples, &p.ours.samples));
+        if let (Some(spread), Some(target), Some(ratio)) = (spread, p.spec.target, p.ratio) {
+            if spread.spans(target) {
+                let op = if p.spec.metric.higher_is_better() { ">=" } else { "<=" };
+                println!(
+                    "  {label}: over resampled rounds the ratio {ratio:.3} could be anywhere in {:.2}-{:.2}, \
+                     which holds the target ({op} {target:.2}): {} a side cannot tell a meet from a miss; more --rounds narrow it",
+                    spread.low,
+                    spread.high,
+                    rounds(spread.rounds)
+                );
+            }
         }
     }
 }

@@ -298,3 +298,47 @@ fn test_a_schema_1_record_reads_with_the_new_fields_empty() {
     assert_eq!(old.pairs[0].ours.samples[0].position, None);
     assert_eq!(old.outcome(), BenchOutcome::Ok);
 }
+
+#[test]
+fn test_the_spread_tells_tight_rounds_from_rounds_that_span_the_target() {
+    // Ours 10 % ahead in every round, each tool within 1 %: the interval
+    // holds the ratio and stays clear of parity.
+    let tight = abab(&[500.0, 502.0, 498.0, 501.0], &[450.0, 452.0, 449.0, 451.0]);
+    let s = tight.spread.expect("four rounds a side");
+    let ratio = tight.ratio.expect("a ratio");
+    assert!(s.low <= ratio && ratio <= s.high, "{s:?} around {ratio}");
+    assert!(s.low > 0.88 && s.high < 0.92, "{s:?}");
+    assert!(!s.spans(1.0));
+    assert_eq!(s.rounds, 4);
+    // A ratio of 1.03 from rounds that scatter by a half: it misses the
+    // target, and the interval says rounds like these could have met it.
+    let scattered = abab(&[400.0, 700.0, 450.0, 650.0], &[430.0, 740.0, 490.0, 640.0]);
+    let s = scattered.spread.expect("four rounds a side");
+    assert_eq!(scattered.meets_target, Some(false));
+    assert!(s.spans(1.0), "{s:?}");
+    // The same rounds give the same interval: the resampling is seeded.
+    assert_eq!(
+        RatioSpread::of(&scattered.reference.samples, &scattered.ours.samples),
+        Some(s)
+    );
+}
+
+#[test]
+fn test_no_spread_from_fewer_than_three_rounds_a_side() {
+    let two = abab(&[500.0, 510.0, 505.0], &[450.0, 460.0]);
+    assert_eq!(two.spread, None);
+    // A failed round of the reference does not count towards the three.
+    let mut failed = at(6, 0.0);
+    failed.value = None;
+    failed.error = Some("exited 17".into());
+    let pair = PairRecord::new(
+        lat_spec(),
+        SideStats::of("ib_write_lat", String::new(), vec![at(0, 500.0), at(2, 510.0), failed]),
+        SideStats::of(
+            "write-lat",
+            String::new(),
+            vec![ours_at(1, 450.0), ours_at(3, 455.0), ours_at(5, 452.0)],
+        ),
+    );
+    assert_eq!(pair.spread, None);
+}
