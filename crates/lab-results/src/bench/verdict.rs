@@ -109,13 +109,9 @@ impl RatioSpread {
     /// The interval over both sides' counted rounds; none with fewer than
     /// [`SPREAD_MIN_ROUNDS`] a side or a reference median of zero.
     pub fn of(reference: &[Sample], ours: &[Sample]) -> Option<RatioSpread> {
-        let counted = |side: &[Sample]| -> Vec<f64> {
-            side.iter()
-                .filter(|s| s.counts())
-                .filter_map(|s| s.value)
-                .filter(|v| v.is_finite())
-                .collect()
-        };
+        // A round that counts has a finite figure ([`Sample::failed`]).
+        let counted =
+            |side: &[Sample]| -> Vec<f64> { side.iter().filter(|s| s.counts()).filter_map(|s| s.value).collect() };
         let (reference, ours) = (counted(reference), counted(ours));
         let rounds = reference.len().min(ours.len());
         if rounds < SPREAD_MIN_ROUNDS {
