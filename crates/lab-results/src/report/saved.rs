@@ -202,7 +202,10 @@ pub fn parse_record(path: &Path, bytes: &[u8]) -> Result<Saved, String> {
 }
 
 /// Every record in `dir`, oldest first, and the `.json` files that are not
-/// records. A directory that does not exist holds no records.
+/// records. A directory that does not exist holds no records. Records that
+/// started in the same second (`started_at` has whole seconds) are in the
+/// order they were written, so that of two runs in a row the second is the
+/// latest; the id breaks what ties remain.
 pub fn load_dir(dir: &Path) -> Result<(Vec<Saved>, Vec<Skipped>), ReportError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -226,14 +229,19 @@ pub fn load_dir(dir: &Path) -> Result<(Vec<Saved>, Vec<Skipped>), ReportError> {
             .map_err(|e| e.to_string())
             .and_then(|bytes| parse_record(&path, &bytes));
         match parsed {
-            Ok(s) => saved.push(s),
+            Ok(s) => {
+                let written = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+                saved.push((s, written));
+            }
             Err(reason) => skipped.push(Skipped { path, reason }),
         }
     }
-    // RFC 3339 in UTC sorts as text; the id breaks ties of the same second.
-    saved.sort_by(|a, b| (a.started_at(), a.id()).cmp(&(b.started_at(), b.id())));
+    // RFC 3339 in UTC sorts as text.
+    saved.sort_by(|(a, a_written), (b, b_written)| {
+        (a.started_at(), a_written, a.id()).cmp(&(b.started_at(), b_written, b.id()))
+    });
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok((saved, skipped))
+    Ok((saved.into_iter().map(|(s, _)| s).collect(), skipped))
 }
 
 /// The record `id` names: `latest`, a full id, or a prefix fitting one id.

@@ -438,3 +438,37 @@ fn test_plot_collectives_draws_busbw_and_time_one_line_per_record() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn test_of_two_records_in_the_same_second_the_one_written_last_is_the_latest() {
+    let dir = std::env::temp_dir().join(format!(
+        "labctl-report-second-{}-{}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Two runs in a row within one second; the second's id sorts first.
+    let base = std::time::SystemTime::now();
+    for (name, id, written) in [
+        ("first.json", "ffff", base),
+        ("second.json", "0000", base + std::time::Duration::from_millis(600)),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(
+            &path,
+            serde_json::to_string(&run(id, "2026-11-30T19:09:54Z", "write-bw")).unwrap(),
+        )
+        .unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(written)
+            .unwrap();
+    }
+    let (saved, _) = load_dir(&dir).unwrap();
+    let ids: Vec<&str> = saved.iter().map(Saved::id).collect();
+    assert_eq!(ids, ["ffff", "0000"], "oldest first");
+    assert_eq!(resolve(&saved, "latest", &dir).unwrap().id(), "0000");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
