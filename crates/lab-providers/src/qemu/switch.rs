@@ -171,13 +171,20 @@ mod tests {
         Some(f)
     }
 
-    #[tokio::test]
-    async fn test_switch_floods_unknown_then_forwards_learned() {
-        let dir = std::env::temp_dir().join(format!("labctl-switch-test-{}", std::process::id()));
+    /// A switch on a socket in its own temp directory (removed by the
+    /// test): the directory and the socket's path.
+    fn start_switch(label: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("labctl-switch-{label}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let addr = dir.join("segment.sock");
         let _ = std::fs::remove_file(&addr);
         tokio::spawn(run(UnixListener::bind(&addr).unwrap()));
+        (dir, addr)
+    }
+
+    #[tokio::test]
+    async fn test_switch_floods_unknown_then_forwards_learned() {
+        let (dir, addr) = start_switch("test");
         let mut a = UnixStream::connect(&addr).await.unwrap();
         let mut b = UnixStream::connect(&addr).await.unwrap();
         let mut c = UnixStream::connect(&addr).await.unwrap();
@@ -209,11 +216,7 @@ mod tests {
     /// the way in and one write on the way out keep their boundaries.
     #[tokio::test]
     async fn test_a_burst_of_frames_arrives_whole_and_in_order() {
-        let dir = std::env::temp_dir().join(format!("labctl-switch-burst-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let addr = dir.join("segment.sock");
-        let _ = std::fs::remove_file(&addr);
-        tokio::spawn(run(UnixListener::bind(&addr).unwrap()));
+        let (dir, addr) = start_switch("burst");
         let mut a = UnixStream::connect(&addr).await.unwrap();
         let mut b = UnixStream::connect(&addr).await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;

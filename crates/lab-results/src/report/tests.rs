@@ -24,6 +24,16 @@ fn run(id: &str, started_at: &str, workload: &str) -> RunRecord {
     r
 }
 
+/// A path under the temp dir no other test (or run of this one) uses;
+/// not created.
+fn scratch_path(label: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "labctl-report-{label}-{}-{}",
+        std::process::id(),
+        rand::random::<u64>()
+    ))
+}
+
 fn saved(r: RunRecord) -> Saved {
     let raw = serde_json::to_value(&r).unwrap();
     Saved {
@@ -249,11 +259,7 @@ fn test_sweep_csv_has_one_row_per_point() {
 
 #[test]
 fn test_load_dir_reads_runs_and_benches_and_skips_what_is_not_a_record() {
-    let dir = std::env::temp_dir().join(format!(
-        "labctl-report-{}-{}",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
+    let dir = scratch_path("load");
     std::fs::create_dir_all(&dir).unwrap();
     let write = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
     write(
@@ -338,11 +344,7 @@ fn test_list_row_headline_follows_the_workload() {
 
 #[test]
 fn test_plot_needs_a_sweep_and_draws_one_series_per_run() {
-    let dir = std::env::temp_dir().join(format!(
-        "labctl-report-plot-{}-{}",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
+    let dir = scratch_path("plot");
     let flat = run("cccc", "2026-11-22T05:00:00Z", "write-bw");
     let err = plot_sweeps(&[&flat], &dir).unwrap_err().to_string();
     assert!(err.contains("cccc") && err.contains("--all-sizes"), "{err}");
@@ -384,11 +386,7 @@ fn test_plot_needs_a_sweep_and_draws_one_series_per_run() {
 #[test]
 fn test_plot_collectives_draws_busbw_and_time_one_line_per_record() {
     use crate::fixtures::{collective, ALLREDUCE_SWEEP, ALLTOALL_SWEEP, INCAST};
-    let dir = std::env::temp_dir().join(format!(
-        "labctl-report-plot-coll-{}-{}",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
+    let dir = scratch_path("plot-coll");
     let (allreduce, alltoall) = (collective(ALLREDUCE_SWEEP), collective(ALLTOALL_SWEEP));
     let files = plot_collectives(&[&allreduce, &alltoall], &dir).unwrap();
     let names: Vec<String> = files
@@ -441,11 +439,7 @@ fn test_plot_collectives_draws_busbw_and_time_one_line_per_record() {
 
 #[test]
 fn test_of_two_records_in_the_same_second_the_one_written_last_is_the_latest() {
-    let dir = std::env::temp_dir().join(format!(
-        "labctl-report-second-{}-{}",
-        std::process::id(),
-        rand::random::<u64>()
-    ));
+    let dir = scratch_path("second");
     std::fs::create_dir_all(&dir).unwrap();
     // Two runs in a row within one second; the second's id sorts first.
     let base = std::time::SystemTime::now();
