@@ -1,9 +1,12 @@
 //! `labctl doctor` on the real lab: every check passes on the healthy lab,
 //! and each misconfiguration made for real on one node (its data NIC's MTU,
 //! its rxe link removed, UDP 4791 dropped by its firewall, its agent started
-//! with a low locked-memory limit, its wall clock set 2 s ahead) is found by
-//! the right check, with the evidence and the fix; a run on the broken lab
-//! names the same cause; after the repair the lab is healthy again.
+//! with a low locked-memory limit, its wall clock set 2 s ahead, its data
+//! NIC's transmit queue stopped by pausing the lab's switch) is found by the
+//! right check, with the evidence and the fix; a run on the broken lab names
+//! the same cause; after the repair the lab is healthy again.
+
+use std::time::Instant;
 
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value;
@@ -96,17 +99,28 @@ fn clock_offset(clock: &Value) -> Result<(f64, f64), Failed> {
 }
 
 /// The node checks every node of the rxe lab gets, and the pair checks.
-const NODE_CHECKS: [&str; 8] = [
+const NODE_CHECKS: [&str; 9] = [
     "agent",
     "modules",
     "device",
     "port",
     "mtu",
     "rp_filter",
+    "tx_queue",
     "memlock",
     "libfabric",
 ];
 const PAIR_CHECKS: [&str; 5] = ["reach", "mtu", "udp-4791", "clock", "write-read"];
+
+/// Tests that leave a mark doctor reports for minutes after: they run after
+/// every other doctor test.
+pub fn late_trials(lab: &Labctl) -> Vec<Trial> {
+    let lab = lab.clone();
+    vec![crate::timing::trial(
+        "test_doctor_names_a_data_nic_whose_transmit_queue_stopped",
+        move || test_doctor_names_a_data_nic_whose_transmit_queue_stopped(&lab),
+    )]
+}
 
 fn doctor(lab: &Labctl, extra: &[&str]) -> Result<(i32, Value), Failed> {
     let mut args = vec!["doctor", "--json"];
@@ -469,4 +483,82 @@ fn test_doctor_finds_an_agent_memlock_limit_too_low_the_run_names_it_and_passes_
         code == 0 && server["verdict"] == "ok" && pair_run["verdict"] == "ok",
         || format!("after the repair: exit {code}: {repaired}"),
     )
+}
+
+/// Sends SIGCONT to a stopped process when dropped, so a failing test
+/// never leaves the lab's switch stopped.
+struct ContinueOnDrop(String);
+
+impl Drop for ContinueOnDrop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill").args(["-CONT", &self.0]).status();
+    }
+}
+
+/// The lab's switch stops (SIGSTOP to its supervisor, which forwards every
+/// frame between the VMs): the client's QEMU can write no more frames, its
+/// virtio-net stops taking them from the guest, the transmit ring fills and
+/// after 5 s the guest kernel logs NETDEV WATCHDOG, as it does when a NIC
+/// hangs. doctor names the stopped queue; once the switch runs again the
+/// link carries frames again and doctor's reach check says so.
+fn test_doctor_names_a_data_nic_whose_transmit_queue_stopped(lab: &Labctl) -> Result<(), Failed> {
+    let path = lab.state_dir("e2e").join("state.json");
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    let supervisor = state["provider_state"]["supervisor_pid"]
+        .as_u64()
+        .ok_or_else(|| format!("no supervisor_pid in {}", path.display()))?
+        .to_string();
+    // A neighbour entry for the server, so that the frames below go out
+    // instead of waiting on ARP.
+    lab.run(&["exec", "client", "--", "ping", "-c", "1", "-W", "5", "10.77.0.1"])
+        .ok()?;
+    let stopped = std::process::Command::new("kill")
+        .args(["-STOP", &supervisor])
+        .status()
+        .map_err(|e| format!("kill -STOP: {e}"))?;
+    check(stopped.success(), || format!("kill -STOP {supervisor}: {stopped}"))?;
+    let guard = ContinueOnDrop(supervisor);
+    // Eight UDP senders of 1 400-byte datagrams: more frames than the
+    // segment socket's buffer and the 256-slot ring hold together (one
+    // socket's send buffer alone would not fill the ring).
+    let flood = "for i in 1 2 3 4 5 6 7 8; do \
+        (exec 3>/dev/udp/10.77.0.1/9; dd if=/dev/zero bs=1400 count=2000 >&3) >/dev/null 2>&1 & \
+        done; \
+        for s in $(seq 40); do sleep 1; dmesg | grep -q 'eth1: NETDEV WATCHDOG' && break; done; \
+        kill $(jobs -p) 2>/dev/null; \
+        dmesg | grep 'NETDEV WATCHDOG'";
+    let waited = Instant::now();
+    let logged = lab.run(&["exec", "client", "--", "bash", "-c", flood]);
+    check(logged.stdout.contains("NETDEV WATCHDOG"), || {
+        format!(
+            "no transmit timeout after {:.0} s with the switch stopped: {}{}",
+            waited.elapsed().as_secs_f64(),
+            logged.stdout,
+            logged.stderr
+        )
+    })?;
+    eprintln!(
+        "transmit queue stopped: the kernel logged it after {:.0} s",
+        waited.elapsed().as_secs_f64()
+    );
+    drop(guard);
+    let (code, r) = doctor(lab, &["--no-run"])?;
+    let tx = find(&r, "client", "tx_queue").ok_or_else(|| format!("no client tx_queue check in {r}"))?;
+    let evidence = tx["evidence"].as_str().unwrap_or_default();
+    check(
+        code == 1
+            && tx["verdict"] == "fail"
+            && evidence.starts_with("the kernel timed out eth1's transmit queue 0 (NETDEV WATCHDOG)")
+            && evidence.ends_with(" s ago")
+            && tx["fix"].as_str().unwrap_or_default().contains("labctl down"),
+        || format!("exit {code}, client tx_queue: {tx}"),
+    )?;
+    // The switch runs again: the frames flow, and the server's queue never stopped.
+    let reach = find(&r, "pair", "reach").ok_or("no reach check")?;
+    let server = find(&r, "server", "tx_queue").ok_or("no server tx_queue check")?;
+    check(reach["verdict"] == "ok" && server["verdict"] == "ok", || {
+        format!("after the switch resumed: reach {reach}, server tx_queue {server}")
+    })
 }

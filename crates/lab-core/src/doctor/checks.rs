@@ -219,6 +219,7 @@ pub fn node_checks(fabric: Fabric, node: &NodeFound) -> Vec<Check> {
         }
         if let Some(probe) = probe {
             checks.push(rp_filter_check(&scope, &path.netdev, probe));
+            checks.push(tx_queue_check(&scope, &path.netdev, probe));
         }
     }
     if let Some(probe) = probe {
@@ -269,6 +270,69 @@ fn rp_filter_check(scope: &Scope, netdev: &str, probe: &NodeProbe) -> Check {
     } else {
         Check::ok(scope, "rp_filter", evidence)
     }
+}
+
+/// A transmit timeout this recent fails the check: it may be why a run
+/// failed now. An older one warns (the NIC's driver may have reset the
+/// queue since; the runs and the reach check say whether it did).
+const RECENT_TX_TIMEOUT_S: f64 = 600.0;
+
+fn tx_queue_check(scope: &Scope, netdev: &str, probe: &NodeProbe) -> Check {
+    let Some(log) = &probe.tx_timeouts else {
+        return Check::not_ok(
+            scope,
+            "tx_queue",
+            Verdict::Warn,
+            "the kernel log could not be read: transmit timeouts unknown",
+            "doctor reads `dmesg` as root; see whether `labctl exec NODE -- sudo -n dmesg` prints the log",
+        );
+    };
+    let mine: Vec<_> = log.newest.iter().filter(|t| t.netdev == netdev).collect();
+    let Some(last) = mine.last() else {
+        return Check::ok(
+            scope,
+            "tx_queue",
+            format!("{netdev}: no transmit timeout in the kernel log"),
+        );
+    };
+    let queue = last.queue.map(|q| format!(" {q}")).unwrap_or_default();
+    let ago = match (log.uptime_s, last.at_s) {
+        (Some(now), Some(at)) if now >= at => Some(now - at),
+        _ => None,
+    };
+    let times = match mine.len() {
+        1 => "once".to_string(),
+        n => format!("{n} times"),
+    };
+    let when = match (ago, mine.len()) {
+        (Some(ago), 1) => format!(", {ago:.0} s ago"),
+        (Some(ago), _) => format!(", the last {ago:.0} s ago"),
+        (None, _) => String::new(),
+    };
+    let others = if log.count as usize > log.newest.len() {
+        format!(" (the kernel logged {} transmit timeouts in all)", log.count)
+    } else {
+        String::new()
+    };
+    let evidence = format!(
+        "the kernel timed out {netdev}'s transmit queue{queue} (NETDEV WATCHDOG) {times} since boot{when}{others}"
+    );
+    let verdict = match ago {
+        Some(ago) if ago > RECENT_TX_TIMEOUT_S => Verdict::Warn,
+        _ => Verdict::Fail,
+    };
+    Check::not_ok(
+        scope,
+        "tx_queue",
+        verdict,
+        evidence,
+        format!(
+            "the NIC stopped sending for its driver's timeout or longer, and RDMA over it stops with it; \
+             a QEMU lab's virtio-net can stall so (`labctl down` and `labctl up` restart its VMs); \
+             on a host, the driver's messages in `dmesg` say more, and as root \
+             `ip link set dev {netdev} down && ip link set dev {netdev} up` resets the queue"
+        ),
+    )
 }
 
 fn memlock_check(scope: &Scope, probe: &NodeProbe) -> Check {

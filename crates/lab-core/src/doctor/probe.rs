@@ -1,7 +1,7 @@
 //! What `doctor` reads on a node besides its agent's NodeInfo: one shell
 //! script, run as root, printing one `key value...` line per fact, and its
-//! parser. The script reads only `/sys`, `/proc` and `fi_info`: it changes
-//! nothing on the node.
+//! parser. The script reads only `/sys`, `/proc`, the kernel log (`dmesg`)
+//! and `fi_info`: it changes nothing on the node.
 
 use std::collections::BTreeMap;
 
@@ -34,11 +34,18 @@ if command -v fi_info >/dev/null 2>&1; then
 else
     echo "fi_info missing"
 fi
+if log=$(dmesg 2>/dev/null); then
+    echo "uptime $(cut -d' ' -f1 /proc/uptime)"
+    echo "tx_timeouts $(printf '%s\n' "$log" | grep -c 'NETDEV WATCHDOG')"
+    printf '%s\n' "$log" | grep 'NETDEV WATCHDOG' | tail -n 16 | sed 's/^/tx_timeout /'
+else
+    echo "dmesg unreadable"
+fi
 "#
 );
 
 /// A node's facts as the script printed them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeProbe {
     /// Kernel modules loaded, of the ones the script asks about.
     pub modules: Vec<String>,
@@ -53,6 +60,62 @@ pub struct NodeProbe {
     /// Every RDMA device and the kernel driver bound to it (`efa`,
     /// `mlx5_core`); "" for a software device (rxe, siw), which has none.
     pub rdma_drivers: BTreeMap<String, String>,
+    /// The kernel's transmit timeouts (NETDEV WATCHDOG) since boot, the
+    /// newest 16 of them; None when the kernel log could not be read.
+    pub tx_timeouts: Option<TxTimeouts>,
+}
+
+/// What the kernel log says of transmit queues that stopped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TxTimeouts {
+    /// How many NETDEV WATCHDOG lines the log holds.
+    pub count: u32,
+    /// The newest of them (up to 16), oldest first.
+    pub newest: Vec<TxTimeout>,
+    /// Seconds since the node booted, when the probe ran.
+    pub uptime_s: Option<f64>,
+}
+
+/// One NETDEV WATCHDOG line: the kernel found a netdev's transmit queue
+/// stopped for longer than its driver's timeout (5 s for most).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TxTimeout {
+    /// Seconds since boot, from the line's `[   352.104113]` stamp.
+    pub at_s: Option<f64>,
+    /// The netdev (`eth1`).
+    pub netdev: String,
+    /// The transmit queue that stopped.
+    pub queue: Option<u32>,
+}
+
+impl TxTimeout {
+    /// Reads one kernel log line, in either of the kernel's wordings:
+    /// `virtio_net virtio1 eth1: NETDEV WATCHDOG: CPU: 0: transmit queue 0
+    /// timed out 5332 ms` (6.9 and the stable kernels that took it) or
+    /// `NETDEV WATCHDOG: eth1 (virtio_net): transmit queue 0 timed out`.
+    pub fn parse(line: &str) -> Option<TxTimeout> {
+        let (before, after) = line.split_once("NETDEV WATCHDOG:")?;
+        let (stamp, before) = match before.trim_start().strip_prefix('[') {
+            Some(rest) => {
+                let (stamp, rest) = rest.split_once(']')?;
+                (stamp.trim().parse().ok(), rest)
+            }
+            None => (None, before),
+        };
+        let netdev = match before.trim().strip_suffix(':') {
+            Some(device) => device.split_whitespace().last()?,
+            None => after.split_whitespace().next()?,
+        };
+        let queue = after
+            .split_once("transmit queue ")
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .and_then(|q| q.parse().ok());
+        Some(TxTimeout {
+            at_s: stamp,
+            netdev: netdev.to_string(),
+            queue,
+        })
+    }
 }
 
 impl NodeProbe {
@@ -77,6 +140,8 @@ pub fn parse(text: &str) -> NodeProbe {
     let mut probe = NodeProbe::default();
     let mut providers = Vec::new();
     let mut have_fi_info = true;
+    let mut timeouts = TxTimeouts::default();
+    let mut read_log = false;
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
@@ -100,10 +165,17 @@ pub fn parse(text: &str) -> NodeProbe {
                 probe.rdma_drivers.insert((*dev).to_string(), (*driver).to_string());
             }
             ["fi_info", "missing"] => have_fi_info = false,
+            ["uptime", s] => timeouts.uptime_s = s.parse().ok(),
+            ["tx_timeouts", n] => {
+                timeouts.count = n.parse().unwrap_or(0);
+                read_log = true;
+            }
+            ["tx_timeout", ..] => timeouts.newest.extend(TxTimeout::parse(&line["tx_timeout".len()..])),
             _ => {}
         }
     }
     probe.fi_providers = have_fi_info.then_some(providers);
+    probe.tx_timeouts = read_log.then_some(timeouts);
     probe
 }
 
@@ -136,6 +208,42 @@ mod tests {
         assert_eq!(p.agent.limit, None);
         assert_eq!(p.fi_providers, None);
         assert_eq!(parse("memlock 65536 65536\n").agent.limit, Some(Memlock::Bytes(65536)));
+    }
+
+    #[test]
+    fn test_the_probe_reads_transmit_timeouts_in_both_kernel_wordings() {
+        // Lines as dmesg prints them: a 6.1 stable kernel of the QEMU image
+        // (the newer wording) and an older kernel's.
+        let p = parse(
+            "uptime 412.37\ntx_timeouts 3\n\
+             tx_timeout [  352.104113] virtio_net virtio1 eth1: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 5332 ms\n\
+             tx_timeout [  371.000002] NETDEV WATCHDOG: ens5 (ena): transmit queue 3 timed out\n",
+        );
+        let t = p.tx_timeouts.unwrap();
+        assert_eq!(t.count, 3, "the count is the log's, not the lines kept");
+        assert_eq!(t.uptime_s, Some(412.37));
+        assert_eq!(
+            t.newest,
+            [
+                TxTimeout {
+                    at_s: Some(352.104113),
+                    netdev: "eth1".into(),
+                    queue: Some(0)
+                },
+                TxTimeout {
+                    at_s: Some(371.000002),
+                    netdev: "ens5".into(),
+                    queue: Some(3)
+                },
+            ]
+        );
+        // A log without a stamp (dmesg -t) still names the netdev.
+        assert_eq!(
+            TxTimeout::parse("NETDEV WATCHDOG: eth1 (virtio_net): transmit queue 0 timed out").map(|t| t.netdev),
+            Some("eth1".into())
+        );
+        assert_eq!(parse("uptime 5.0\ntx_timeouts 0\n").tx_timeouts.unwrap().count, 0);
+        assert_eq!(parse("dmesg unreadable\n").tx_timeouts, None);
     }
 
     #[test]

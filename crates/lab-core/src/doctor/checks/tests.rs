@@ -12,7 +12,8 @@ fn probe_text(eth1_mtu: u32, memlock: &str) -> String {
         "module ib_core\nmodule ib_uverbs\nmodule rdma_cm\nmodule rdma_ucm\nmodule rdma_rxe\n\
          mtu eth0 1500\nrp_filter eth0 0\nmtu eth1 {eth1_mtu}\nrp_filter eth1 0\nmtu lo 65536\n\
          rp_filter lo 0\nrp_filter all 0\nmemlock {memlock} {memlock}\nfi_provider psm2\n\
-         fi_provider verbs\nfi_provider ofi_rxm\nfi_provider ofi_rxd\nfi_provider tcp\n"
+         fi_provider verbs\nfi_provider ofi_rxm\nfi_provider ofi_rxd\nfi_provider tcp\n\
+         uptime 412.37\ntx_timeouts 0\n"
     )
 }
 
@@ -44,6 +45,7 @@ fn test_a_healthy_rxe_node_passes_every_check() {
             ("port", Verdict::Ok),
             ("mtu", Verdict::Ok),
             ("rp_filter", Verdict::Ok),
+            ("tx_queue", Verdict::Ok),
             ("memlock", Verdict::Ok),
             ("libfabric", Verdict::Ok),
         ]
@@ -113,6 +115,47 @@ fn test_each_broken_node_fact_fails_its_own_check_with_a_fix() {
     assert_eq!(checks[0].verdict, Verdict::Fail);
     assert!(checks.iter().all(|c| c.check != "device"));
     assert!(checks.iter().any(|c| c.check == "memlock" && c.verdict == Verdict::Ok));
+}
+
+#[test]
+fn test_a_transmit_timeout_on_the_data_netdev_fails_recent_and_warns_old() {
+    // The QEMU image's kernel log after its virtio-net stopped taking frames
+    // (60 s before the probe ran), and an earlier timeout on the management
+    // NIC, which is not the data path's business.
+    let log = "tx_timeouts 2\n\
+        tx_timeout [   40.000001] virtio_net virtio0 eth0: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 5100 ms\n\
+        tx_timeout [  352.104113] virtio_net virtio1 eth1: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 5332 ms\n";
+    let text = probe_text(1500, "unlimited").replace("tx_timeouts 0\n", log);
+    let recent = text.replace("uptime 412.37", "uptime 412.10");
+    let checks = node_checks(Fabric::Rxe, &node("client", 2, Ok(info(2, 1, 2)), &recent));
+    let tx = checks.iter().find(|c| c.check == "tx_queue").unwrap();
+    assert_eq!(tx.verdict, Verdict::Fail);
+    assert_eq!(
+        tx.evidence,
+        "the kernel timed out eth1's transmit queue 0 (NETDEV WATCHDOG) once since boot, 60 s ago"
+    );
+    assert!(tx.fix.as_deref().unwrap().contains("labctl down"), "{:?}", tx.fix);
+    // An hour later the same line only warns.
+    let old = text.replace("uptime 412.37", "uptime 3952.10");
+    let checks = node_checks(Fabric::Rxe, &node("client", 2, Ok(info(2, 1, 2)), &old));
+    assert_eq!(
+        checks.iter().find(|c| c.check == "tx_queue").unwrap().verdict,
+        Verdict::Warn
+    );
+    // Only the management NIC's timeout: the data netdev is fine.
+    let mgmt_only = text.replace("virtio1 eth1", "virtio0 eth0");
+    let checks = node_checks(Fabric::Rxe, &node("client", 2, Ok(info(2, 1, 2)), &mgmt_only));
+    assert_eq!(
+        checks.iter().find(|c| c.check == "tx_queue").unwrap().verdict,
+        Verdict::Ok
+    );
+    // A log that could not be read says so instead of passing.
+    let unread = probe_text(1500, "unlimited").replace("uptime 412.37\ntx_timeouts 0\n", "dmesg unreadable\n");
+    let checks = node_checks(Fabric::Rxe, &node("client", 2, Ok(info(2, 1, 2)), &unread));
+    assert_eq!(
+        checks.iter().find(|c| c.check == "tx_queue").unwrap().verdict,
+        Verdict::Warn
+    );
 }
 
 #[test]
