@@ -502,13 +502,9 @@ impl Drop for ContinueOnDrop {
 /// hangs. doctor names the stopped queue; once the switch runs again the
 /// link carries frames again and doctor's reach check says so.
 fn test_doctor_names_a_data_nic_whose_transmit_queue_stopped(lab: &Labctl) -> Result<(), Failed> {
-    let path = lab.state_dir("e2e").join("state.json");
-    let state: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    let supervisor = state["provider_state"]["supervisor_pid"]
+    let supervisor = crate::faults::state(lab)?["provider_state"]["supervisor_pid"]
         .as_u64()
-        .ok_or_else(|| format!("no supervisor_pid in {}", path.display()))?
+        .ok_or("no supervisor_pid in the lab's state.json")?
         .to_string();
     // A neighbour entry for the server, so that the frames below go out
     // instead of waiting on ARP.

@@ -56,7 +56,8 @@ pub fn destructive_trials(lab: &Labctl) -> Vec<Trial> {
     )]
 }
 
-fn state(lab: &Labctl) -> Result<Value, Failed> {
+/// The e2e lab's state.json.
+pub(crate) fn state(lab: &Labctl) -> Result<Value, Failed> {
     let path = lab.state_dir("e2e").join("state.json");
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()).into())
