@@ -287,8 +287,7 @@ fn tx_queue_check(scope: &Scope, netdev: &str, probe: &NodeProbe) -> Check {
             "doctor reads `dmesg` as root; see whether `labctl exec NODE -- sudo -n dmesg` prints the log",
         );
     };
-    let mine: Vec<_> = log.newest.iter().filter(|t| t.netdev == netdev).collect();
-    let Some(last) = mine.last() else {
+    let Some(last) = log.newest.iter().rev().find(|t| t.netdev == netdev) else {
         return Check::ok(
             scope,
             "tx_queue",
@@ -300,23 +299,13 @@ fn tx_queue_check(scope: &Scope, netdev: &str, probe: &NodeProbe) -> Check {
         (Some(now), Some(at)) if now >= at => Some(now - at),
         _ => None,
     };
-    let times = match mine.len() {
-        1 => "once".to_string(),
-        n => format!("{n} times"),
-    };
-    let when = match (ago, mine.len()) {
-        (Some(ago), 1) => format!(", {ago:.0} s ago"),
-        (Some(ago), _) => format!(", the last {ago:.0} s ago"),
-        (None, _) => String::new(),
-    };
-    let others = if log.count as usize > log.newest.len() {
-        format!(" (the kernel logged {} transmit timeouts in all)", log.count)
+    let when = ago.map(|ago| format!(" {ago:.0} s ago")).unwrap_or_default();
+    let total = if log.count > 1 {
+        format!("; it logged {} transmit timeouts (all NICs) since boot", log.count)
     } else {
         String::new()
     };
-    let evidence = format!(
-        "the kernel timed out {netdev}'s transmit queue{queue} (NETDEV WATCHDOG) {times} since boot{when}{others}"
-    );
+    let evidence = format!("the kernel timed out {netdev}'s transmit queue{queue} (NETDEV WATCHDOG){when}{total}");
     let verdict = match ago {
         Some(ago) if ago > RECENT_TX_TIMEOUT_S => Verdict::Warn,
         _ => Verdict::Fail,
@@ -328,7 +317,8 @@ fn tx_queue_check(scope: &Scope, netdev: &str, probe: &NodeProbe) -> Check {
         evidence,
         format!(
             "the NIC stopped sending for its driver's timeout or longer, and RDMA over it stops with it; \
-             a QEMU lab's virtio-net can stall so (`labctl down` and `labctl up` restart its VMs); \
+             on a QEMU lab its supervisor restarts a queue QEMU stopped taking frames from \
+             (`supervisor.log` in the lab's state directory says when), and `labctl down` and `labctl up` replace the VMs; \
              on a host, the driver's messages in `dmesg` say more, and as root \
              `ip link set dev {netdev} down && ip link set dev {netdev} up` resets the queue"
         ),

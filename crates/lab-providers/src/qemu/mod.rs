@@ -12,6 +12,7 @@ mod identity;
 pub mod process;
 pub mod supervisor;
 pub mod switch;
+mod tx_watch;
 
 use std::fs;
 use std::net::TcpListener;
@@ -494,6 +495,10 @@ mod tests {
             "{args}"
         );
         assert!(args.contains("path=/lab/server.console.log"), "{args}");
+        // The data NIC has the id the transmit watch's QOM path names, and
+        // each VM its QMP socket in the lab directory.
+        assert!(args.contains("netdev=data,mac=52:54:00:01:01:02,id=datanic"), "{args}");
+        assert!(args.contains("-qmp unix:server.qmp,server=on,wait=off"), "{args}");
     }
 
     fn qemu_args_joined(vm: &VmSpec) -> String {

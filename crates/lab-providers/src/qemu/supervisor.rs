@@ -153,7 +153,17 @@ pub fn qemu_args(vm: &VmSpec, segment: &Path) -> Vec<String> {
             segment.display()
         ),
         "-device".into(),
-        format!("virtio-net-pci,netdev=data,mac={}", vm.data_mac),
+        format!(
+            "virtio-net-pci,netdev=data,mac={},id={}",
+            vm.data_mac,
+            super::tx_watch::DATA_NIC_ID
+        ),
+        // The supervisor watches the data NIC through it (see tx_watch).
+        "-qmp".into(),
+        format!(
+            "unix:{},server=on,wait=off",
+            super::tx_watch::qmp_socket(&vm.name).display()
+        ),
     ];
     args.shrink_to_fit();
     args
@@ -222,6 +232,7 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
             write_report(&report)?;
         }
         eprintln!("supervisor: node {} started (pid {:?})", vm.name, child.id());
+        tokio::spawn(super::tx_watch::watch(vm.name.clone()));
         children.push((vm.name.clone(), child));
     }
     report.complete = true;

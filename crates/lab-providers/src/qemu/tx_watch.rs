@@ -1,0 +1,256 @@
+//! Keeps each VM's data NIC taking frames: QEMU 7.2's virtio-net can stop
+//! taking frames from the guest's transmit ring for good after its `stream`
+//! netdev had to wait for the switch (under bandwidth load), and the link
+//! then stays dead both ways. The guest has posted frames QEMU never reads,
+//! no frame is in flight, and no notification will come. Pausing and
+//! resuming the VM makes QEMU look at its queues again and the frames flow.
+//!
+//! The supervisor polls each VM's QMP socket four times a second, reads the data
+//! NIC's transmit queue (`x-query-virtio-queue-status`, and the guest's
+//! avail index through `x-query-virtio-queue-element`), and when frames
+//! have waited untaken, with none in flight, for [`STALLED_POLLS`] polls in
+//! a row, it stops and continues the VM (QMP `stop`, `cont`) and says so in
+//! the supervisor log. It changes nothing else.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// The data NIC's `-device` id; its virtio device's QOM path is [`DATA_NIC_PATH`].
+pub const DATA_NIC_ID: &str = "datanic";
+/// Where QMP finds the data NIC's virtio device.
+const DATA_NIC_PATH: &str = "/machine/peripheral/datanic/virtio-backend";
+/// virtio-net's first transmit queue (queue 0 receives).
+const TX_QUEUE: u32 = 1;
+/// How often a VM's transmit queue is read.
+const POLL: Duration = Duration::from_millis(250);
+/// Polls in a row that find frames waiting, none taken and none in flight
+/// before the queue counts as stalled (half a second at least): a queue
+/// that is merely slow (a busy host delays QEMU's main loop) takes some
+/// between two polls. Soon enough that a run's QPs (half a second of
+/// retries on a dead link) may still be alive: the guest's rxe frees a
+/// destroyed QP's frames left in the ring unsafely when they finally go.
+pub const STALLED_POLLS: u32 = 3;
+
+/// The QMP socket of VM `name`, relative to the lab directory (QEMU's and
+/// the supervisor's working directory).
+pub fn qmp_socket(name: &str) -> PathBuf {
+    PathBuf::from(format!("{name}.qmp"))
+}
+
+/// One reading of a transmit queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxReading {
+    /// The guest's avail index: frames it has posted, modulo 2^16.
+    pub avail: u16,
+    /// QEMU's last avail index: frames it has taken.
+    pub taken: u16,
+    /// Frames taken and not yet returned to the guest (one waits in the
+    /// netdev while its peer cannot accept it).
+    pub in_flight: u32,
+}
+
+impl TxReading {
+    /// Frames the guest posted that QEMU has not taken.
+    pub fn waiting(&self) -> u16 {
+        self.avail.wrapping_sub(self.taken)
+    }
+}
+
+/// Counts polls that find the queue stalled.
+#[derive(Debug, Default)]
+pub struct StallCounter {
+    last: Option<TxReading>,
+    stalled_polls: u32,
+}
+
+impl StallCounter {
+    /// Takes one reading; true when the queue has been stalled for
+    /// [`STALLED_POLLS`] polls in a row (the count then starts again).
+    pub fn observe(&mut self, now: TxReading) -> bool {
+        let stuck = now.waiting() > 0 && now.in_flight == 0;
+        let still = self.last.is_some_and(|last| last.taken == now.taken);
+        self.stalled_polls = match (stuck, still) {
+            (true, true) => self.stalled_polls + 1,
+            (true, false) => 1,
+            (false, _) => 0,
+        };
+        self.last = Some(now);
+        if self.stalled_polls >= STALLED_POLLS {
+            *self = StallCounter::default();
+            return true;
+        }
+        false
+    }
+}
+
+/// A QMP connection.
+struct Qmp {
+    reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    writer: tokio::net::unix::OwnedWriteHalf,
+}
+
+impl Qmp {
+    async fn connect(path: &Path) -> std::io::Result<Qmp> {
+        let stream = UnixStream::connect(path).await?;
+        let (reader, writer) = stream.into_split();
+        let mut qmp = Qmp {
+            reader: BufReader::new(reader),
+            writer,
+        };
+        qmp.read_message().await?; // the greeting
+        qmp.execute("qmp_capabilities", json!({})).await?;
+        Ok(qmp)
+    }
+
+    async fn read_message(&mut self) -> std::io::Result<Value> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line).await? == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "QMP closed"));
+        }
+        serde_json::from_str(&line).map_err(std::io::Error::other)
+    }
+
+    /// Runs one command; its `return`, or its `error` as an error.
+    async fn execute(&mut self, command: &str, arguments: Value) -> std::io::Result<Value> {
+        let mut msg = serde_json::to_vec(&json!({ "execute": command, "arguments": arguments }))?;
+        msg.push(b'\n');
+        self.writer.write_all(&msg).await?;
+        loop {
+            let reply = self.read_message().await?;
+            if let Some(ret) = reply.get("return") {
+                return Ok(ret.clone());
+            }
+            if let Some(err) = reply.get("error") {
+                return Err(std::io::Error::other(format!("{command}: {err}")));
+            }
+            // An asynchronous event (STOP, RESUME, NIC_RX_FILTER_CHANGED): skip it.
+        }
+    }
+
+    async fn read_tx(&mut self) -> std::io::Result<TxReading> {
+        let args = json!({ "path": DATA_NIC_PATH, "queue": TX_QUEUE });
+        let status = self.execute("x-query-virtio-queue-status", args.clone()).await?;
+        let element = self.execute("x-query-virtio-queue-element", args).await?;
+        let field = |v: &Value, key: &str| {
+            v.pointer(key)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| std::io::Error::other(format!("no {key} in {v}")))
+        };
+        Ok(TxReading {
+            avail: field(&element, "/avail/idx")? as u16,
+            taken: field(&status, "/last-avail-idx")? as u16,
+            in_flight: field(&status, "/inuse")? as u32,
+        })
+    }
+}
+
+/// Watches VM `name` until its QMP socket closes (the VM exited).
+pub async fn watch(name: String) {
+    let path = qmp_socket(&name);
+    // QEMU creates the socket as it starts.
+    let mut qmp = None;
+    for _ in 0..300 {
+        if let Ok(q) = Qmp::connect(&path).await {
+            qmp = Some(q);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let Some(mut qmp) = qmp else {
+        eprintln!("supervisor: node {name}: no QMP socket; its data NIC is not watched");
+        return;
+    };
+    // Only the lab's owner may drive the VM (the lab directory is private
+    // too; QEMU creates the socket with the umask's mode).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    }
+    let mut counter = StallCounter::default();
+    let mut announced = false;
+    let mut interval = tokio::time::interval(POLL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        let reading = match qmp.read_tx().await {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+            Err(e) => {
+                // The guest's driver is not up yet (no ring), or this QEMU
+                // lacks the queries: try again later, quietly.
+                tracing::debug!(node = %name, "reading the data NIC's transmit queue: {e}");
+                continue;
+            }
+        };
+        if !announced {
+            eprintln!("supervisor: node {name}: watching its data NIC's transmit queue");
+            announced = true;
+        }
+        if counter.observe(reading) {
+            eprintln!(
+                "supervisor: node {name}: data NIC stalled: the guest posted {} frame(s) QEMU did not take for {} ms; \
+                 pausing and resuming the VM to restart its transmit queue",
+                reading.waiting(),
+                (STALLED_POLLS - 1) as u128 * POLL.as_millis()
+            );
+            let resumed = async {
+                qmp.execute("stop", json!({})).await?;
+                qmp.execute("cont", json!({})).await
+            };
+            if let Err(e) = resumed.await {
+                eprintln!("supervisor: node {name}: restarting its transmit queue failed: {e}");
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(avail: u16, taken: u16, in_flight: u32) -> TxReading {
+        TxReading {
+            avail,
+            taken,
+            in_flight,
+        }
+    }
+
+    #[test]
+    fn test_a_queue_with_frames_left_untaken_for_three_polls_is_stalled() {
+        // The readings of the stalled client of a default lab: 238 frames
+        // posted, none taken, none in flight.
+        let mut c = StallCounter::default();
+        assert!(!c.observe(r(54869, 54631, 0)), "one reading is no trend");
+        assert!(!c.observe(r(54869, 54631, 0)));
+        assert!(c.observe(r(54869, 54631, 0)), "third poll: stalled");
+        // The count starts again after the restart.
+        assert!(!c.observe(r(54900, 54631, 0)));
+    }
+
+    #[test]
+    fn test_a_busy_idle_or_waiting_queue_is_not_stalled() {
+        let mut c = StallCounter::default();
+        // Taking frames between polls, however few.
+        for (i, taken) in [100u16, 101, 102, 103, 104].into_iter().enumerate() {
+            assert!(!c.observe(r(200, taken, 0)), "poll {i}");
+        }
+        // Idle: nothing posted beyond what was taken.
+        for _ in 0..5 {
+            assert!(!c.observe(r(300, 300, 0)));
+        }
+        // A frame in flight: QEMU waits for the switch, which will call it back.
+        for _ in 0..5 {
+            assert!(!c.observe(r(310, 300, 1)));
+        }
+        // The index wraps at 2^16.
+        assert_eq!(r(3, 65533, 0).waiting(), 6);
+    }
+}
