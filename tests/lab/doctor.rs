@@ -500,7 +500,8 @@ impl Drop for ContinueOnDrop {
 /// virtio-net stops taking them from the guest, the transmit ring fills and
 /// after 5 s the guest kernel logs NETDEV WATCHDOG, as it does when a NIC
 /// hangs. doctor names the stopped queue; once the switch runs again the
-/// link carries frames again and doctor's reach check says so.
+/// link carries frames again and doctor's reach check says so. The
+/// supervisor's watch of the data NICs (QMP) read both and left them alone.
 fn test_doctor_names_a_data_nic_whose_transmit_queue_stopped(lab: &Labctl) -> Result<(), Failed> {
     let supervisor = crate::faults::state(lab)?["provider_state"]["supervisor_pid"]
         .as_u64()
@@ -510,6 +511,7 @@ fn test_doctor_names_a_data_nic_whose_transmit_queue_stopped(lab: &Labctl) -> Re
     // instead of waiting on ARP.
     lab.run(&["exec", "client", "--", "ping", "-c", "1", "-W", "5", "10.77.0.1"])
         .ok()?;
+    let restarts_before = supervisor_log(lab)?.matches("data NIC stalled").count();
     let stopped = std::process::Command::new("kill")
         .args(["-STOP", &supervisor])
         .status()
@@ -556,5 +558,23 @@ fn test_doctor_names_a_data_nic_whose_transmit_queue_stopped(lab: &Labctl) -> Re
     let server = find(&r, "server", "tx_queue").ok_or("no server tx_queue check")?;
     check(reach["verdict"] == "ok" && server["verdict"] == "ok", || {
         format!("after the switch resumed: reach {reach}, server tx_queue {server}")
+    })?;
+    // The supervisor reads each VM's transmit queue through QMP (it would
+    // restart one QEMU stopped taking frames from): it has read both, and
+    // the paused switch, which left a frame in flight, was no stall to it.
+    let log = supervisor_log(lab)?;
+    for node in ["server", "client"] {
+        check(
+            log.contains(&format!("node {node}: watching its data NIC's transmit queue")),
+            || format!("supervisor.log does not watch {node}:\n{log}"),
+        )?;
+    }
+    check(log.matches("data NIC stalled").count() == restarts_before, || {
+        format!("the supervisor took the paused switch for a stalled NIC:\n{log}")
     })
+}
+
+fn supervisor_log(lab: &Labctl) -> Result<String, Failed> {
+    let path = lab.state_dir("e2e").join("supervisor.log");
+    std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()).into())
 }

@@ -232,7 +232,10 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
             write_report(&report)?;
         }
         eprintln!("supervisor: node {} started (pid {:?})", vm.name, child.id());
-        tokio::spawn(super::tx_watch::watch(vm.name.clone()));
+        tokio::spawn(super::tx_watch::watch(
+            vm.name.clone(),
+            super::tx_watch::qmp_socket(&vm.name),
+        ));
         children.push((vm.name.clone(), child));
     }
     report.complete = true;

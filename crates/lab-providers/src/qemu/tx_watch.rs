@@ -148,9 +148,9 @@ impl Qmp {
     }
 }
 
-/// Watches VM `name` until its QMP socket closes (the VM exited).
-pub async fn watch(name: String) {
-    let path = qmp_socket(&name);
+/// Watches VM `name` through its QMP socket at `path` until the socket
+/// closes (the VM exited).
+pub async fn watch(name: String, path: PathBuf) {
     // QEMU creates the socket as it starts.
     let mut qmp = None;
     for _ in 0..300 {
@@ -173,12 +173,13 @@ pub async fn watch(name: String) {
     let mut counter = StallCounter::default();
     let mut announced = false;
     let mut interval = tokio::time::interval(POLL);
+    // A poll that comes late (a busy host) is not made up for.
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
         let reading = match qmp.read_tx().await {
             Ok(r) => r,
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+            Err(e) if vm_gone(&e) => return,
             Err(e) => {
                 // The guest's driver is not up yet (no ring), or this QEMU
                 // lacks the queries: try again later, quietly.
@@ -203,12 +204,18 @@ pub async fn watch(name: String) {
             };
             if let Err(e) = resumed.await {
                 eprintln!("supervisor: node {name}: restarting its transmit queue failed: {e}");
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                if vm_gone(&e) {
                     return;
                 }
             }
         }
     }
+}
+
+/// Whether a QMP error means the VM's QEMU has gone (its socket closed).
+fn vm_gone(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionReset, UnexpectedEof};
+    matches!(e.kind(), UnexpectedEof | BrokenPipe | ConnectionReset)
 }
 
 #[cfg(test)]
@@ -233,6 +240,68 @@ mod tests {
         assert!(c.observe(r(54869, 54631, 0)), "third poll: stalled");
         // The count starts again after the restart.
         assert!(!c.observe(r(54900, 54631, 0)));
+    }
+
+    /// A QMP server that greets, accepts capabilities, answers every
+    /// queue query with the stalled client's readings (an event before
+    /// some answers, as QEMU sends them), and records the commands.
+    async fn fake_qemu(listener: tokio::net::UnixListener) -> Vec<String> {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (reader, mut writer) = stream.into_split();
+        let mut lines = BufReader::new(reader).lines();
+        writer
+            .write_all(b"{\"QMP\": {\"version\": {}, \"capabilities\": []}}\n")
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let msg: Value = serde_json::from_str(&line).unwrap();
+            let command = msg["execute"].as_str().unwrap().to_string();
+            let reply = match command.as_str() {
+                "x-query-virtio-queue-status" => {
+                    assert_eq!(msg["arguments"]["path"], DATA_NIC_PATH);
+                    assert_eq!(msg["arguments"]["queue"], TX_QUEUE);
+                    json!({"return": {"last-avail-idx": 54631, "shadow-avail-idx": 54631, "inuse": 0, "used-idx": 54631}})
+                }
+                "x-query-virtio-queue-element" => {
+                    json!({"return": {"avail": {"idx": 54869, "flags": 0}, "used": {"idx": 54631}}})
+                }
+                _ => json!({"return": {}}),
+            };
+            let event = json!({"event": "NIC_RX_FILTER_CHANGED", "data": {}});
+            writer
+                .write_all(format!("{event}\n{reply}\n").as_bytes())
+                .await
+                .unwrap();
+            seen.push(command.clone());
+            if command == "cont" {
+                break; // the VM "exits": the socket closes
+            }
+        }
+        seen
+    }
+
+    #[tokio::test]
+    async fn test_the_watch_stops_and_continues_a_vm_whose_queue_stalled_and_ends_with_it() {
+        let dir = std::env::temp_dir().join(format!("labctl-tx-watch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("client.qmp");
+        let _ = std::fs::remove_file(&path);
+        let qemu = tokio::spawn(fake_qemu(tokio::net::UnixListener::bind(&path).unwrap()));
+        tokio::time::timeout(Duration::from_secs(30), watch("client".into(), path.clone()))
+            .await
+            .expect("the watch ends when QEMU's socket closes");
+        let seen = qemu.await.unwrap();
+        let queries = ["x-query-virtio-queue-status", "x-query-virtio-queue-element"];
+        let mut want = vec!["qmp_capabilities"];
+        for _ in 0..STALLED_POLLS {
+            want.extend(queries);
+        }
+        want.extend(["stop", "cont"]);
+        assert_eq!(seen, want);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
