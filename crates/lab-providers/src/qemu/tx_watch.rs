@@ -15,14 +15,18 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use backon::{ConstantBuilder, Retryable};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
-/// The data NIC's `-device` id; its virtio device's QOM path is [`DATA_NIC_PATH`].
+/// The data NIC's `-device` id; QMP finds its virtio device at [`data_nic_path`].
 pub const DATA_NIC_ID: &str = "datanic";
-/// Where QMP finds the data NIC's virtio device.
-const DATA_NIC_PATH: &str = "/machine/peripheral/datanic/virtio-backend";
+
+/// Where QMP finds the data NIC's virtio device (its QOM path).
+fn data_nic_path() -> String {
+    format!("/machine/peripheral/{DATA_NIC_ID}/virtio-backend")
+}
 /// virtio-net's first transmit queue (queue 0 receives).
 const TX_QUEUE: u32 = 1;
 /// How often a VM's transmit queue is read.
@@ -132,7 +136,7 @@ impl Qmp {
     }
 
     async fn read_tx(&mut self) -> std::io::Result<TxReading> {
-        let args = json!({ "path": DATA_NIC_PATH, "queue": TX_QUEUE });
+        let args = json!({ "path": data_nic_path(), "queue": TX_QUEUE });
         let status = self.execute("x-query-virtio-queue-status", args.clone()).await?;
         let element = self.execute("x-query-virtio-queue-element", args).await?;
         let field = |v: &Value, key: &str| {
@@ -151,16 +155,16 @@ impl Qmp {
 /// Watches VM `name` through its QMP socket at `path` until the socket
 /// closes (the VM exited).
 pub async fn watch(name: String, path: PathBuf) {
-    // QEMU creates the socket as it starts.
-    let mut qmp = None;
-    for _ in 0..300 {
-        if let Ok(q) = Qmp::connect(&path).await {
-            qmp = Some(q);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let Some(mut qmp) = qmp else {
+    // QEMU creates the socket as it starts: 300 tries, 100 ms apart.
+    let connect = || Qmp::connect(&path);
+    let connected = connect
+        .retry(
+            ConstantBuilder::new()
+                .with_delay(Duration::from_millis(100))
+                .with_max_times(299),
+        )
+        .await;
+    let Ok(mut qmp) = connected else {
         eprintln!("supervisor: node {name}: no QMP socket; its data NIC is not watched");
         return;
     };
@@ -259,7 +263,7 @@ mod tests {
             let command = msg["execute"].as_str().unwrap().to_string();
             let reply = match command.as_str() {
                 "x-query-virtio-queue-status" => {
-                    assert_eq!(msg["arguments"]["path"], DATA_NIC_PATH);
+                    assert_eq!(msg["arguments"]["path"], "/machine/peripheral/datanic/virtio-backend");
                     assert_eq!(msg["arguments"]["queue"], TX_QUEUE);
                     json!({"return": {"last-avail-idx": 54631, "shadow-avail-idx": 54631, "inuse": 0, "used-idx": 54631}})
                 }
