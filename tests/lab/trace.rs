@@ -90,10 +90,7 @@ fn write_read(lab: &Labctl) -> Result<(), Failed> {
         )?;
     }
     // Causality across nodes, within both clocks' error bounds.
-    let nodes = &doc["otherData"]["nodes"];
-    let err_us = (nodes[0]["clock_error_ns"].as_f64().unwrap_or(0.0)
-        + nodes[1]["clock_error_ns"].as_f64().unwrap_or(0.0))
-        / 1000.0;
+    let err_us = placement_bound_us(&doc);
     let done_recv = x(server, "completion")
         .into_iter()
         .find(|e| e["name"] == "completion RECV" && e["args"]["imm"] == "0xffffffff");
@@ -145,6 +142,13 @@ fn write_read(lab: &Labctl) -> Result<(), Failed> {
     Ok(())
 }
 
+/// How far apart two nodes' events may be placed wrongly, µs: each node's
+/// bound on its events' placement (both clock measurements'), added.
+fn placement_bound_us(doc: &Value) -> f64 {
+    let nodes = doc["otherData"]["nodes"].as_array().into_iter().flatten();
+    nodes.map(|n| n["offset_error_ns"].as_f64().unwrap_or(0.0)).sum::<f64>() / 1000.0
+}
+
 pub(crate) fn tempfile_dir() -> std::path::PathBuf {
     let dir = crate::util::bin_dir().join(format!("trace-test-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
@@ -170,10 +174,7 @@ impl Doc {
         full.extend_from_slice(&["--trace", &path_s]);
         lab.run(&full).ok()?;
         let doc: Value = serde_json::from_slice(&std::fs::read(&path)?)?;
-        let nodes = &doc["otherData"]["nodes"];
-        let err_us = (nodes[0]["clock_error_ns"].as_f64().unwrap_or(0.0)
-            + nodes[1]["clock_error_ns"].as_f64().unwrap_or(0.0))
-            / 1000.0;
+        let err_us = placement_bound_us(&doc);
         Ok(Doc { doc, err_us })
     }
 

@@ -117,6 +117,17 @@ impl SideTrace {
         }
     }
 
+    /// How far [`SideTrace::offset_at`] can be off for an event between the
+    /// two measurements: the larger of their error bounds (a point on the
+    /// line through two estimates is a weighted mean of them, so its error is
+    /// at most the larger of theirs), or the first's without a second.
+    pub fn offset_error_ns(&self) -> u64 {
+        match &self.clock_after {
+            Some(after) if after.agent_ns > self.clock.agent_ns => self.clock.error_ns.max(after.error_ns),
+            _ => self.clock.error_ns,
+        }
+    }
+
     /// How fast the agent's clock ran against the controller's over the run,
     /// in parts per million; None without a second measurement.
     pub fn drift_ppm(&self) -> Option<f64> {
@@ -283,7 +294,8 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
                 "sample_every": s.trace.sample_every, "record_cost_ns": s.trace.record_cost_ns,
                 "failed": s.failed, "clock_drift_ppm": s.drift_ppm(),
                 "clock_after_offset_ns": s.clock_after.map(|c| c.offset_ns),
-                "clock_after_error_ns": s.clock_after.map(|c| c.error_ns)})
+                "clock_after_error_ns": s.clock_after.map(|c| c.error_ns),
+                "offset_error_ns": s.offset_error_ns()})
         })
         .collect();
     json!({
@@ -291,7 +303,7 @@ pub fn chrome_trace(ctx: &TraceContext, sides: &[SideTrace]) -> Value {
         "displayTimeUnit": "ns",
         "otherData": {
             "lab": ctx.lab, "workload": ctx.workload, "run_id": ctx.run_id, "error": ctx.error,
-            "clock": "controller clock (each node's events moved by its offset; +/- its error bound), microseconds since the first event",
+            "clock": "controller clock (each node's events moved by its offset; +/- its offset_error_ns), microseconds since the first event",
             "flows": flows,
             "nodes": nodes,
         }

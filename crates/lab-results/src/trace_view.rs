@@ -120,7 +120,7 @@ pub struct Swimlane {
     pub client: String,
     /// The server's node.
     pub server: String,
-    /// The larger of the two nodes' clock error bounds, ms.
+    /// The larger of the two nodes' bounds on their events' placement, ms.
     pub clock_error_ms: f64,
     /// Lines the reader should know (sampling, drops).
     pub notes: Vec<String>,
@@ -215,9 +215,11 @@ pub fn swimlane(doc: &Value, limit: usize) -> Result<Swimlane, String> {
 
     let other = &doc["otherData"];
     let nodes = other["nodes"].as_array().cloned().unwrap_or_default();
+    // A file written before `offset_error_ns` existed has only the first
+    // measurement's bound.
     let clock_error_ms = nodes
         .iter()
-        .filter_map(|n| n["clock_error_ns"].as_f64())
+        .filter_map(|n| n["offset_error_ns"].as_f64().or_else(|| n["clock_error_ns"].as_f64()))
         .fold(0.0, f64::max)
         / 1e6;
     let mut notes = Vec::new();
@@ -576,6 +578,16 @@ mod tests {
                     {"role": "client", "node": "mc", "clock_error_ns": 884361, "sample_every": 64, "dropped": 12, "ring_size": 16},
                 ]}
         })
+    }
+
+    #[test]
+    fn the_header_bound_is_the_placement_bound_of_both_measurements() {
+        // A node whose clock was measured again after the run: its events
+        // are placed to within the larger of the two bounds.
+        let mut d = doc();
+        d["otherData"]["nodes"][1]["offset_error_ns"] = json!(1_204_000);
+        let s = swimlane(&d, 0).unwrap();
+        assert!((s.clock_error_ms - 1.204).abs() < 1e-9, "{}", s.clock_error_ms);
     }
 
     #[test]

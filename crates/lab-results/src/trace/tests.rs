@@ -393,9 +393,10 @@ fn drift_between_two_measurements_is_taken_out() {
         "one measurement: a constant offset"
     );
     assert!(s.drift_ppm().is_none());
+    assert_eq!(s.offset_error_ns(), 1_000, "one measurement: its own bound");
     s.clock_after = Some(ClockEstimate {
         offset_ns: 6_000_000,
-        error_ns: 1_000,
+        error_ns: 1_500,
         rtt_ns: 2_000,
         samples: 8,
         agent_ns: 11_000_000_000,
@@ -414,4 +415,8 @@ fn drift_between_two_measurements_is_taken_out() {
     let node = &doc["otherData"]["nodes"][0];
     assert!((node["clock_drift_ppm"].as_f64().unwrap() - 100.0).abs() < 1e-9);
     assert_eq!(node["clock_after_offset_ns"], 6_000_000);
+    // Events between the two measurements are placed to within the larger
+    // bound (the second's here), not the first's alone.
+    assert_eq!(node["clock_error_ns"], 1_000);
+    assert_eq!(node["offset_error_ns"], 1_500);
 }
