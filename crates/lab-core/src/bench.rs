@@ -57,6 +57,17 @@ pub use reference::perftest_clock_refusal;
 use reference::{first_port, gib, node_data_path, reference_command, run_reference};
 pub use schedule::{schedule, Side, Slot};
 
+/// Iterations of a latency pair's run: perftest's own default (`-n 1000`).
+/// On a TCG lab a run's t_typical moves with the host's moment; 200
+/// iterations (about 0.1 s) let one round differ from the next by 10-30 %
+/// and four rounds' ratio by as much, 1000 narrow both about twofold
+/// (docs/performance.md, "Iterations of the latency pairs").
+const LATENCY_ITERATIONS: u64 = 1000;
+
+/// Iterations of a latency point of a size sweep: at 1 MiB a round trip is
+/// about a tenth of a second here, so a sweep keeps the shorter run.
+const SWEEP_LATENCY_ITERATIONS: u64 = 200;
+
 /// The pairs of a suite, sized for an emulated lab (a few MB/s, ms latency).
 pub fn suite(s: Suite) -> Vec<PairSpec> {
     let bw = |workload: &str, tool: &str, target| PairSpec {
@@ -75,7 +86,7 @@ pub fn suite(s: Suite) -> Vec<PairSpec> {
         workload: workload.into(),
         tool: tool.into(),
         size,
-        iterations: 200,
+        iterations: LATENCY_ITERATIONS,
         depth: None,
         metric: Metric::LatTypicalUs,
         target,
@@ -163,8 +174,14 @@ pub fn sweep_pairs(workloads: &[String], sizes: &[u64]) -> Result<Vec<PairSpec>,
                     names.join(", ")
                 ))
             })?;
+        let iterations = if base.metric.higher_is_better() {
+            base.iterations
+        } else {
+            SWEEP_LATENCY_ITERATIONS
+        };
         pairs.extend(sizes.iter().map(|&size| PairSpec {
             size,
+            iterations,
             sweep_point: true,
             target: None,
             ..base.clone()

@@ -206,6 +206,21 @@ fn test_perftest_bandwidth_below_one_mib_s_comes_from_its_message_rate() {
 }
 
 #[test]
+fn test_latency_pairs_run_perftests_default_count_and_a_sweep_a_shorter_one() {
+    let full = suite(Suite::Full);
+    let lat: Vec<&PairSpec> = full.iter().filter(|p| p.metric == Metric::LatTypicalUs).collect();
+    let names: Vec<&str> = lat.iter().map(|p| p.workload.as_str()).collect();
+    assert_eq!(names, ["write-lat", "read-lat", "send-lat", "atomic-lat"]);
+    assert!(lat.iter().all(|p| p.iterations == 1000), "{lat:?}");
+    let cmd = perftest_command(lat[0], "rxe0", 1, Some(1), None, None);
+    assert_eq!(cmd.as_str(), "ib_write_lat -d rxe0 -x 1 -n 1000 -F -s 2");
+    // A sweep's bandwidth points keep the suite's count.
+    let sweep = sweep_pairs(&["write-bw".to_string(), "write-lat".to_string()], &[2, 1 << 20]).unwrap();
+    let counts: Vec<u64> = sweep.iter().map(|p| p.iterations).collect();
+    assert_eq!(counts, [300, 300, 200, 200]);
+}
+
+#[test]
 fn test_a_sweep_is_one_pair_per_size_of_sweepable_workloads() {
     let names = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let pairs = sweep_pairs(&names(&DEFAULT_SWEEP_WORKLOADS), &default_sweep_sizes()).unwrap();
