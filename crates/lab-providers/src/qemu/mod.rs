@@ -11,6 +11,7 @@ mod accel;
 mod identity;
 pub mod process;
 pub mod supervisor;
+mod supervisor_log;
 pub mod switch;
 mod tx_watch;
 

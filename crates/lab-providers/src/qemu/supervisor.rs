@@ -231,7 +231,11 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
             report.vms.insert(vm.name.clone(), started);
             write_report(&report)?;
         }
-        eprintln!("supervisor: node {} started (pid {:?})", vm.name, child.id());
+        match child.id() {
+            Some(pid) => super::supervisor_log::line(format_args!("node {} started (pid {pid})", vm.name)),
+            // Only a child already reaped has no pid; its exit is logged below.
+            None => super::supervisor_log::line(format_args!("node {} started", vm.name)),
+        }
         tokio::spawn(super::tx_watch::watch(
             vm.name.clone(),
             super::tx_watch::qmp_socket(&vm.name),
@@ -275,12 +279,12 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
                     Ok(s) => format!("QEMU exited unexpectedly ({s})"),
                     Err(e) => format!("waiting for QEMU failed: {e}"),
                 };
-                eprintln!("supervisor: node {name}: {why}");
+                super::supervisor_log::line(format_args!("node {name}: {why}"));
                 let _ = fs::write(exit_file(dir, &name), &why);
             }
         }
     }
-    eprintln!("supervisor: all VMs stopped; exiting");
+    super::supervisor_log::line(format_args!("all VMs stopped; exiting"));
     Ok(())
 }
 

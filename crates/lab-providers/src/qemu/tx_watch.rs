@@ -165,7 +165,7 @@ pub async fn watch(name: String, path: PathBuf) {
         )
         .await;
     let Ok(mut qmp) = connected else {
-        eprintln!("supervisor: node {name}: no QMP socket; its data NIC is not watched");
+        super::supervisor_log::line(format_args!("node {name}: no QMP socket; its data NIC is not watched"));
         return;
     };
     // Only the lab's owner may drive the VM (the lab directory is private
@@ -192,22 +192,22 @@ pub async fn watch(name: String, path: PathBuf) {
             }
         };
         if !announced {
-            eprintln!("supervisor: node {name}: watching its data NIC's transmit queue");
+            super::supervisor_log::line(format_args!("node {name}: watching its data NIC's transmit queue"));
             announced = true;
         }
         if counter.observe(reading) {
-            eprintln!(
-                "supervisor: node {name}: data NIC stalled: the guest posted {} frame(s) QEMU did not take for {} ms; \
+            super::supervisor_log::line(format_args!(
+                "node {name}: data NIC stalled: the guest posted {} frame(s) QEMU did not take for {} ms; \
                  pausing and resuming the VM to restart its transmit queue",
                 reading.waiting(),
                 (STALLED_POLLS - 1) as u128 * POLL.as_millis()
-            );
+            ));
             let resumed = async {
                 qmp.execute("stop", json!({})).await?;
                 qmp.execute("cont", json!({})).await
             };
             if let Err(e) = resumed.await {
-                eprintln!("supervisor: node {name}: restarting its transmit queue failed: {e}");
+                super::supervisor_log::line(format_args!("node {name}: restarting its transmit queue failed: {e}"));
                 if vm_gone(&e) {
                     return;
                 }
