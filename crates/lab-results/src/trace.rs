@@ -100,6 +100,15 @@ pub struct SideTrace {
 }
 
 impl SideTrace {
+    /// The measurement after the run when the line through it and the first
+    /// is defined (taken later on the agent's clock); None: the first alone
+    /// holds.
+    fn second_measurement(&self) -> Option<&ClockEstimate> {
+        self.clock_after
+            .as_ref()
+            .filter(|after| after.agent_ns > self.clock.agent_ns)
+    }
+
     /// agent - controller at the agent's time `t_agent_ns`: the offset
     /// measured before the run, or, with a second measurement after it, the
     /// line through both (two free-running clocks drift apart at a rate that
@@ -107,13 +116,13 @@ impl SideTrace {
     /// error bounds between the measurements.
     pub fn offset_at(&self, t_agent_ns: u64) -> i128 {
         let before = &self.clock;
-        match &self.clock_after {
-            Some(after) if after.agent_ns > before.agent_ns => {
+        match self.second_measurement() {
+            Some(after) => {
                 let (o1, o2) = (i128::from(before.offset_ns), i128::from(after.offset_ns));
                 let (a1, a2) = (i128::from(before.agent_ns), i128::from(after.agent_ns));
                 o1 + (o2 - o1) * (i128::from(t_agent_ns) - a1) / (a2 - a1)
             }
-            _ => i128::from(before.offset_ns),
+            None => i128::from(before.offset_ns),
         }
     }
 
@@ -122,17 +131,17 @@ impl SideTrace {
     /// line through two estimates is a weighted mean of them, so its error is
     /// at most the larger of theirs), or the first's without a second.
     pub fn offset_error_ns(&self) -> u64 {
-        match &self.clock_after {
-            Some(after) if after.agent_ns > self.clock.agent_ns => self.clock.error_ns.max(after.error_ns),
-            _ => self.clock.error_ns,
+        match self.second_measurement() {
+            Some(after) => self.clock.error_ns.max(after.error_ns),
+            None => self.clock.error_ns,
         }
     }
 
     /// How fast the agent's clock ran against the controller's over the run,
     /// in parts per million; None without a second measurement.
     pub fn drift_ppm(&self) -> Option<f64> {
-        let after = self.clock_after.as_ref()?;
-        let span = after.agent_ns.checked_sub(self.clock.agent_ns).filter(|&s| s > 0)?;
+        let after = self.second_measurement()?;
+        let span = after.agent_ns - self.clock.agent_ns;
         Some((after.offset_ns - self.clock.offset_ns) as f64 / span as f64 * 1e6)
     }
 }
