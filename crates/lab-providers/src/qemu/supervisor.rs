@@ -231,11 +231,9 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
             report.vms.insert(vm.name.clone(), started);
             write_report(&report)?;
         }
-        match child.id() {
-            Some(pid) => super::supervisor_log::line(format_args!("node {} started (pid {pid})", vm.name)),
-            // Only a child already reaped has no pid; its exit is logged below.
-            None => super::supervisor_log::line(format_args!("node {} started", vm.name)),
-        }
+        // Only a child already reaped has no pid; its exit is logged below.
+        let pid = child.id().map(|pid| format!(" (pid {pid})")).unwrap_or_default();
+        super::supervisor_log::line(format_args!("node {} started{pid}", vm.name));
         tokio::spawn(super::tx_watch::watch(
             vm.name.clone(),
             super::tx_watch::qmp_socket(&vm.name),
