@@ -19,19 +19,20 @@ pub mod probe;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use agent_proto::v1::{NodeInfoRequest, WorkloadParams};
 use futures::future::join_all;
 use lab_model::labs::Fabric;
+use lab_providers::Provider;
 use lab_remote::command::RemoteCommand;
 use lab_remote::ssh::SshSession;
 use lab_results::doctor::{Check, DoctorReport, Scope, Verdict, DOCTOR_SCHEMA};
-use lab_state::{LabState, NodeState};
+use lab_state::{LabDir, LabState, NodeState};
 
 use self::checks::{
-    clock_check, efa_check, expectation_checks, node_checks, pair_checks, reach_of, udp_check, NodeFound, Reach,
-    UDP_CHECK,
+    clock_check, efa_check, expectation_checks, node_checks, pair_checks, reach_of, udp_check, NicRestartSeen,
+    NodeFound, Reach, UDP_CHECK,
 };
 use crate::lab::{Lab, LabError};
 use crate::provision::as_root;
@@ -64,6 +65,7 @@ impl Lab {
         let started = Instant::now();
         let state = self.state()?;
         let fabric = self.spec.fabric;
+        let provider = self.provider()?;
         on_step("reading every node");
         let sessions: Vec<Result<Arc<SshSession>, String>> =
             join_all(state.nodes.iter().map(|node| self.connect(&state, &node.name)))
@@ -102,7 +104,7 @@ impl Lab {
                 .nodes
                 .iter()
                 .zip(&sessions)
-                .map(|(node, session)| self.examine(&state, node, session.as_ref())),
+                .map(|(node, session)| self.examine(&state, node, session.as_ref(), provider.as_ref())),
         );
         let (examined, mut udp_probes) = futures::join!(examine, udp_probes);
         let (found, reaches): (Vec<NodeFound>, Vec<Vec<Reach>>) = examined.into_iter().unzip();
@@ -179,6 +181,7 @@ impl Lab {
         state: &LabState,
         node: &NodeState,
         session: Result<&Arc<SshSession>, &String>,
+        provider: &dyn Provider,
     ) -> (NodeFound, Vec<Reach>) {
         let all = &state.nodes;
         let mut found = NodeFound {
@@ -188,6 +191,7 @@ impl Lab {
             info: Err(String::new()),
             probe: Err(String::new()),
             clock: Err(String::new()),
+            nic_restarts: nic_restarts(provider, &self.dir, &node.name),
         };
         let session = match session {
             Ok(s) => s,
@@ -291,4 +295,22 @@ impl Lab {
             Err(e) => Check::not_ok(&scope, PAIR_WORKLOAD, Verdict::Fail, e.to_string(), cause),
         }
     }
+}
+
+/// The provider's restarts of node `node`'s data NIC, with how long ago each was.
+fn nic_restarts(provider: &dyn Provider, dir: &LabDir, node: &str) -> Option<Result<Vec<NicRestartSeen>, String>> {
+    let now = SystemTime::now();
+    provider.data_nic_restarts(dir, node).map(|read| {
+        read.map(|restarts| {
+            restarts
+                .into_iter()
+                .map(|r| NicRestartSeen {
+                    at: lab_state::rfc3339(r.at),
+                    ago_s: now.duration_since(r.at).ok().map(|d| d.as_secs_f64()),
+                    failed: r.failed,
+                    detail: r.detail,
+                })
+                .collect()
+        })
+    })
 }

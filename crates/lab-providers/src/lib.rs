@@ -44,4 +44,4 @@ pub mod ssh;
 pub use agent_binary::AgentBinary;
 pub use by_kind::{for_kind, for_lab};
 pub use node_keys::{HostKeyPair, MissingHostKey, NodeKeys, PreloadFile};
-pub use provider::{Liveness, Provider, ProviderError};
+pub use provider::{Liveness, NicRestart, Provider, ProviderError};

@@ -165,6 +165,20 @@ pub enum Liveness {
     Stopped(String),
 }
 
+/// A time the provider acted on a node's data NIC from outside the node
+/// (the QEMU provider's supervisor restarts a transmit queue QEMU stopped
+/// taking frames from), as it recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicRestart {
+    /// When.
+    pub at: std::time::SystemTime,
+    /// The restart itself failed (the NIC may still be stopped).
+    pub failed: bool,
+    /// What the provider recorded ("data NIC stalled: the guest posted 3
+    /// frame(s) QEMU did not take for 500 ms; ...").
+    pub detail: String,
+}
+
 /// How long a provider's liveness check may ask its command or API.
 pub const CHECK_ALIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -201,6 +215,13 @@ pub trait Provider: Send + Sync {
     /// (a provider that asks a command or an API gives up after
     /// [`CHECK_ALIVE_TIMEOUT`]): called while waiting and by `status`.
     async fn check_alive(&self, dir: &LabDir, state: &LabState, node: &str) -> Result<(), ProviderError>;
+
+    /// The provider's restarts of node `node`'s data NIC since the node
+    /// started, oldest first; `None` where the provider never restarts one
+    /// (only the QEMU provider does), an error when its record cannot be read.
+    fn data_nic_restarts(&self, _dir: &LabDir, _node: &str) -> Option<Result<Vec<NicRestart>, String>> {
+        None
+    }
 
     /// The node's console log, where the provider keeps one.
     fn console_log(&self, _dir: &LabDir, _node: &str) -> Option<std::path::PathBuf> {

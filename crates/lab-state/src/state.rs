@@ -503,7 +503,12 @@ impl HostChanges {
 
 /// The current time as RFC 3339 (UTC, seconds).
 pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+    rfc3339(SystemTime::now())
+}
+
+/// `at` in RFC 3339, UTC, to the second (as [`now_rfc3339`] writes it).
+pub fn rfc3339(at: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(at).to_string()
 }
 
 /// Writes `bytes` to `path` so that readers see the old or the new file,

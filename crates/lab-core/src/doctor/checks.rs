@@ -33,6 +33,22 @@ pub struct NodeFound {
     /// Its wall clock against the controller's (NTP's estimate from the
     /// agent's Clock calls), or why there is none.
     pub clock: Result<ClockEstimate, String>,
+    /// The provider's restarts of its data NIC from outside the node, or
+    /// why they could not be read; None where the provider does none.
+    pub nic_restarts: Option<Result<Vec<NicRestartSeen>, String>>,
+}
+
+/// A restart of a node's data NIC by its provider, as doctor read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NicRestartSeen {
+    /// When, in RFC 3339.
+    pub at: String,
+    /// How long before doctor read it, when the clock allows.
+    pub ago_s: Option<f64>,
+    /// The restart failed.
+    pub failed: bool,
+    /// What the provider recorded.
+    pub detail: String,
 }
 
 impl NodeFound {
@@ -222,6 +238,9 @@ pub fn node_checks(fabric: Fabric, node: &NodeFound) -> Vec<Check> {
             checks.push(tx_queue_check(&scope, &path.netdev, probe));
         }
     }
+    if let Some(restarts) = &node.nic_restarts {
+        checks.push(nic_restarts_check(&scope, restarts));
+    }
     if let Some(probe) = probe {
         checks.push(memlock_check(&scope, probe));
         checks.push(libfabric_check(&scope, fabric, probe));
@@ -323,6 +342,71 @@ fn tx_queue_check(scope: &Scope, netdev: &str, probe: &NodeProbe) -> Check {
              `ip link set dev {netdev} down && ip link set dev {netdev} up` resets the queue"
         ),
     )
+}
+
+const NIC_RESTARTS: &str = "nic_restarts";
+
+/// The provider's restarts of the node's data NIC (the QEMU provider's
+/// supervisor pauses and resumes a VM whose transmit queue QEMU stopped
+/// taking frames from). One in the last [`RECENT_TX_TIMEOUT_S`] warns: a
+/// run in the seconds before it may have failed for it; an older one is
+/// history (the reach check says whether the link works now). A failed
+/// restart fails: the NIC may still be stopped.
+fn nic_restarts_check(scope: &Scope, restarts: &Result<Vec<NicRestartSeen>, String>) -> Check {
+    let restarts = match restarts {
+        Ok(r) => r,
+        Err(e) => {
+            return Check::not_ok(
+                scope,
+                NIC_RESTARTS,
+                Verdict::Warn,
+                format!("the provider's record of data NIC restarts could not be read: {e}"),
+                "on a QEMU lab `supervisor.log` in the lab's state directory is that record; \
+                 `labctl status` says whether the lab's supervisor still runs",
+            )
+        }
+    };
+    let Some(last) = restarts.last() else {
+        return Check::ok(
+            scope,
+            NIC_RESTARTS,
+            "no restart of the data NIC from the host since the node started",
+        );
+    };
+    let ago = last.ago_s.map(|s| format!(" ({s:.0} s ago)")).unwrap_or_default();
+    let times = match restarts.len() {
+        1 => "once".to_string(),
+        n => format!("{n} times"),
+    };
+    let evidence = format!(
+        "the host restarted the data NIC {times} since the node started; the last at {}{ago}: {}",
+        last.at, last.detail
+    );
+    let recent = last.ago_s.is_none_or(|s| s <= RECENT_TX_TIMEOUT_S);
+    let stalled = "QEMU stopped taking the node's frames and its supervisor paused and resumed the VM to restart them \
+                   (`supervisor.log` in the lab's state directory lists each time)";
+    if last.failed {
+        Check::not_ok(
+            scope,
+            NIC_RESTARTS,
+            Verdict::Fail,
+            evidence,
+            format!("{stalled}, and the last restart failed: `labctl down` and `labctl up` replace the VMs"),
+        )
+    } else if recent {
+        Check::not_ok(
+            scope,
+            NIC_RESTARTS,
+            Verdict::Warn,
+            evidence,
+            format!(
+                "{stalled}; a run in the seconds before it may have failed for it: run it again, \
+                 and if it keeps happening, `labctl down` and `labctl up` replace the VMs"
+            ),
+        )
+    } else {
+        Check::ok(scope, NIC_RESTARTS, evidence)
+    }
 }
 
 fn memlock_check(scope: &Scope, probe: &NodeProbe) -> Check {

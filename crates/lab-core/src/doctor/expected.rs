@@ -102,6 +102,7 @@ mod tests {
             info: Ok(info(last, 1, 2)),
             probe: Ok(probe::parse(probe_text)),
             clock: Err("not read".into()),
+            nic_restarts: None,
         }
     }
 

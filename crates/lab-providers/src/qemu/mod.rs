@@ -262,6 +262,16 @@ impl Provider for QemuProvider {
         Some(dir.console_log(node))
     }
 
+    /// The supervisor's data NIC watch ([`tx_watch`]), read back from its log.
+    fn data_nic_restarts(&self, dir: &LabDir, node: &str) -> Option<Result<Vec<crate::NicRestart>, String>> {
+        let path = dir.root().join(supervisor::LOG_FILE);
+        Some(
+            std::fs::read_to_string(&path)
+                .map(|log| supervisor_log::data_nic_restarts(&log, node))
+                .map_err(|e| format!("{}: {e}", path.display())),
+        )
+    }
+
     fn packages_in_image(&self) -> bool {
         true
     }

@@ -233,7 +233,7 @@ async fn supervise(dir: &Path) -> std::io::Result<()> {
         }
         // Only a child already reaped has no pid; its exit is logged below.
         let pid = child.id().map(|pid| format!(" (pid {pid})")).unwrap_or_default();
-        super::supervisor_log::line(format_args!("node {} started{pid}", vm.name));
+        super::supervisor_log::line(format_args!("node {} {}{pid}", vm.name, super::supervisor_log::STARTED));
         tokio::spawn(super::tx_watch::watch(
             vm.name.clone(),
             super::tx_watch::qmp_socket(&vm.name),

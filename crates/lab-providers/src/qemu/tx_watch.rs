@@ -197,8 +197,9 @@ pub async fn watch(name: String, path: PathBuf) {
         }
         if counter.observe(reading) {
             super::supervisor_log::line(format_args!(
-                "node {name}: data NIC stalled: the guest posted {} frame(s) QEMU did not take for {} ms; \
+                "node {name}: {}: the guest posted {} frame(s) QEMU did not take for {} ms; \
                  pausing and resuming the VM to restart its transmit queue",
+                super::supervisor_log::DATA_NIC_STALLED,
                 reading.waiting(),
                 (STALLED_POLLS - 1) as u128 * POLL.as_millis()
             ));
@@ -207,7 +208,10 @@ pub async fn watch(name: String, path: PathBuf) {
                 qmp.execute("cont", json!({})).await
             };
             if let Err(e) = resumed.await {
-                super::supervisor_log::line(format_args!("node {name}: restarting its transmit queue failed: {e}"));
+                super::supervisor_log::line(format_args!(
+                    "node {name}: {}: {e}",
+                    super::supervisor_log::RESTART_FAILED
+                ));
                 if vm_gone(&e) {
                     return;
                 }

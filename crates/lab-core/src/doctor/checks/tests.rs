@@ -25,6 +25,7 @@ fn node(name: &str, last: u8, info: Result<NodeInfoReply, String>, probe: &str) 
         info,
         probe: Ok(parse(probe)),
         clock: Err("not read".into()),
+        nic_restarts: None,
     }
 }
 
@@ -159,6 +160,70 @@ fn test_a_transmit_timeout_on_the_data_netdev_fails_recent_and_warns_old() {
 }
 
 #[test]
+fn test_the_hosts_data_nic_restarts_warn_recent_fail_failed_and_are_history_when_old() {
+    let restart = |ago_s: f64, failed: bool, detail: &str| NicRestartSeen {
+        at: "2026-12-01T04:10:00Z".into(),
+        ago_s: Some(ago_s),
+        failed,
+        detail: detail.into(),
+    };
+    let stalled = "data NIC stalled: the guest posted 3 frame(s) QEMU did not take for 500 ms; \
+                   pausing and resuming the VM to restart its transmit queue";
+    let with = |restarts: Option<Result<Vec<NicRestartSeen>, String>>| {
+        let mut n = node("client", 2, Ok(info(2, 1, 2)), &probe_text(1500, "unlimited"));
+        n.nic_restarts = restarts;
+        node_checks(Fabric::Rxe, &n)
+            .into_iter()
+            .find(|c| c.check == "nic_restarts")
+    };
+    // A provider that restarts no NIC (every one but QEMU's) has no such check.
+    assert_eq!(with(None), None);
+    let none = with(Some(Ok(Vec::new()))).unwrap();
+    assert_eq!(
+        (none.verdict, none.evidence.as_str()),
+        (
+            Verdict::Ok,
+            "no restart of the data NIC from the host since the node started"
+        )
+    );
+    let recent = with(Some(Ok(vec![
+        restart(3600.0, false, stalled),
+        restart(42.4, false, stalled),
+    ])))
+    .unwrap();
+    assert_eq!(recent.verdict, Verdict::Warn);
+    assert_eq!(
+        recent.evidence,
+        format!("the host restarted the data NIC 2 times since the node started; the last at 2026-12-01T04:10:00Z (42 s ago): {stalled}")
+    );
+    assert!(
+        recent.fix.as_deref().unwrap().contains("supervisor.log"),
+        "{:?}",
+        recent.fix
+    );
+    let old = with(Some(Ok(vec![restart(3600.0, false, stalled)]))).unwrap();
+    assert_eq!(old.verdict, Verdict::Ok);
+    assert!(
+        old.evidence.starts_with("the host restarted the data NIC once since"),
+        "{}",
+        old.evidence
+    );
+    let failed = with(Some(Ok(vec![
+        restart(3600.0, false, stalled),
+        restart(3599.0, true, "restarting its transmit queue failed: broken pipe"),
+    ])))
+    .unwrap();
+    assert_eq!(failed.verdict, Verdict::Fail);
+    assert!(
+        failed.fix.as_deref().unwrap().contains("labctl down"),
+        "{:?}",
+        failed.fix
+    );
+    let unread = with(Some(Err("supervisor.log: No such file or directory".into()))).unwrap();
+    assert_eq!(unread.verdict, Verdict::Warn);
+}
+
+#[test]
 fn test_a_pair_with_different_mtus_fails_and_names_the_end_to_change() {
     let a = node("server", 1, Ok(info(1, 1, 2)), &probe_text(1500, "unlimited"));
     let mut small = info(2, 1, 2);
@@ -231,6 +296,7 @@ fn test_an_infiniband_host_on_an_existing_fabric_is_judged_by_its_ipoib_netdev()
         info: Ok(reply),
         probe: Ok(parse(probe)),
         clock: Err("not read".into()),
+        nic_restarts: None,
     };
     let checks = node_checks(Fabric::Existing, &n);
     let by = |name: &str| checks.iter().find(|c| c.check == name).unwrap().clone();
@@ -341,6 +407,7 @@ fn test_a_lab_that_says_rxe_on_a_nics_port_fails_the_device_check() {
         info: Ok(reply),
         probe: Ok(parse(&probe_text(1500, "unlimited"))),
         clock: Err("not read".into()),
+        nic_restarts: None,
     };
     let checks = node_checks(Fabric::Rxe, &n);
     let device = checks.iter().find(|c| c.check == "device").unwrap();
