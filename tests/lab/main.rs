@@ -30,6 +30,7 @@ mod faults;
 mod files;
 mod graph;
 mod html_report;
+mod image_cache;
 mod impair;
 mod lifecycle;
 mod packages;
@@ -96,6 +97,7 @@ fn main() -> ExitCode {
     lab_trials.extend(files::trials(&lab));
     lab_trials.extend(facts::trials(&lab));
     lab_trials.extend(graph::trials(&lab));
+    lab_trials.extend(image_cache::trials(&lab));
     lab_trials.extend(doctor::trials(&lab));
     lab_trials.extend(security::trials(&lab));
     lab_trials.extend(verbs_example::trials(&lab));

@@ -308,6 +308,12 @@ impl Provider for QemuProvider {
     }
 }
 
+/// The node image (its cache key) a QEMU lab's state records, as `create`
+/// wrote it; None for another provider's lab.
+pub fn image_of(state: &LabState) -> Option<&str> {
+    state.provider_state.get("image")?.as_str()
+}
+
 /// Starts `labctl __supervise DIR` detached and waits for its report.
 async fn start_supervisor(dir: &LabDir) -> Result<SupervisorReport, ProviderError> {
     let exe = std::env::current_exe().map_err(io("finding the labctl executable"))?;

@@ -12,6 +12,7 @@ mod down;
 mod exec;
 mod global;
 mod graph;
+mod image;
 mod impair;
 mod init;
 mod man;
@@ -77,6 +78,8 @@ pub enum Command {
     Schema,
     /// Write the built-in labs out as a commented labs.yaml to start from.
     Init(init::InitArgs),
+    /// The cached QEMU node images: list them (`ls`), remove those no lab uses (`prune`).
+    Image(image::ImageArgs),
     /// Impair a node's data link with tc netem (loss, delay, jitter, rate, reorder, duplicate), or --clear it.
     Impair(impair::ImpairArgs),
     /// Capture a node's RoCEv2 traffic with tcpdump into a pcap on this machine.
@@ -114,6 +117,7 @@ pub async fn dispatch(args: Args) -> anyhow::Result<ExitCode> {
         Command::Bulk(a) => bulk::run(&args.global, a).await,
         Command::Schema => schema::run(),
         Command::Init(a) => init::run(&args.global, a),
+        Command::Image(a) => image::run(&args.global, a).await,
         Command::Impair(a) => impair::run(&args.global, a).await,
         Command::Capture(a) => capture::run(&args.global, a).await,
         Command::Report(a) => report::run(&args.global, a).await,
